@@ -1,0 +1,197 @@
+#include "atomics/support_table.h"
+
+#include <sstream>
+
+namespace qd {
+
+namespace {
+
+using enum AtomicOp;
+using enum DataType;
+using Ops = std::vector<AtomicOp>;
+using Dtypes = std::vector<DataType>;
+
+enum class Space { Any, Global, Shared };
+
+struct Row {
+  Backend backend;
+  Ops ops;
+  Dtypes dtypes;
+  Lowering lowering;
+  const char *capability = "";  // capability (without _buffer/_shared suffix) the row needs
+  Space space = Space::Any;
+  const char *reason = "";    // for Rejected rows
+};
+
+const Ops kAll = {Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas};
+const Ops kIntNative = {Add, Sub, Min, Max, And, Or, Xor, Exchange, Cas};  // all but mul
+const Ops kAddSub = {Add, Sub};
+const Dtypes kInt32 = {i32, u32};
+const Dtypes kInt64 = {i64, u64};
+const Dtypes kInts = {i32, u32, i64, u64};
+const Dtypes kF32F64 = {f32, f64};
+
+const char *kMetal64 =
+    "64-bit integer atomics are not portable to Metal: Metal only has 64-bit atomic min/max on "
+    "unsigned values (Apple GPU family 9+), and no 64-bit add/sub/mul/bitwise/exchange/cas on any "
+    "Apple GPU; use i32/u32";
+const char *kVulkanInt64 =
+    "64-bit integer atomics on Vulkan need the device's int64 atomics (VK_KHR_shader_atomic_int64)";
+const char *kSpirvF16 =
+    "f16 atomics on SPIR-V need the device's float16 atomic add capability; other f16 atomics are not "
+    "supported there";
+const char *kSpirvExchange =
+    "atomic_exchange on f16, on shared float arrays and on f64 in shared memory is not yet supported";
+
+// First matching row wins. Rows that name a capability match only when the target has it.
+const std::vector<Row> &rows() {
+  static const std::vector<Row> table = {
+      // CPU (x86_64 LLVM): atomicrmw where LLVM has one, cmpxchg loops for the rest.
+      {Backend::Cpu, kIntNative, kInts, Lowering::Native},
+      {Backend::Cpu, kAddSub, kF32F64, Lowering::Native},
+      {Backend::Cpu, {Exchange}, kF32F64, Lowering::Native},
+      {Backend::Cpu, kAll, {}, Lowering::CasLoop},
+      // CUDA (NVPTX, sm_60+): atom.global.* for ints, f32/f64 add and exchange.
+      {Backend::Cuda, kIntNative, kInts, Lowering::Native},
+      {Backend::Cuda, kAddSub, kF32F64, Lowering::Native},
+      {Backend::Cuda, {Exchange}, kF32F64, Lowering::Native},
+      {Backend::Cuda, kAll, {}, Lowering::CasLoop},
+      // AMDGPU at syncscope("agent"): float atomics are native only on gfx942 (spec footnote 2).
+      {Backend::Amdgpu, kIntNative, kInts, Lowering::Native},
+      {Backend::Amdgpu, {Exchange}, kF32F64, Lowering::Native},
+      {Backend::Amdgpu, kAddSub, kF32F64, Lowering::Native, "gfx942"},
+      {Backend::Amdgpu, {Min, Max}, {f64}, Lowering::Native, "gfx942"},
+      {Backend::Amdgpu, kAll, {}, Lowering::CasLoop},
+      // Vulkan (SPIR-V, Scope Device): float add native with the device's capability.
+      {Backend::Vulkan, kIntNative, kInt32, Lowering::Native},
+      {Backend::Vulkan, kIntNative, kInt64, Lowering::Native, "int64_atomics"},
+      {Backend::Vulkan, {Mul}, kInt32, Lowering::CasLoop},
+      {Backend::Vulkan, {Mul}, kInt64, Lowering::CasLoop, "int64_atomics"},
+      {Backend::Vulkan, kAll, kInt64, Lowering::Rejected, "", Space::Any, kVulkanInt64},
+      {Backend::Vulkan, kAddSub, {f16}, Lowering::Native, "float16_atomic_add"},
+      {Backend::Vulkan, kAll, {f16}, Lowering::Rejected, "", Space::Any, kSpirvF16},
+      {Backend::Vulkan, {Exchange}, kF32F64, Lowering::Rejected, "", Space::Shared, kSpirvExchange},
+      {Backend::Vulkan, kAddSub, {f32}, Lowering::Native, "float32_atomic_add"},
+      {Backend::Vulkan, kAddSub, {f64}, Lowering::Native, "float64_atomic_add"},
+      {Backend::Vulkan, {Exchange}, {f32}, Lowering::Native},
+      {Backend::Vulkan, {Exchange}, {f64}, Lowering::Native, "int64_atomics"},
+      {Backend::Vulkan, kAll, {f32}, Lowering::CasLoop},
+      {Backend::Vulkan, kAll, {f64}, Lowering::CasLoop, "int64_atomics"},
+      {Backend::Vulkan, kAll, {f64}, Lowering::Rejected, "", Space::Any,
+       "f64 atomics on Vulkan need 64-bit integer atomics for their CAS loop or exchange"},
+      // Metal (SPIR-V -> MSL via SPIRV-Cross): float add is a CAS loop, no 64-bit anything.
+      {Backend::Metal, kAll, kInt64, Lowering::Rejected, "", Space::Any, kMetal64},
+      {Backend::Metal, kIntNative, kInt32, Lowering::Native},
+      {Backend::Metal, {Mul}, kInt32, Lowering::CasLoop},
+      {Backend::Metal, kAll, {f16}, Lowering::Rejected, "", Space::Any, kSpirvF16},
+      {Backend::Metal, kAll, {f64}, Lowering::Rejected, "", Space::Any, "Metal has no 64-bit floats"},
+      {Backend::Metal, {Exchange}, {f32}, Lowering::Rejected, "", Space::Shared, kSpirvExchange},
+      {Backend::Metal, {Exchange}, {f32}, Lowering::Native},
+      {Backend::Metal, kAll, {f32}, Lowering::CasLoop},
+  };
+  return table;
+}
+
+template <class T>
+bool contains(const std::vector<T> &v, T x) {
+  for (auto &e : v)
+    if (e == x) return true;
+  return false;
+}
+
+std::string with_space_suffix(const std::string &cap, MemorySpace space) {
+  if (cap.rfind("gfx", 0) == 0) return cap;
+  return cap + (space == MemorySpace::Shared ? "_shared" : "_buffer");
+}
+
+}  // namespace
+
+const char *backend_name(Backend b) {
+  static const char *names[] = {"cpu", "cuda", "amdgpu", "vulkan", "metal"};
+  return names[static_cast<int>(b)];
+}
+
+const std::vector<DataType> &atomic_dtypes() {
+  static const std::vector<DataType> v = {i32, u32, i64, u64, f16, f32, f64};
+  return v;
+}
+
+AtomicLowering atomic_lowering(Backend backend, AtomicOp op, DataType dtype, MemorySpace space,
+                               const TargetFeatures &features) {
+  const auto &info = atomic_op_info(op);
+  std::string what = std::string("atomic_") + info.name + " on " + dtype_name(dtype);
+  if (!contains(atomic_dtypes(), dtype))
+    return {Lowering::Rejected,
+            what + " is not supported: atomics on memory take i32/u32/i64/u64/f16/f32/f64 (narrower "
+                   "integers have no atomic instructions on GPUs; use i32/u32)"};
+  if (info.dtypes == DtypeClass::IntOnly && is_real(dtype))
+    return {Lowering::Rejected,
+            what + " is not supported: atomic_" + info.name + " takes integer dtypes only (i32/u32/i64/u64)"};
+  for (const Row &row : rows()) {
+    if (row.backend != backend || !contains(row.ops, op)) continue;
+    if (!row.dtypes.empty() && !contains(row.dtypes, dtype)) continue;
+    if (row.space == Space::Global && space != MemorySpace::Global) continue;
+    if (row.space == Space::Shared && space != MemorySpace::Shared) continue;
+    std::string cap = *row.capability ? with_space_suffix(row.capability, space) : "";
+    if (!cap.empty() && !features.count(cap)) continue;
+    if (row.lowering == Lowering::Rejected)
+      return {Lowering::Rejected, what + " is not supported on " + backend_name(backend) + ": " + row.reason};
+    return {row.lowering, "", cap};
+  }
+  return {Lowering::Rejected, what + " is not supported on " + backend_name(backend)};
+}
+
+TargetFeatures default_features(Backend backend) {
+  switch (backend) {
+    case Backend::Amdgpu: return {"gfx942"};
+    case Backend::Vulkan:
+      // A capable desktop GPU; the docs footnote which cells depend on these.
+      return {"float32_atomic_add_buffer", "float32_atomic_add_shared", "int64_atomics_buffer",
+              "int64_atomics_shared"};
+    default: return {};
+  }
+}
+
+namespace {
+
+std::string cell(Backend backend, AtomicOp op, DataType dtype) {
+  auto native = atomic_lowering(backend, op, dtype, MemorySpace::Global, default_features(backend));
+  switch (native.kind) {
+    case Lowering::Native:
+      return native.capability.empty() ? "native" : "native (needs `" + native.capability + "`)";
+    case Lowering::CasLoop: return "CAS loop";
+    default: break;
+  }
+  // Rejected by default: say whether some capability would enable it (Vulkan float16 add).
+  for (const char *cap : {"float16_atomic_add_buffer", "float64_atomic_add_buffer", "int64_atomics_buffer"}) {
+    auto f = default_features(backend);
+    f.insert(cap);
+    auto with = atomic_lowering(backend, op, dtype, MemorySpace::Global, f);
+    if (with.kind != Lowering::Rejected)
+      return std::string(with.kind == Lowering::Native ? "native" : "CAS loop") + " with `" + cap + "`, else rejected";
+  }
+  return "rejected";
+}
+
+}  // namespace
+
+std::string atomic_support_markdown() {
+  std::ostringstream os;
+  const Backend backends[] = {Backend::Cpu, Backend::Cuda, Backend::Amdgpu, Backend::Vulkan, Backend::Metal};
+  for (Backend b : backends) {
+    os << "#### " << backend_name(b) << "\n\n| op |";
+    for (DataType t : atomic_dtypes()) os << " " << dtype_name(t) << " |";
+    os << "\n|---|";
+    for (size_t i = 0; i < atomic_dtypes().size(); i++) os << "---|";
+    os << "\n";
+    for (const auto &info : atomic_ops()) {
+      os << "| `atomic_" << info.name << "` |";
+      for (DataType t : atomic_dtypes()) os << " " << cell(b, info.op, t) << " |";
+      os << "\n";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace qd

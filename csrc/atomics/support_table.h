@@ -1,0 +1,45 @@
+#pragma once
+// THE atomic support table: for every (backend, op, dtype, memory space, device capability) it says
+// whether the op is a native instruction, a CAS loop, or rejected with a reason. The type checker
+// reads it to raise QuadrantsTypeError, each codegen reads it to pick the lowering, and the tables in
+// docs/atomics.md are generated from it.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "atomics/atomic_ops.h"
+#include "ir/types.h"
+
+namespace qd {
+
+enum class Backend { Cpu, Cuda, Amdgpu, Vulkan, Metal };
+const char *backend_name(Backend b);
+
+enum class MemorySpace { Global, Shared };
+
+enum class Lowering { Native, CasLoop, Rejected };
+
+// Target facts a decision may depend on: SPIR-V device capabilities (e.g. "float32_atomic_add_buffer",
+// "int64_atomics_shared") or the AMDGPU architecture ("gfx942"). A row's `capability` names a capability
+// without its memory-space suffix; the suffix (_buffer / _shared) comes from the access.
+using TargetFeatures = std::set<std::string>;
+
+struct AtomicLowering {
+  Lowering kind;
+  std::string reason;    // why rejected; empty otherwise
+  std::string capability;  // the capability that made it native, if any (for docs and tests)
+};
+
+// Dtypes that atomics on memory accept at all; the others get a QuadrantsTypeError.
+const std::vector<DataType> &atomic_dtypes();
+
+AtomicLowering atomic_lowering(Backend backend, AtomicOp op, DataType dtype, MemorySpace space,
+                               const TargetFeatures &features);
+
+// The features of the default target of a backend: what the docs' tables assume.
+TargetFeatures default_features(Backend backend);
+
+// Markdown tables (one per backend) describing the table above; docs/atomics.md embeds them.
+std::string atomic_support_markdown();
+
+}  // namespace qd

@@ -1,0 +1,369 @@
+#include "codegen/llvm/codegen_llvm.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace qd {
+
+using llvm::Value;
+
+LlvmCodegen::LlvmCodegen(KernelIR &k, LlvmTarget &target, llvm::LLVMContext &ctx)
+    : k_(k), target_(target), ctx_(ctx), module_(std::make_unique<llvm::Module>(k.name, ctx)), b_(ctx) {}
+
+std::unique_ptr<llvm::Module> LlvmCodegen::run(std::vector<TaskSymbols> *symbols) {
+  for (size_t i = 0; i < k_.tasks.size(); i++) symbols->push_back(target_.emit_task(*this, k_.tasks[i], int(i)));
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*module_, &os)) throw std::runtime_error("internal: invalid LLVM IR generated: " + err);
+  return std::move(module_);
+}
+
+llvm::Function *LlvmCodegen::new_function(const std::string &name, std::vector<llvm::Type *> params) {
+  auto *fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+  return llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, *module_);
+}
+
+void LlvmCodegen::begin_function(llvm::Function *fn) {
+  fn_ = fn;
+  entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn);
+  b_.SetInsertPoint(entry_);
+  values_.clear();
+  bases_.clear();
+}
+
+llvm::Type *LlvmCodegen::type(DataType t) {
+  switch (t) {
+    case DataType::u1: return b_.getInt1Ty();
+    case DataType::i8: case DataType::u8: return b_.getInt8Ty();
+    case DataType::i16: case DataType::u16: return b_.getInt16Ty();
+    case DataType::i32: case DataType::u32: return b_.getInt32Ty();
+    case DataType::i64: case DataType::u64: return b_.getInt64Ty();
+    case DataType::f16: return b_.getHalfTy();
+    case DataType::f32: return b_.getFloatTy();
+    case DataType::f64: return b_.getDoubleTy();
+    default: return b_.getVoidTy();
+  }
+}
+
+void LlvmCodegen::emit_block(const Block &blk) {
+  for (auto &s : blk.stmts) emit(*s);
+}
+
+void LlvmCodegen::emit_loop_body(const Stmt &loop, Value *index) {
+  values_[&loop] = index;
+  emit_block(*loop.body);
+}
+
+void LlvmCodegen::start_dead_block() {
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "dead", fn_));
+}
+
+void LlvmCodegen::emit(const Stmt &s) {
+  Value *v = nullptr;
+  switch (s.kind) {
+    case StmtKind::Const:
+      v = is_real(s.dtype) ? llvm::ConstantFP::get(type(s.dtype), s.fval)
+                           : llvm::ConstantInt::get(type(s.dtype), static_cast<uint64_t>(s.ival), is_signed(s.dtype));
+      break;
+    case StmtKind::Arg: v = arg_value(s); break;
+    case StmtKind::GlobalPtr: v = global_ptr(s); break;
+    case StmtKind::GlobalLoad: {
+      auto *load = b_.CreateLoad(type(s.dtype), value(s.operands[0]), s.is_volatile);
+      v = load;
+      break;
+    }
+    case StmtKind::GlobalStore:
+    case StmtKind::LocalStore: b_.CreateStore(value(s.operands[1]), value(s.operands[0])); break;
+    case StmtKind::Alloca: {
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      v = eb.CreateAlloca(type(s.dtype));
+      b_.CreateStore(llvm::Constant::getNullValue(type(s.dtype)), v);  // variables start at zero
+      break;
+    }
+    case StmtKind::LocalLoad: v = b_.CreateLoad(type(s.dtype), value(s.operands[0])); break;
+    case StmtKind::Unary: v = unary(s); break;
+    case StmtKind::Binary: v = binary(s); break;
+    case StmtKind::Select:
+      v = b_.CreateSelect(to_bool(value(s.operands[0]), s.operands[0]->dtype), value(s.operands[1]),
+                          value(s.operands[2]));
+      break;
+    case StmtKind::Atomic: v = atomic(s); break;
+    case StmtKind::If: emit_if(s); break;
+    case StmtKind::While: emit_while(s); break;
+    case StmtKind::RangeFor: emit_serial_for(s); break;
+    case StmtKind::LoopIndex: v = value(s.operands[0]); break;
+    case StmtKind::Break:
+      b_.CreateBr(loops_.back().break_bb);
+      start_dead_block();
+      break;
+    case StmtKind::Continue:
+      b_.CreateBr(loops_.back().continue_bb);
+      start_dead_block();
+      break;
+    case StmtKind::Return: emit_return(s); break;
+  }
+  if (v) values_[&s] = v;
+}
+
+Value *LlvmCodegen::arg_value(const Stmt &s) {
+  Value *args = fn_->getArg(1);
+  Value *slot = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), args, s.ival));
+  llvm::Type *t = type(s.dtype);
+  Value *bits = b_.CreateTrunc(slot, b_.getIntNTy(bit_width(s.dtype)));
+  return is_real(s.dtype) ? b_.CreateBitCast(bits, t) : bits;
+}
+
+Value *LlvmCodegen::buffer_base(int buffer) {
+  auto it = bases_.find(buffer);
+  if (it != bases_.end()) return it->second;
+  // Loaded once in the entry block: the buffer table does not change during a launch.
+  llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+  auto *ptr_ty = llvm::PointerType::get(ctx_, target_.global_address_space());
+  Value *slot = eb.CreateConstGEP1_64(eb.getPtrTy(), fn_->getArg(0), buffer);
+  Value *base = eb.CreateLoad(ptr_ty, slot);
+  bases_[buffer] = base;
+  return base;
+}
+
+Value *LlvmCodegen::global_ptr(const Stmt &s) {
+  const BufferDesc &d = k_.buffers[s.ival];
+  Value *base = buffer_base(static_cast<int>(s.ival));
+  if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result)
+    return b_.CreateConstGEP1_64(b_.getInt8Ty(), base, s.byte_offset);
+  // Row-major linear index, in i64.
+  Value *linear = b_.getInt64(0);
+  for (size_t i = 0; i < s.operands.size(); i++) {
+    Value *dim;
+    if (d.kind == BufferKind::Field) {
+      dim = b_.getInt64(d.shape[i]);
+    } else {
+      size_t runtime_dims = d.ndim - d.static_tail.size();
+      if (i < runtime_dims) {
+        Value *args = fn_->getArg(1);
+        dim = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), args, d.shape_arg_slot + i));
+      } else {
+        dim = b_.getInt64(d.static_tail[i - runtime_dims]);
+      }
+    }
+    Value *idx = b_.CreateSExt(value(s.operands[i]), b_.getInt64Ty());
+    linear = b_.CreateAdd(b_.CreateMul(linear, dim), idx);
+  }
+  return b_.CreateGEP(type(s.dtype), base, linear);
+}
+
+Value *LlvmCodegen::to_bool(Value *v, DataType t) {
+  if (v->getType()->isIntegerTy(1)) return v;
+  if (is_real(t)) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
+  return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+}
+
+Value *LlvmCodegen::cast(Value *v, DataType from, DataType to) {
+  llvm::Type *t = type(to);
+  if (from == to) return v;
+  if (to == DataType::u1) return to_bool(v, from);
+  if (is_real(from) && is_real(to)) return b_.CreateFPCast(v, t);
+  if (is_real(from)) return is_signed(to) ? b_.CreateFPToSI(v, t) : b_.CreateFPToUI(v, t);
+  if (is_real(to)) return is_signed(from) ? b_.CreateSIToFP(v, t) : b_.CreateUIToFP(v, t);
+  return b_.CreateIntCast(v, t, is_signed(from));
+}
+
+Value *LlvmCodegen::math_call(const char *libm_name, llvm::Intrinsic::ID id, Value *x, DataType t) {
+  if (id != llvm::Intrinsic::not_intrinsic) return b_.CreateUnaryIntrinsic(id, x);
+  // No LLVM intrinsic: call libm (f32 variants end in 'f'); f16 goes through f32.
+  Value *arg = t == DataType::f16 ? b_.CreateFPExt(x, b_.getFloatTy()) : x;
+  std::string name = std::string(libm_name) + (t == DataType::f64 ? "" : "f");
+  auto callee = module_->getOrInsertFunction(name, arg->getType(), arg->getType());
+  Value *r = b_.CreateCall(callee, {arg});
+  return t == DataType::f16 ? b_.CreateFPTrunc(r, b_.getHalfTy()) : r;
+}
+
+Value *LlvmCodegen::unary(const Stmt &s) {
+  Value *x = value(s.operands[0]);
+  DataType t = s.dtype;
+  using I = llvm::Intrinsic::ID;
+  switch (static_cast<UnaryOp>(s.op)) {
+    case UnaryOp::Neg: return is_real(t) ? b_.CreateFNeg(x) : b_.CreateNeg(x);
+    case UnaryOp::Not: return b_.CreateZExt(b_.CreateNot(to_bool(x, s.operands[0]->dtype)), b_.getInt32Ty());
+    case UnaryOp::BitNot: return b_.CreateNot(x);
+    case UnaryOp::Cast: return cast(x, s.cast_from, t);
+    case UnaryOp::Bitcast: return b_.CreateBitCast(x, type(t));
+    case UnaryOp::Abs:
+      if (is_real(t)) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      if (!is_signed(t)) return x;
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+    case UnaryOp::Sqrt: return math_call("sqrt", llvm::Intrinsic::sqrt, x, t);
+    case UnaryOp::Sin: return math_call("sin", llvm::Intrinsic::sin, x, t);
+    case UnaryOp::Cos: return math_call("cos", llvm::Intrinsic::cos, x, t);
+    case UnaryOp::Exp: return math_call("exp", llvm::Intrinsic::exp, x, t);
+    case UnaryOp::Log: return math_call("log", llvm::Intrinsic::log, x, t);
+    case UnaryOp::Floor: return math_call("floor", llvm::Intrinsic::floor, x, t);
+    case UnaryOp::Ceil: return math_call("ceil", llvm::Intrinsic::ceil, x, t);
+    case UnaryOp::Round: return math_call("round", llvm::Intrinsic::rint, x, t);
+    case UnaryOp::Tan: return math_call("tan", I(llvm::Intrinsic::not_intrinsic), x, t);
+    case UnaryOp::Tanh: return math_call("tanh", I(llvm::Intrinsic::not_intrinsic), x, t);
+    case UnaryOp::Asin: return math_call("asin", I(llvm::Intrinsic::not_intrinsic), x, t);
+    case UnaryOp::Acos: return math_call("acos", I(llvm::Intrinsic::not_intrinsic), x, t);
+    case UnaryOp::Atan: return math_call("atan", I(llvm::Intrinsic::not_intrinsic), x, t);
+  }
+  return x;
+}
+
+Value *LlvmCodegen::int_pow(Value *base, Value *exp, DataType t) {
+  // Square-and-multiply; a negative exponent gives 0 for |base| > 1, as integer division would.
+  llvm::BasicBlock *pre = b_.GetInsertBlock();
+  auto *loop = llvm::BasicBlock::Create(ctx_, "pow.loop", fn_);
+  auto *done = llvm::BasicBlock::Create(ctx_, "pow.done", fn_);
+  llvm::Type *ty = base->getType();
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  auto *r = b_.CreatePHI(ty, 2), *bb = b_.CreatePHI(ty, 2), *e = b_.CreatePHI(ty, 2);
+  r->addIncoming(llvm::ConstantInt::get(ty, 1), pre);
+  bb->addIncoming(base, pre);
+  e->addIncoming(exp, pre);
+  Value *odd = b_.CreateICmpNE(b_.CreateAnd(e, 1), llvm::ConstantInt::get(ty, 0));
+  Value *r2 = b_.CreateSelect(odd, b_.CreateMul(r, bb), r);
+  Value *e2 = b_.CreateLShr(e, 1);
+  Value *b2 = b_.CreateMul(bb, bb);
+  Value *more = b_.CreateICmpSGT(e2, llvm::ConstantInt::get(ty, 0));
+  r->addIncoming(r2, b_.GetInsertBlock());
+  bb->addIncoming(b2, b_.GetInsertBlock());
+  e->addIncoming(e2, b_.GetInsertBlock());
+  b_.CreateCondBr(more, loop, done);
+  b_.SetInsertPoint(done);
+  Value *neg = is_signed(t) ? b_.CreateICmpSLT(exp, llvm::ConstantInt::get(ty, 0)) : b_.getFalse();
+  return b_.CreateSelect(neg, llvm::ConstantInt::get(ty, 0), r2);
+}
+
+Value *LlvmCodegen::binary(const Stmt &s) {
+  DataType ot = s.operands[0]->dtype;
+  Value *a = value(s.operands[0]), *c = value(s.operands[1]);
+  bool fp = is_real(ot), sg = is_signed(ot);
+  auto cmp = [&](llvm::CmpInst::Predicate f, llvm::CmpInst::Predicate si, llvm::CmpInst::Predicate ui) {
+    Value *r = fp ? b_.CreateFCmp(f, a, c) : b_.CreateICmp(sg ? si : ui, a, c);
+    return b_.CreateZExt(r, b_.getInt32Ty());
+  };
+  using P = llvm::CmpInst::Predicate;
+  switch (static_cast<BinaryOp>(s.op)) {
+    case BinaryOp::Add: return fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+    case BinaryOp::Sub: return fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+    case BinaryOp::Mul: return fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+    case BinaryOp::Div: return fp ? b_.CreateFDiv(a, c) : (sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c));
+    case BinaryOp::FloorDiv: {
+      if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(a, c));
+      if (!sg) return b_.CreateUDiv(a, c);
+      // Python floors: step down when the remainder is nonzero and the signs differ.
+      Value *q = b_.CreateSDiv(a, c), *r = b_.CreateSRem(a, c);
+      Value *zero = llvm::ConstantInt::get(a->getType(), 0);
+      Value *adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
+      return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
+    }
+    case BinaryOp::Mod: {
+      // Python's modulo: the result takes the divisor's sign.
+      Value *r = fp ? b_.CreateFRem(a, c) : (sg ? b_.CreateSRem(a, c) : b_.CreateURem(a, c));
+      if (!sg) return r;
+      Value *adjust = fp ? b_.CreateAnd(b_.CreateFCmpONE(r, llvm::ConstantFP::get(a->getType(), 0)),
+                                        b_.CreateXor(b_.CreateFCmpOLT(r, llvm::ConstantFP::get(a->getType(), 0)),
+                                                     b_.CreateFCmpOLT(c, llvm::ConstantFP::get(a->getType(), 0))))
+                         : b_.CreateAnd(b_.CreateICmpNE(r, llvm::ConstantInt::get(a->getType(), 0)),
+                                        b_.CreateICmpSLT(b_.CreateXor(r, c), llvm::ConstantInt::get(a->getType(), 0)));
+      return b_.CreateSelect(adjust, fp ? b_.CreateFAdd(r, c) : b_.CreateAdd(r, c), r);
+    }
+    case BinaryOp::Pow:
+      return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c) : int_pow(a, c, ot);
+    case BinaryOp::Min:
+      return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a, c)
+                : b_.CreateBinaryIntrinsic(sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, a, c);
+    case BinaryOp::Max:
+      return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, a, c)
+                : b_.CreateBinaryIntrinsic(sg ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, a, c);
+    case BinaryOp::BitAnd: return b_.CreateAnd(a, c);
+    case BinaryOp::BitOr: return b_.CreateOr(a, c);
+    case BinaryOp::BitXor: return b_.CreateXor(a, c);
+    case BinaryOp::Shl: return b_.CreateShl(a, b_.CreateIntCast(c, a->getType(), is_signed(s.operands[1]->dtype)));
+    case BinaryOp::Shr: {
+      Value *amount = b_.CreateIntCast(c, a->getType(), is_signed(s.operands[1]->dtype));
+      return sg ? b_.CreateAShr(a, amount) : b_.CreateLShr(a, amount);
+    }
+    case BinaryOp::Atan2: {
+      std::string name = ot == DataType::f64 ? "atan2" : "atan2f";
+      auto callee = module_->getOrInsertFunction(name, a->getType(), a->getType(), a->getType());
+      return b_.CreateCall(callee, {a, c});
+    }
+    case BinaryOp::Eq: return cmp(P::FCMP_OEQ, P::ICMP_EQ, P::ICMP_EQ);
+    case BinaryOp::Ne: return cmp(P::FCMP_UNE, P::ICMP_NE, P::ICMP_NE);
+    case BinaryOp::Lt: return cmp(P::FCMP_OLT, P::ICMP_SLT, P::ICMP_ULT);
+    case BinaryOp::Le: return cmp(P::FCMP_OLE, P::ICMP_SLE, P::ICMP_ULE);
+    case BinaryOp::Gt: return cmp(P::FCMP_OGT, P::ICMP_SGT, P::ICMP_UGT);
+    case BinaryOp::Ge: return cmp(P::FCMP_OGE, P::ICMP_SGE, P::ICMP_UGE);
+    case BinaryOp::LogicalAnd:
+      return b_.CreateZExt(b_.CreateAnd(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());
+    case BinaryOp::LogicalOr:
+      return b_.CreateZExt(b_.CreateOr(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());
+  }
+  return a;
+}
+
+void LlvmCodegen::emit_if(const Stmt &s) {
+  Value *cond = to_bool(value(s.operands[0]), s.operands[0]->dtype);
+  auto *then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+  auto *else_bb = llvm::BasicBlock::Create(ctx_, "else", fn_);
+  auto *merge = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+  b_.CreateCondBr(cond, then_bb, else_bb);
+  b_.SetInsertPoint(then_bb);
+  emit_block(*s.body);
+  b_.CreateBr(merge);
+  b_.SetInsertPoint(else_bb);
+  if (s.else_body) emit_block(*s.else_body);
+  b_.CreateBr(merge);
+  b_.SetInsertPoint(merge);
+}
+
+void LlvmCodegen::emit_while(const Stmt &s) {
+  auto *body = llvm::BasicBlock::Create(ctx_, "while", fn_);
+  auto *exit = llvm::BasicBlock::Create(ctx_, "endwhile", fn_);
+  b_.CreateBr(body);
+  b_.SetInsertPoint(body);
+  loops_.push_back({body, exit});
+  emit_block(*s.body);
+  loops_.pop_back();
+  b_.CreateBr(body);
+  b_.SetInsertPoint(exit);
+}
+
+void LlvmCodegen::emit_serial_for(const Stmt &s) {
+  emit_index_loop(s, value(s.operands[0]), value(s.operands[1]), b_.getInt32(1));
+}
+
+void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Value *step) {
+  llvm::IRBuilder<> eb(entry_, entry_->begin());
+  Value *counter = eb.CreateAlloca(b_.getInt32Ty());
+  b_.CreateStore(begin, counter);
+  auto *cond = llvm::BasicBlock::Create(ctx_, "for.cond", fn_);
+  auto *body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+  auto *next = llvm::BasicBlock::Create(ctx_, "for.step", fn_);
+  auto *exit = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
+  b_.CreateBr(cond);
+  b_.SetInsertPoint(cond);
+  Value *i = b_.CreateLoad(b_.getInt32Ty(), counter);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
+  b_.SetInsertPoint(body);
+  loops_.push_back({next, exit});
+  emit_loop_body(loop, i);
+  loops_.pop_back();
+  b_.CreateBr(next);
+  b_.SetInsertPoint(next);
+  b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), counter), step), counter);
+  b_.CreateBr(cond);
+  b_.SetInsertPoint(exit);
+}
+
+void LlvmCodegen::emit_return(const Stmt &s) {
+  Value *base = buffer_base(k_.result_buffer);
+  for (size_t i = 0; i < s.operands.size(); i++)
+    b_.CreateStore(value(s.operands[i]), b_.CreateConstGEP1_64(b_.getInt8Ty(), base, 8 * i));
+  b_.CreateRetVoid();
+  start_dead_block();
+}
+
+}  // namespace qd

@@ -1,0 +1,93 @@
+#pragma once
+// Shared LLVM IR emission for the LLVM backends (cpu, cuda, amdgpu). A target supplies the task
+// function shape and the few target-specific choices through LlvmTarget.
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "atomics/support_table.h"
+#include "ir/ir.h"
+
+namespace qd {
+
+// The names of the functions emitted for task i of a kernel.
+struct TaskSymbols {
+  std::string body;    // serial: fn(bufs, args); parallel (cpu): fn(bufs, args, lo, hi)
+  std::string bounds;  // parallel (cpu): fn(bufs, args, i64 out[2]); empty otherwise
+};
+
+class LlvmTarget {
+ public:
+  virtual ~LlvmTarget() = default;
+  virtual Backend backend() const = 0;
+  virtual const TargetFeatures &features() const = 0;
+  virtual llvm::SyncScope::ID atomic_scope(llvm::LLVMContext &ctx) const { return llvm::SyncScope::System; }
+  virtual unsigned global_address_space() const { return 0; }
+  // Emits the functions of one task: calls `emit_prologue` / `emit_body(index)` where the task's code
+  // goes. Returns the symbols.
+  virtual TaskSymbols emit_task(class LlvmCodegen &cg, const Task &task, int task_index) = 0;
+};
+
+class LlvmCodegen {
+ public:
+  LlvmCodegen(KernelIR &k, LlvmTarget &target, llvm::LLVMContext &ctx);
+  std::unique_ptr<llvm::Module> run(std::vector<TaskSymbols> *symbols);
+
+  // Helpers for targets building task functions.
+  llvm::IRBuilder<> &b() { return b_; }
+  llvm::Module &module() { return *module_; }
+  llvm::LLVMContext &ctx() { return ctx_; }
+  const KernelIR &kernel() const { return k_; }
+  llvm::Function *new_function(const std::string &name, std::vector<llvm::Type *> params);
+  // Starts emitting into `fn`, whose first two arguments are the buffer table and the args array.
+  void begin_function(llvm::Function *fn);
+  void emit_block(const Block &b);
+  // Emits a RangeFor's body for one value of its index.
+  void emit_loop_body(const Stmt &loop, llvm::Value *index);
+  // Emits `for (i = begin; i < end; i += step) body(loop)` with an i32 index; continue/break work.
+  void emit_index_loop(const Stmt &loop, llvm::Value *begin, llvm::Value *end, llvm::Value *step);
+  llvm::Value *value(const Stmt *s) const { return values_.at(s); }
+
+ private:
+  void emit(const Stmt &s);
+  llvm::Type *type(DataType t);
+  llvm::Value *arg_value(const Stmt &s);
+  llvm::Value *buffer_base(int buffer);
+  llvm::Value *global_ptr(const Stmt &s);
+  llvm::Value *unary(const Stmt &s);
+  llvm::Value *cast(llvm::Value *v, DataType from, DataType to);
+  llvm::Value *binary(const Stmt &s);
+  llvm::Value *int_pow(llvm::Value *base, llvm::Value *exp, DataType t);
+  llvm::Value *to_bool(llvm::Value *v, DataType t);
+  llvm::Value *atomic(const Stmt &s);
+  llvm::Value *atomic_native(const Stmt &s, llvm::Value *ptr, llvm::Value *val);
+  llvm::Value *atomic_cas_loop(llvm::Value *ptr, DataType t, const std::function<llvm::Value *(llvm::Value *)> &update);
+  llvm::Value *combine(AtomicOp op, DataType t, llvm::Value *old, llvm::Value *val);
+  llvm::Value *math_call(const char *libm_name, llvm::Intrinsic::ID id, llvm::Value *x, DataType t);
+  void emit_if(const Stmt &s);
+  void emit_while(const Stmt &s);
+  void emit_serial_for(const Stmt &s);
+  void emit_return(const Stmt &s);
+  void start_dead_block();
+
+  KernelIR &k_;
+  LlvmTarget &target_;
+  llvm::LLVMContext &ctx_;
+  std::unique_ptr<llvm::Module> module_;
+  llvm::IRBuilder<> b_;
+  llvm::Function *fn_ = nullptr;
+  llvm::BasicBlock *entry_ = nullptr;
+  std::unordered_map<const Stmt *, llvm::Value *> values_;
+  std::unordered_map<int, llvm::Value *> bases_;
+  struct LoopTargets {
+    llvm::BasicBlock *continue_bb, *break_bb;
+  };
+  std::vector<LoopTargets> loops_;
+};
+
+}  // namespace qd

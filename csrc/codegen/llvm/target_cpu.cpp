@@ -1,0 +1,34 @@
+#include "codegen/llvm/target_cpu.h"
+
+namespace qd {
+
+TaskSymbols CpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_index) {
+  auto &b = cg.b();
+  std::string base = cg.kernel().name + "_t" + std::to_string(task_index);
+  llvm::Type *ptr = b.getPtrTy();
+  if (!task.parallel) {
+    cg.begin_function(cg.new_function(base, {ptr, ptr}));
+    cg.emit_block(task.body);
+    b.CreateRetVoid();
+    return {base, ""};
+  }
+  const Stmt &loop = *task.loop();
+  // bounds(bufs, args, i64 out[2]): the thread pool splits [begin, end) before the body runs.
+  llvm::Function *bounds = cg.new_function(base + "_bounds", {ptr, ptr, ptr});
+  cg.begin_function(bounds);
+  cg.emit_block(task.prologue);
+  llvm::Value *out = bounds->getArg(2);
+  b.CreateStore(b.CreateSExt(cg.value(loop.operands[0]), b.getInt64Ty()), out);
+  b.CreateStore(b.CreateSExt(cg.value(loop.operands[1]), b.getInt64Ty()), b.CreateConstGEP1_64(b.getInt64Ty(), out, 1));
+  b.CreateRetVoid();
+  // body(bufs, args, lo, hi): runs iterations [lo, hi).
+  llvm::Function *body = cg.new_function(base, {ptr, ptr, b.getInt64Ty(), b.getInt64Ty()});
+  cg.begin_function(body);
+  cg.emit_block(task.prologue);
+  cg.emit_index_loop(loop, b.CreateTrunc(body->getArg(2), b.getInt32Ty()), b.CreateTrunc(body->getArg(3), b.getInt32Ty()),
+                     b.getInt32(1));
+  b.CreateRetVoid();
+  return {base, base + "_bounds"};
+}
+
+}  // namespace qd

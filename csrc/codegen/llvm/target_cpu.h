@@ -1,0 +1,17 @@
+#pragma once
+#include "codegen/llvm/codegen_llvm.h"
+
+namespace qd {
+
+// x86_64 / host CPU: tasks are plain functions the thread pool calls with index ranges.
+class CpuTarget : public LlvmTarget {
+ public:
+  Backend backend() const override { return Backend::Cpu; }
+  const TargetFeatures &features() const override { return features_; }
+  TaskSymbols emit_task(LlvmCodegen &cg, const Task &task, int task_index) override;
+
+ private:
+  TargetFeatures features_;
+};
+
+}  // namespace qd

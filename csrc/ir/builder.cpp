@@ -1,0 +1,251 @@
+#include "ir/builder.h"
+
+namespace qd {
+
+Builder::Builder(const std::string &name, TypeConfig cfg) : kernel_(std::make_unique<KernelIR>()), cfg_(cfg) {
+  kernel_->name = name;
+  blocks_.push_back(&kernel_->body);
+}
+
+std::unique_ptr<KernelIR> Builder::finish() {
+  if (blocks_.size() != 1) syntax_error("internal: unbalanced blocks at the end of the kernel", loc_);
+  return std::move(kernel_);
+}
+
+void Builder::set_loc(const std::string &file, int line, const std::string &text) { loc_ = {file, line, text}; }
+
+int Builder::add_scalar_arg(const std::string &name, DataType dtype) {
+  ArgDesc a{ArgDesc::Scalar, dtype, name, kernel_->num_arg_slots++};
+  kernel_->args.push_back(a);
+  return a.slot;
+}
+
+int Builder::add_ndarray_arg(const std::string &name, DataType dtype, int ndim, std::vector<int64_t> static_tail) {
+  BufferDesc d{BufferKind::Ndarray, dtype};
+  d.ndim = ndim;
+  d.shape_arg_slot = kernel_->num_arg_slots;
+  d.static_tail = std::move(static_tail);
+  d.name = name;
+  kernel_->num_arg_slots += ndim;
+  int b = kernel_->add_buffer(std::move(d));
+  kernel_->args.push_back(ArgDesc{ArgDesc::Ndarray, dtype, name, -1, b});
+  return b;
+}
+
+int Builder::add_field(int64_t field_id, DataType dtype, std::vector<int64_t> shape, const std::string &name) {
+  for (size_t i = 0; i < kernel_->buffers.size(); i++)
+    if (kernel_->buffers[i].kind == BufferKind::Field && kernel_->buffers[i].field_id == field_id)
+      return static_cast<int>(i);
+  BufferDesc d{BufferKind::Field, dtype, std::move(shape)};
+  d.field_id = field_id;
+  d.name = name;
+  return kernel_->add_buffer(std::move(d));
+}
+
+Stmt *Builder::push(std::unique_ptr<Stmt> s) {
+  s->loc = loc_;
+  return blocks_.back()->push(std::move(s));
+}
+
+Stmt *Builder::make(StmtKind kind, DataType dtype, std::vector<Stmt *> operands) {
+  auto s = std::make_unique<Stmt>(kind, dtype);
+  s->operands = std::move(operands);
+  return push(std::move(s));
+}
+
+Stmt *Builder::const_int(DataType dtype, int64_t v) {
+  if (is_real(dtype)) return const_float(dtype, static_cast<double>(v));
+  Stmt *s = make(StmtKind::Const, dtype);
+  s->ival = v;
+  return s;
+}
+
+Stmt *Builder::const_float(DataType dtype, double v) {
+  if (!is_real(dtype)) return const_int(dtype, static_cast<int64_t>(v));
+  Stmt *s = make(StmtKind::Const, dtype);
+  s->fval = v;
+  return s;
+}
+
+Stmt *Builder::arg(int slot, DataType dtype) {
+  Stmt *s = make(StmtKind::Arg, dtype);
+  s->ival = slot;
+  return s;
+}
+
+Stmt *Builder::ndarray_shape(int buffer, int axis) {
+  const BufferDesc &d = kernel_->buffers.at(buffer);
+  if (d.kind != BufferKind::Ndarray || axis < 0 || axis >= d.ndim)
+    type_error("shape index " + std::to_string(axis) + " out of range for '" + d.name + "'", loc_);
+  return arg(d.shape_arg_slot + axis, DataType::i32);
+}
+
+Stmt *Builder::global_ptr(int buffer, const std::vector<Stmt *> &indices) {
+  const BufferDesc &d = kernel_->buffers.at(buffer);
+  size_t ndim = d.kind == BufferKind::Ndarray ? d.ndim : d.shape.size();
+  if (d.kind != BufferKind::Temps && d.kind != BufferKind::Result && indices.size() != ndim)
+    type_error("'" + d.name + "' has " + std::to_string(ndim) + " dimension(s) but is indexed with " +
+                   std::to_string(indices.size()) + " index(es)",
+               loc_);
+  std::vector<Stmt *> idx;
+  for (Stmt *i : indices) {
+    if (is_real(i->dtype)) type_error("index into '" + d.name + "' must be an integer, got " +
+                                          std::string(dtype_name(i->dtype)), loc_);
+    idx.push_back(i->dtype == DataType::i32 ? i : cast(i, DataType::i32));
+  }
+  Stmt *s = make(StmtKind::GlobalPtr, d.dtype, idx);
+  s->ival = buffer;
+  return s;
+}
+
+Stmt *Builder::global_load(Stmt *ptr, bool is_volatile) {
+  if (ptr->kind != StmtKind::GlobalPtr) type_error("internal: load from a non-pointer", loc_);
+  Stmt *s = make(StmtKind::GlobalLoad, ptr->dtype, {ptr});
+  s->is_volatile = is_volatile;
+  return s;
+}
+
+void Builder::global_store(Stmt *ptr, Stmt *value) {
+  make(StmtKind::GlobalStore, DataType::none, {ptr, cast(value, ptr->dtype)});
+}
+
+Stmt *Builder::alloca_(DataType dtype) { return make(StmtKind::Alloca, dtype); }
+
+Stmt *Builder::local_load(Stmt *a) { return make(StmtKind::LocalLoad, a->dtype, {a}); }
+
+void Builder::local_store(Stmt *a, Stmt *value) { make(StmtKind::LocalStore, DataType::none, {a, cast(value, a->dtype)}); }
+
+Stmt *Builder::unary(UnaryOp op, Stmt *x) {
+  DataType t = unary_result(op, x->dtype, cfg_, loc_);
+  if (op != UnaryOp::Not && t != x->dtype) x = cast(x, t);
+  Stmt *s = make(StmtKind::Unary, t, {x});
+  s->op = static_cast<int>(op);
+  return s;
+}
+
+Stmt *Builder::cast(Stmt *x, DataType to) {
+  if (x->dtype == to) return x;
+  if (x->dtype == DataType::none) type_error("cannot convert a statement without a value", loc_);
+  Stmt *s = make(StmtKind::Unary, to, {x});
+  s->op = static_cast<int>(UnaryOp::Cast);
+  s->cast_from = x->dtype;
+  return s;
+}
+
+Stmt *Builder::bitcast(Stmt *x, DataType to) {
+  if (bit_width(x->dtype) != bit_width(to))
+    type_error(std::string("qd.bit_cast needs types of equal width, got ") + dtype_name(x->dtype) + " -> " +
+                   dtype_name(to), loc_);
+  Stmt *s = make(StmtKind::Unary, to, {x});
+  s->op = static_cast<int>(UnaryOp::Bitcast);
+  s->cast_from = x->dtype;
+  return s;
+}
+
+Stmt *Builder::binary(BinaryOp op, Stmt *a, Stmt *b) {
+  BinaryTyping t = binary_typing(op, a->dtype, b->dtype, cfg_, loc_);
+  Stmt *s = make(StmtKind::Binary, t.result, {cast(a, t.operand), cast(b, (op == BinaryOp::Shl || op == BinaryOp::Shr) ? b->dtype : t.operand)});
+  s->op = static_cast<int>(op);
+  return s;
+}
+
+Stmt *Builder::select(Stmt *cond, Stmt *a, Stmt *b) {
+  DataType t = promoted_type(a->dtype, b->dtype);
+  return make(StmtKind::Select, t, {to_condition(cond), cast(a, t), cast(b, t)});
+}
+
+Stmt *Builder::atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired) {
+  if (target->kind != StmtKind::GlobalPtr && target->kind != StmtKind::Alloca)
+    syntax_error(std::string("qd.atomic_") + atomic_op_info(op).name +
+                     ": the target must be a writable lvalue (a field or ndarray element, or a variable)",
+                 loc_);
+  check_atomic_operands(op, target->dtype, loc_);
+  std::vector<Stmt *> ops = {target, cast(value, target->dtype)};
+  if (op == AtomicOp::Cas) ops.push_back(cast(desired, target->dtype));
+  Stmt *s = make(StmtKind::Atomic, target->dtype, ops);
+  s->ival = static_cast<int64_t>(op);
+  return s;
+}
+
+Stmt *Builder::to_condition(Stmt *cond) {
+  if (cond->dtype == DataType::none) type_error("a condition needs a value", loc_);
+  return cond;
+}
+
+Stmt *Builder::begin_if(Stmt *cond) {
+  Stmt *s = make(StmtKind::If, DataType::none, {to_condition(cond)});
+  s->body = std::make_unique<Block>();
+  s->body->owner = s;
+  blocks_.push_back(s->body.get());
+  return s;
+}
+
+void Builder::close(Stmt *owner, const char *what) {
+  if (blocks_.size() < 2 || blocks_.back()->owner != owner)
+    syntax_error(std::string("internal: mismatched ") + what, loc_);
+  blocks_.pop_back();
+}
+
+void Builder::begin_else(Stmt *if_stmt) {
+  close(if_stmt, "else");
+  if_stmt->else_body = std::make_unique<Block>();
+  if_stmt->else_body->owner = if_stmt;
+  blocks_.push_back(if_stmt->else_body.get());
+}
+
+void Builder::end_if(Stmt *if_stmt) { close(if_stmt, "if"); }
+
+Stmt *Builder::begin_while() {
+  Stmt *s = make(StmtKind::While, DataType::none);
+  s->body = std::make_unique<Block>();
+  s->body->owner = s;
+  blocks_.push_back(s->body.get());
+  loop_depth_++;
+  return s;
+}
+
+void Builder::end_while(Stmt *loop) {
+  close(loop, "while");
+  loop_depth_--;
+}
+
+Stmt *Builder::begin_range_for(Stmt *begin, Stmt *end, bool serialize, int block_dim) {
+  if (is_real(begin->dtype) || is_real(end->dtype)) type_error("range() bounds must be integers", loc_);
+  Stmt *s = make(StmtKind::RangeFor, DataType::none, {cast(begin, DataType::i32), cast(end, DataType::i32)});
+  s->serialize = serialize;
+  s->block_dim = block_dim;
+  s->body = std::make_unique<Block>();
+  s->body->owner = s;
+  blocks_.push_back(s->body.get());
+  loop_depth_++;
+  return s;
+}
+
+Stmt *Builder::loop_index(Stmt *range_for) { return make(StmtKind::LoopIndex, DataType::i32, {range_for}); }
+
+void Builder::end_range_for(Stmt *loop) {
+  close(loop, "for");
+  loop_depth_--;
+}
+
+void Builder::break_() {
+  if (loop_depth_ == 0) syntax_error("'break' outside a loop", loc_);
+  make(StmtKind::Break, DataType::none);
+}
+
+void Builder::continue_() {
+  if (loop_depth_ == 0) syntax_error("'continue' outside a loop", loc_);
+  make(StmtKind::Continue, DataType::none);
+}
+
+void Builder::return_(const std::vector<Stmt *> &values) {
+  auto &rets = kernel_->returns;
+  if (values.size() != rets.size())
+    type_error("the kernel returns " + std::to_string(values.size()) + " value(s) but its annotation says " +
+                   std::to_string(rets.size()), loc_);
+  std::vector<Stmt *> cast_values;
+  for (size_t i = 0; i < values.size(); i++) cast_values.push_back(cast(values[i], rets[i]));
+  make(StmtKind::Return, DataType::none, cast_values);
+}
+
+}  // namespace qd

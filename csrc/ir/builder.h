@@ -1,0 +1,74 @@
+#pragma once
+// Builds a KernelIR statement by statement. The Python front end drives it through the bindings;
+// every creation applies the type rules, inserting casts where the rules promote an operand.
+#include <memory>
+#include <vector>
+
+#include "analysis/type_rules.h"
+#include "ir/ir.h"
+
+namespace qd {
+
+class Builder {
+ public:
+  Builder(const std::string &name, TypeConfig cfg);
+
+  KernelIR &kernel() { return *kernel_; }
+  std::unique_ptr<KernelIR> finish();
+  void set_loc(const std::string &file, int line, const std::string &text);
+  const SourceLoc &loc() const { return loc_; }
+  const TypeConfig &config() const { return cfg_; }
+
+  // Arguments and buffers (set up before the body is built).
+  int add_scalar_arg(const std::string &name, DataType dtype);   // returns the arg slot
+  int add_ndarray_arg(const std::string &name, DataType dtype, int ndim, std::vector<int64_t> static_tail);
+  int add_field(int64_t field_id, DataType dtype, std::vector<int64_t> shape, const std::string &name);
+  void set_returns(std::vector<DataType> types) { kernel_->returns = std::move(types); }
+
+  // Values.
+  Stmt *const_int(DataType dtype, int64_t v);
+  Stmt *const_float(DataType dtype, double v);
+  Stmt *arg(int slot, DataType dtype);
+  Stmt *ndarray_shape(int buffer, int axis);
+  Stmt *global_ptr(int buffer, const std::vector<Stmt *> &indices);
+  Stmt *global_load(Stmt *ptr, bool is_volatile);
+  void global_store(Stmt *ptr, Stmt *value);
+  Stmt *alloca_(DataType dtype);
+  Stmt *local_load(Stmt *alloca);
+  void local_store(Stmt *alloca, Stmt *value);
+  Stmt *unary(UnaryOp op, Stmt *x);
+  Stmt *cast(Stmt *x, DataType to);
+  Stmt *bitcast(Stmt *x, DataType to);
+  Stmt *binary(BinaryOp op, Stmt *a, Stmt *b);
+  Stmt *select(Stmt *cond, Stmt *a, Stmt *b);
+  // `target` is a GlobalPtr or an Alloca; operands are cast to its dtype. Returns the old value.
+  Stmt *atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired = nullptr);
+
+  // Control flow: begin_* opens a block, end_* closes it.
+  Stmt *begin_if(Stmt *cond);
+  void begin_else(Stmt *if_stmt);
+  void end_if(Stmt *if_stmt);
+  Stmt *begin_while();  // an endless loop; leave it with break_()
+  void end_while(Stmt *loop);
+  Stmt *begin_range_for(Stmt *begin, Stmt *end, bool serialize, int block_dim);
+  Stmt *loop_index(Stmt *range_for);
+  void end_range_for(Stmt *loop);
+  void break_();
+  void continue_();
+  void return_(const std::vector<Stmt *> &values);
+  int loop_depth() const { return loop_depth_; }
+
+ private:
+  Stmt *push(std::unique_ptr<Stmt> s);
+  Stmt *make(StmtKind kind, DataType dtype, std::vector<Stmt *> operands = {});
+  Stmt *to_condition(Stmt *cond);
+  void close(Stmt *owner, const char *what);
+
+  std::unique_ptr<KernelIR> kernel_;
+  TypeConfig cfg_;
+  SourceLoc loc_;
+  std::vector<Block *> blocks_;
+  int loop_depth_ = 0;
+};
+
+}  // namespace qd

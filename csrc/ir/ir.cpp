@@ -1,0 +1,193 @@
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/ir.h"
+
+namespace qd {
+
+const char *unary_op_name(UnaryOp op) {
+  static const char *n[] = {"neg", "not", "bit_not", "cast", "bit_cast", "abs", "sqrt", "sin", "cos", "tan",
+                            "exp", "log", "floor", "ceil", "round", "tanh", "asin", "acos", "atan"};
+  return n[static_cast<int>(op)];
+}
+
+const char *binary_op_name(BinaryOp op) {
+  static const char *n[] = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "min", "max", "bit_and", "bit_or",
+                            "bit_xor", "shl", "shr", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "and", "or"};
+  return n[static_cast<int>(op)];
+}
+
+bool Stmt::is_pure() const {
+  switch (kind) {
+    case StmtKind::Const: case StmtKind::Arg: case StmtKind::GlobalPtr: case StmtKind::Unary:
+    case StmtKind::Binary: case StmtKind::Select:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Stmt *Block::push(std::unique_ptr<Stmt> s) {
+  s->parent = this;
+  stmts.push_back(std::move(s));
+  return stmts.back().get();
+}
+
+void for_each_stmt(Block &b, const std::function<void(Stmt &)> &f) {
+  for (size_t i = 0; i < b.stmts.size(); i++) {
+    Stmt &s = *b.stmts[i];
+    f(s);
+    if (s.body) for_each_stmt(*s.body, f);
+    if (s.else_body) for_each_stmt(*s.else_body, f);
+  }
+}
+
+void replace_uses(Block &b, Stmt *from, Stmt *to) {
+  for_each_stmt(b, [&](Stmt &s) {
+    for (auto &o : s.operands)
+      if (o == from) o = to;
+  });
+}
+
+std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
+  auto c = std::make_unique<Stmt>(s.kind, s.dtype);
+  c->operands = s.operands;
+  c->loc = s.loc;
+  c->ival = s.ival;
+  c->byte_offset = s.byte_offset;
+  c->fval = s.fval;
+  c->op = s.op;
+  c->cast_from = s.cast_from;
+  c->is_volatile = s.is_volatile;
+  c->serialize = s.serialize;
+  c->block_dim = s.block_dim;
+  return c;
+}
+
+Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s) {
+  Block *b = anchor->parent;
+  for (size_t i = 0; i < b->stmts.size(); i++) {
+    if (b->stmts[i].get() == anchor) {
+      s->parent = b;
+      Stmt *raw = s.get();
+      b->stmts.insert(b->stmts.begin() + i, std::move(s));
+      return raw;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+class Printer {
+ public:
+  explicit Printer(const KernelIR &k) : k_(k) {}
+
+  std::string print() {
+    os_ << "kernel " << k_.name << "(";
+    for (size_t i = 0; i < k_.args.size(); i++) {
+      auto &a = k_.args[i];
+      os_ << (i ? ", " : "") << a.name << ": "
+          << (a.kind == ArgDesc::Scalar ? std::string(dtype_name(a.dtype))
+                                        : "ndarray[" + std::string(dtype_name(a.dtype)) + "]");
+    }
+    os_ << ")\n";
+    if (k_.tasks.empty()) {
+      block(k_.body, 1);
+    } else {
+      for (size_t i = 0; i < k_.tasks.size(); i++) {
+        auto &t = k_.tasks[i];
+        os_ << "  task " << i << (t.parallel ? " (parallel range-for)" : " (serial)") << ":\n";
+        block(t.prologue, 2);
+        block(t.body, 2);
+      }
+    }
+    return os_.str();
+  }
+
+ private:
+  std::string v(const Stmt *s) {
+    auto it = ids_.find(s);
+    if (it == ids_.end()) it = ids_.emplace(s, next_++).first;
+    return "$" + std::to_string(it->second);
+  }
+
+  std::string buffer(int64_t b) {
+    auto &d = k_.buffers.at(b);
+    switch (d.kind) {
+      case BufferKind::Field: return "field " + d.name;
+      case BufferKind::Ndarray: return "ndarray " + d.name;
+      case BufferKind::Temps: return "temps";
+      default: return "result";
+    }
+  }
+
+  void block(const Block &b, int depth) {
+    for (auto &s : b.stmts) stmt(*s, depth);
+  }
+
+  void stmt(const Stmt &s, int depth) {
+    std::string pad(depth * 2, ' ');
+    os_ << pad;
+    if (s.dtype != DataType::none && s.kind != StmtKind::Alloca) os_ << v(&s) << " : " << dtype_name(s.dtype) << " = ";
+    auto ops = [&](size_t from = 0) {
+      std::string r;
+      for (size_t i = from; i < s.operands.size(); i++) r += (i > from ? ", " : "") + v(s.operands[i]);
+      return r;
+    };
+    switch (s.kind) {
+      case StmtKind::Const:
+        if (is_real(s.dtype)) os_ << "const " << s.fval;
+        else os_ << "const " << s.ival;
+        break;
+      case StmtKind::Arg: os_ << "arg[" << s.ival << "]"; break;
+      case StmtKind::GlobalPtr: os_ << "global ptr " << buffer(s.ival) << "[" << ops() << "]"; break;
+      case StmtKind::GlobalLoad: os_ << (s.is_volatile ? "global load volatile " : "global load ") << ops(); break;
+      case StmtKind::GlobalStore: os_ << "global store " << ops(); break;
+      case StmtKind::Alloca: os_ << v(&s) << " = alloca " << dtype_name(s.dtype); break;
+      case StmtKind::LocalLoad: os_ << "local load " << ops(); break;
+      case StmtKind::LocalStore: os_ << "local store " << ops(); break;
+      case StmtKind::Unary: os_ << unary_op_name(static_cast<UnaryOp>(s.op)) << " " << ops(); break;
+      case StmtKind::Binary: os_ << binary_op_name(static_cast<BinaryOp>(s.op)) << " " << ops(); break;
+      case StmtKind::Select: os_ << "select " << ops(); break;
+      case StmtKind::Atomic:
+        os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")
+            << atomic_op_info(s.atomic_op()).name << " " << ops();
+        break;
+      case StmtKind::LoopIndex: os_ << "loop_index " << ops(); break;
+      case StmtKind::Break: os_ << "break"; break;
+      case StmtKind::Continue: os_ << "continue"; break;
+      case StmtKind::Return: os_ << "return " << ops(); break;
+      case StmtKind::If:
+        os_ << "if " << ops() << ":\n";
+        block(*s.body, depth + 1);
+        if (s.else_body) {
+          os_ << pad << "else:\n";
+          block(*s.else_body, depth + 1);
+        }
+        return;
+      case StmtKind::While:
+        os_ << "while true:\n";
+        block(*s.body, depth + 1);
+        return;
+      case StmtKind::RangeFor:
+        os_ << v(&s) << " = for range(" << ops() << ")" << (s.serialize ? " serial" : "");
+        if (s.block_dim) os_ << " block_dim=" << s.block_dim;
+        os_ << ":\n";
+        block(*s.body, depth + 1);
+        return;
+    }
+    os_ << "\n";
+  }
+
+  const KernelIR &k_;
+  std::ostringstream os_;
+  std::unordered_map<const Stmt *, int> ids_;
+  int next_ = 0;
+};
+
+}  // namespace
+
+std::string print_ir(const KernelIR &k) { return Printer(k).print(); }
+
+}  // namespace qd

@@ -1,0 +1,124 @@
+#pragma once
+// The core IR: a tree of blocks holding statements; each value-producing statement is its own SSA
+// value. Built by ir/builder.h (driven from Python), checked as it is built, lowered by transforms/,
+// emitted by codegen/.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "atomics/atomic_ops.h"
+#include "common/error.h"
+#include "ir/types.h"
+
+namespace qd {
+
+enum class StmtKind {
+  Const, Arg, GlobalPtr, GlobalLoad, GlobalStore, Alloca, LocalLoad, LocalStore,
+  Unary, Binary, Select, Atomic, If, While, RangeFor, LoopIndex, Break, Continue, Return,
+};
+
+enum class UnaryOp {
+  Neg, Not, BitNot, Cast, Bitcast, Abs, Sqrt, Sin, Cos, Tan, Exp, Log, Floor, Ceil, Round, Tanh,
+  Asin, Acos, Atan,
+};
+enum class BinaryOp {
+  Add, Sub, Mul, Div, FloorDiv, Mod, Pow, Min, Max, BitAnd, BitOr, BitXor, Shl, Shr, Atan2,
+  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
+};
+const char *unary_op_name(UnaryOp op);
+const char *binary_op_name(BinaryOp op);
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
+
+struct Block;
+struct Stmt;
+
+// A memory object a kernel reads or writes. Fields have a static shape; ndarrays are arguments
+// whose data pointer comes with the launch and whose shape lives in argument slots.
+enum class BufferKind { Field, Ndarray, Temps, Result };
+struct BufferDesc {
+  BufferKind kind;
+  DataType dtype;
+  std::vector<int64_t> shape;     // fields: the full shape (element dims included)
+  int ndim = 0;                   // ndarrays: the number of dims (element dims included)
+  int shape_arg_slot = -1;        // ndarrays: args[slot + k] holds dim k
+  std::vector<int64_t> static_tail;  // ndarrays: the static element dims (vector ndarrays)
+  int64_t field_id = -1;          // fields: the runtime's buffer id
+  std::string name;
+};
+
+struct Stmt {
+  StmtKind kind;
+  DataType dtype = DataType::none;  // the value's type; none for statements without a value
+  std::vector<Stmt *> operands;
+  SourceLoc loc;
+  Block *parent = nullptr;
+  int id = -1;  // set by the printer / codegen numbering
+
+  // Payload; which members matter depends on `kind` (documented at the builder).
+  int64_t ival = 0;        // Const (ints), Arg (slot), GlobalPtr (buffer), Atomic (op)
+  int64_t byte_offset = 0; // GlobalPtr into the temps/result buffers
+  double fval = 0;         // Const (floats)
+  int op = 0;              // Unary/Binary op
+  DataType cast_from = DataType::none;
+  bool is_volatile = false;     // GlobalLoad
+  bool serialize = false;       // RangeFor
+  int block_dim = 0;            // RangeFor
+  std::unique_ptr<Block> body, else_body;  // If (then/else), While/RangeFor (body)
+
+  Stmt(StmtKind k, DataType t) : kind(k), dtype(t) {}
+  AtomicOp atomic_op() const { return static_cast<AtomicOp>(ival); }
+  bool is_pure() const;  // no side effects: may be recomputed or dropped
+};
+
+struct Block {
+  std::vector<std::unique_ptr<Stmt>> stmts;
+  Stmt *owner = nullptr;  // the If/While/RangeFor holding this block; null for the kernel body
+
+  Stmt *push(std::unique_ptr<Stmt> s);
+};
+
+struct ArgDesc {
+  enum Kind { Scalar, Ndarray } kind;
+  DataType dtype;
+  std::string name;
+  int slot = -1;    // scalars: args[slot]
+  int buffer = -1;  // ndarrays: the buffer index
+};
+
+// One offloaded task: serial code, or one parallel range-for.
+struct Task {
+  bool parallel = false;
+  Block prologue;  // parallel: pure code computing the loop bounds (recomputed by every thread)
+  Block body;      // serial: the code; parallel: exactly one RangeFor, whose operands live in prologue
+  Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
+};
+
+struct KernelIR {
+  std::string name;
+  Block body;
+  std::vector<ArgDesc> args;
+  std::vector<BufferDesc> buffers;
+  int num_arg_slots = 0;
+  std::vector<DataType> returns;
+  // After offloading:
+  std::vector<Task> tasks;
+  int64_t temps_bytes = 0;
+  int temps_buffer = -1, result_buffer = -1;
+
+  int add_buffer(BufferDesc d) {
+    buffers.push_back(std::move(d));
+    return static_cast<int>(buffers.size()) - 1;
+  }
+};
+
+std::string print_ir(const KernelIR &k);
+
+// Small editing helpers for passes.
+void for_each_stmt(Block &b, const std::function<void(Stmt &)> &f);  // pre-order, nested blocks too
+void replace_uses(Block &b, Stmt *from, Stmt *to);
+std::unique_ptr<Stmt> clone_leaf(const Stmt &s);  // payload and operands, not child blocks
+Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s);
+
+}  // namespace qd

@@ -1,0 +1,160 @@
+// The pybind11 bindings, and nothing else: the Python front end drives the IR builder, the
+// runtime and the artefact compiler through these.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "atomics/support_table.h"
+#include "ir/builder.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+using namespace qd;
+
+namespace {
+
+Backend backend_from_name(const std::string &name) {
+  for (Backend b : {Backend::Cpu, Backend::Cuda, Backend::Amdgpu, Backend::Vulkan, Backend::Metal})
+    if (name == backend_name(b)) return b;
+  throw std::invalid_argument("unknown arch '" + name + "'");
+}
+
+void translate_compile_error(const CompileError &e) {
+  auto mod = py::module_::import("quadrants.lang.exception");
+  const char *cls = e.kind == ErrorKind::Type ? "QuadrantsTypeError" : "QuadrantsSyntaxError";
+  PyErr_SetString(mod.attr(cls).ptr(), e.what());
+}
+
+void bind_ir(py::module_ &m) {
+  py::enum_<DataType>(m, "DataType")
+      .value("i8", DataType::i8).value("i16", DataType::i16).value("i32", DataType::i32).value("i64", DataType::i64)
+      .value("u8", DataType::u8).value("u16", DataType::u16).value("u32", DataType::u32).value("u64", DataType::u64)
+      .value("f16", DataType::f16).value("f32", DataType::f32).value("f64", DataType::f64).value("u1", DataType::u1)
+      .value("none", DataType::none);
+  m.def("promoted_type", &promoted_type);
+
+  py::enum_<UnaryOp> u(m, "UnaryOp");
+  for (int i = 0; i <= static_cast<int>(UnaryOp::Atan); i++) u.value(unary_op_name(UnaryOp(i)), UnaryOp(i));
+  py::enum_<BinaryOp> bo(m, "BinaryOp");
+  for (int i = 0; i <= static_cast<int>(BinaryOp::LogicalOr); i++) bo.value(binary_op_name(BinaryOp(i)), BinaryOp(i));
+
+  py::class_<Stmt>(m, "Stmt").def_property_readonly("dtype", [](const Stmt &s) { return s.dtype; });
+
+  auto ref = py::return_value_policy::reference;
+  py::class_<Builder>(m, "Builder")
+      .def(py::init([](const std::string &name, DataType ip, DataType fp) {
+        return std::make_unique<Builder>(name, TypeConfig{ip, fp});
+      }))
+      .def("set_loc", &Builder::set_loc)
+      .def("add_scalar_arg", &Builder::add_scalar_arg)
+      .def("add_ndarray_arg", &Builder::add_ndarray_arg)
+      .def("add_field", &Builder::add_field)
+      .def("set_returns", &Builder::set_returns)
+      .def("const_int", &Builder::const_int, ref)
+      .def("const_float", &Builder::const_float, ref)
+      .def("arg", &Builder::arg, ref)
+      .def("ndarray_shape", &Builder::ndarray_shape, ref)
+      .def("global_ptr", &Builder::global_ptr, ref)
+      .def("global_load", &Builder::global_load, ref)
+      .def("global_store", &Builder::global_store)
+      .def("alloca", &Builder::alloca_, ref)
+      .def("local_load", &Builder::local_load, ref)
+      .def("local_store", &Builder::local_store)
+      .def("unary", &Builder::unary, ref)
+      .def("cast", &Builder::cast, ref)
+      .def("bitcast", &Builder::bitcast, ref)
+      .def("binary", &Builder::binary, ref)
+      .def("select", &Builder::select, ref)
+      .def("atomic", [](Builder &b, const std::string &op, Stmt *target, Stmt *value, Stmt *desired) {
+        auto a = atomic_op_from_name(op);
+        if (!a) throw std::invalid_argument("unknown atomic op '" + op + "'");
+        return b.atomic(*a, target, value, desired);
+      }, ref, py::arg("op"), py::arg("target"), py::arg("value"), py::arg("desired") = nullptr)
+      .def("begin_if", &Builder::begin_if, ref)
+      .def("begin_else", &Builder::begin_else)
+      .def("end_if", &Builder::end_if)
+      .def("begin_while", &Builder::begin_while, ref)
+      .def("end_while", &Builder::end_while)
+      .def("begin_range_for", &Builder::begin_range_for, ref)
+      .def("loop_index", &Builder::loop_index, ref)
+      .def("end_range_for", &Builder::end_range_for)
+      .def("break_", &Builder::break_)
+      .def("continue_", &Builder::continue_)
+      .def("return_", &Builder::return_)
+      .def("loop_depth", &Builder::loop_depth)
+      .def("print_ir", [](Builder &b) { return print_ir(b.kernel()); });
+}
+
+void bind_atomics(py::module_ &m) {
+  m.def("atomic_ops", [] {
+    py::list rows;
+    for (auto &r : atomic_ops())
+      rows.append(py::dict(py::arg("name") = r.name, py::arg("num_operands") = r.num_operands,
+                           py::arg("int_only") = r.dtypes == DtypeClass::IntOnly, py::arg("effect") = r.effect));
+    return rows;
+  });
+  m.def("atomic_support_markdown", &atomic_support_markdown);
+  m.def("atomic_lowering", [](const std::string &backend, const std::string &op, DataType t, bool shared,
+                              const std::vector<std::string> &features) {
+    auto a = atomic_op_from_name(op);
+    if (!a) throw std::invalid_argument("unknown atomic op '" + op + "'");
+    auto l = atomic_lowering(backend_from_name(backend), *a, t, shared ? MemorySpace::Shared : MemorySpace::Global,
+                             TargetFeatures(features.begin(), features.end()));
+    const char *kinds[] = {"native", "cas", "rejected"};
+    return py::make_tuple(kinds[static_cast<int>(l.kind)], l.reason);
+  });
+  m.def("default_features", [](const std::string &backend) {
+    auto f = default_features(backend_from_name(backend));
+    return std::vector<std::string>(f.begin(), f.end());
+  });
+}
+
+void bind_runtime(py::module_ &m) {
+  py::class_<CompiledKernel, std::shared_ptr<CompiledKernel>>(m, "CompiledKernel")
+      .def_readonly("artifacts", &CompiledKernel::artifacts)
+      .def_readonly("returns", &CompiledKernel::returns)
+      .def_readonly("num_tasks", &CompiledKernel::num_tasks);
+
+  py::class_<Runtime>(m, "Runtime")
+      .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device) {
+        RuntimeOptions o{threads, std::move(disabled), std::move(device)};
+        return create_runtime(backend_from_name(arch), o);
+      }))
+      .def_property_readonly("features", [](Runtime &r) {
+        return std::vector<std::string>(r.features().begin(), r.features().end());
+      })
+      .def("allocate", &Runtime::allocate)
+      .def("deallocate", &Runtime::deallocate)
+      .def("write", [](Runtime &r, uint64_t h, size_t off, py::buffer data) {
+        py::buffer_info info = data.request();
+        r.write(h, off, info.ptr, info.size * info.itemsize);
+      })
+      .def("read", [](Runtime &r, uint64_t h, size_t off, py::buffer out) {
+        py::buffer_info info = out.request(true);
+        r.read(h, off, info.ptr, info.size * info.itemsize);
+      })
+      .def("compile", [](Runtime &r, Builder &b) { return r.compile(b.finish()); })
+      .def("launch", &Runtime::launch, py::call_guard<py::gil_scoped_release>())
+      .def("sync", &Runtime::sync, py::call_guard<py::gil_scoped_release>());
+
+  m.def("compile_artifacts", [](Builder &b, const std::string &arch, std::vector<std::string> features) {
+    return compile_artifacts(b.finish(), backend_from_name(arch), TargetFeatures(features.begin(), features.end()));
+  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "Quadrants' C++ core: IR builder, passes, codegen and runtimes";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CompileError &e) {
+      translate_compile_error(e);
+    } catch (const RuntimeError &e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  bind_ir(m);
+  bind_atomics(m);
+  bind_runtime(m);
+}

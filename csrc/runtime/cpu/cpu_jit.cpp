@@ -1,0 +1,77 @@
+#include "runtime/cpu/cpu_jit.h"
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <mutex>
+
+#include "common/error.h"
+
+namespace qd {
+
+namespace {
+
+void init_native_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+template <class T>
+T check(llvm::Expected<T> v, const char *what) {
+  if (!v) throw RuntimeError(std::string(what) + ": " + llvm::toString(v.takeError()));
+  return std::move(*v);
+}
+
+std::unique_ptr<llvm::TargetMachine> host_machine() {
+  auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  return check(jtmb.createTargetMachine(), "creating the host target machine");
+}
+
+}  // namespace
+
+CpuJit::CpuJit() {
+  init_native_target();
+  jit_ = check(llvm::orc::LLJITBuilder().create(), "creating the JIT");
+  // Kernels call libm (tanhf, atan2, ...): resolve from the process.
+  auto gen = check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+                       jit_->getDataLayout().getGlobalPrefix()),
+                   "opening the process symbols");
+  jit_->getMainJITDylib().addGenerator(std::move(gen));
+}
+
+void CpuJit::optimize_for_host(llvm::Module &m) {
+  init_native_target();
+  auto tm = host_machine();
+  m.setTargetTriple(tm->getTargetTriple().str());
+  m.setDataLayout(tm->createDataLayout());
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+void CpuJit::add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {
+  if (auto err = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+    throw RuntimeError("adding a module to the JIT: " + llvm::toString(std::move(err)));
+}
+
+void *CpuJit::lookup(const std::string &symbol) {
+  auto addr = check(jit_->lookup(symbol), "looking up a kernel symbol");
+  return addr.toPtr<void *>();
+}
+
+}  // namespace qd

@@ -1,0 +1,150 @@
+#include "runtime/cpu/cpu_runtime.h"
+
+#include <llvm/Support/raw_ostream.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "codegen/llvm/target_cpu.h"
+#include "runtime/cpu/cpu_jit.h"
+#include "runtime/cpu/thread_pool.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using SerialFn = void (*)(void **, int64_t *);
+using BoundsFn = void (*)(void **, int64_t *, int64_t *);
+using BodyFn = void (*)(void **, int64_t *, int64_t, int64_t);
+
+struct CpuTask {
+  bool parallel;
+  void *body;
+  BoundsFn bounds;
+  int block_dim;
+};
+
+struct CpuKernel : CompiledKernel {
+  std::vector<CpuTask> tasks;
+  std::vector<int64_t> temps;    // 8-byte slots
+  std::vector<uint64_t> result;  // 8-byte slots
+};
+
+std::string module_text(const llvm::Module &m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return s;
+}
+
+struct Generated {
+  std::unique_ptr<llvm::LLVMContext> ctx;
+  std::unique_ptr<llvm::Module> module;
+  std::vector<TaskSymbols> symbols;
+};
+
+Generated generate(KernelIR &k) {
+  CpuTarget target;
+  run_passes(k, Backend::Cpu, target.features());
+  Generated g;
+  g.ctx = std::make_unique<llvm::LLVMContext>();
+  LlvmCodegen cg(k, target, *g.ctx);
+  g.module = cg.run(&g.symbols);
+  CpuJit::optimize_for_host(*g.module);
+  return g;
+}
+
+class CpuRuntime : public Runtime {
+ public:
+  explicit CpuRuntime(const RuntimeOptions &o)
+      : pool_(o.cpu_max_num_threads > 0 ? o.cpu_max_num_threads
+                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+
+  Backend backend() const override { return Backend::Cpu; }
+  const TargetFeatures &features() const override { return features_; }
+
+  uint64_t allocate(size_t bytes) override {
+    void *p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+    if (!p) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, bytes);
+    return reinterpret_cast<uint64_t>(p);
+  }
+  void deallocate(uint64_t h) override { std::free(reinterpret_cast<void *>(h)); }
+  void write(uint64_t h, size_t off, const void *src, size_t n) override {
+    std::memcpy(reinterpret_cast<char *>(h) + off, src, n);
+  }
+  void read(uint64_t h, size_t off, void *dst, size_t n) override {
+    std::memcpy(dst, reinterpret_cast<char *>(h) + off, n);
+  }
+
+  std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
+    k->name += "_" + std::to_string(counter_++);  // symbols are unique within the JIT
+    auto g = generate(*k);
+    auto out = std::make_shared<CpuKernel>();
+    out->name = k->name;
+    out->artifacts["ir"] = print_ir(*k);
+    out->artifacts["llvm_ir"] = module_text(*g.module);
+    out->buffers = k->buffers;
+    out->returns = k->returns;
+    out->temps.assign(k->temps_bytes / 8, 0);
+    out->result.assign(k->returns.size(), 0);
+    out->num_tasks = static_cast<int>(k->tasks.size());
+    jit_.add(std::move(g.module), std::move(g.ctx));
+    for (size_t i = 0; i < k->tasks.size(); i++) {
+      const Task &t = k->tasks[i];
+      CpuTask ct{t.parallel, jit_.lookup(g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0};
+      if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_.lookup(g.symbols[i].bounds));
+      out->tasks.push_back(ct);
+    }
+    return out;
+  }
+
+  std::vector<uint64_t> launch(CompiledKernel &ck, const std::vector<uint64_t> &buffers,
+                               const std::vector<int64_t> &args) override {
+    auto &k = static_cast<CpuKernel &>(ck);
+    std::vector<void *> table(k.buffers.size());
+    for (size_t i = 0; i < k.buffers.size(); i++) {
+      switch (k.buffers[i].kind) {
+        case BufferKind::Temps: table[i] = k.temps.data(); break;
+        case BufferKind::Result: table[i] = k.result.data(); break;
+        default: table[i] = reinterpret_cast<void *>(buffers.at(i));
+      }
+    }
+    std::fill(k.temps.begin(), k.temps.end(), 0);
+    void **bufs = table.data();
+    int64_t *a = const_cast<int64_t *>(args.data());
+    for (const CpuTask &t : k.tasks) {
+      if (!t.parallel) {
+        reinterpret_cast<SerialFn>(t.body)(bufs, a);
+        continue;
+      }
+      int64_t range[2];
+      t.bounds(bufs, a, range);
+      auto body = reinterpret_cast<BodyFn>(t.body);
+      pool_.parallel_for(range[0], range[1], t.block_dim,
+                         [&](int64_t lo, int64_t hi) { body(bufs, a, lo, hi); });
+    }
+    return k.result;
+  }
+
+ private:
+  ThreadPool pool_;
+  CpuJit jit_;
+  TargetFeatures features_;
+  int counter_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Runtime> create_cpu_runtime(const RuntimeOptions &options) {
+  return std::make_unique<CpuRuntime>(options);
+}
+
+std::map<std::string, std::string> cpu_artifacts(KernelIR &k) {
+  auto g = generate(k);
+  return {{"ir", print_ir(k)}, {"llvm_ir", module_text(*g.module)}};
+}
+
+}  // namespace qd

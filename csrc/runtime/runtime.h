@@ -1,0 +1,55 @@
+#pragma once
+// What every backend's runtime offers the Python layer: memory, compilation and launches.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "atomics/support_table.h"
+#include "ir/ir.h"
+
+namespace qd {
+
+struct CompiledKernel {
+  virtual ~CompiledKernel() = default;
+  std::string name;
+  std::map<std::string, std::string> artifacts;  // "ir", "llvm_ir", "ptx", "spirv_asm", ...
+  std::vector<BufferDesc> buffers;
+  std::vector<DataType> returns;
+  int64_t temps_bytes = 0;
+  int num_tasks = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual Backend backend() const = 0;
+  virtual const TargetFeatures &features() const = 0;
+  // Memory: handles are opaque (the address on cpu). New memory is zero-filled.
+  virtual uint64_t allocate(size_t bytes) = 0;
+  virtual void deallocate(uint64_t handle) = 0;
+  virtual void write(uint64_t handle, size_t offset, const void *src, size_t bytes) = 0;
+  virtual void read(uint64_t handle, size_t offset, void *dst, size_t bytes) = 0;
+  // Takes a freshly built kernel: runs the passes for this backend, generates and loads code.
+  virtual std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) = 0;
+  // `buffers` has one handle per kernel buffer (temps/result slots are ignored); `args` are the
+  // 8-byte argument slots. Returns the raw 8-byte return slots.
+  virtual std::vector<uint64_t> launch(CompiledKernel &k, const std::vector<uint64_t> &buffers,
+                                       const std::vector<int64_t> &args) = 0;
+  virtual void sync() {}
+};
+
+struct RuntimeOptions {
+  int cpu_max_num_threads = 0;  // 0: all cores
+  std::vector<std::string> disabled_caps;  // capabilities to pretend the device lacks
+  std::string device;  // backend-specific device selector
+};
+
+std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);
+
+// Produces a kernel's artefacts for `backend` without a device (for qd.compile).
+std::map<std::string, std::string> compile_artifacts(std::unique_ptr<KernelIR> k, Backend backend,
+                                                     const TargetFeatures &features);
+
+}  // namespace qd

@@ -1,0 +1,24 @@
+#pragma once
+#include "atomics/support_table.h"
+#include "ir/ir.h"
+
+namespace qd {
+
+// Splits the kernel body into tasks: each outermost non-serialised range-for is a parallel task,
+// the code between them serial tasks. Top-level variables move to a temps buffer, since tasks run
+// as separate functions; pure values used across tasks are recomputed where used.
+void offload(KernelIR &k);
+
+// Atomics on kernel locals become plain read-modify-writes that still return the old value.
+void demote_local_atomics(KernelIR &k);
+// So do atomics on addresses only one parallel iteration touches (x[i] in `for i in range(n)`,
+// when every access to x in the loop is x[i]).
+void demote_unique_atomics(KernelIR &k);
+
+// Raises QuadrantsTypeError (naming the source line) for atomics the backend cannot do.
+void check_atomics(KernelIR &k, Backend backend, const TargetFeatures &features);
+
+// Runs everything after building, in order.
+void run_passes(KernelIR &k, Backend backend, const TargetFeatures &features);
+
+}  // namespace qd

@@ -57,6 +57,7 @@ class Builder {
   void continue_();
   void return_(const std::vector<Stmt *> &values);
   int loop_depth() const { return loop_depth_; }
+  int num_arg_slots() const { return kernel_->num_arg_slots; }
 
  private:
   Stmt *push(std::unique_ptr<Stmt> s);

@@ -81,6 +81,7 @@ void bind_ir(py::module_ &m) {
       .def("continue_", &Builder::continue_)
       .def("return_", &Builder::return_)
       .def("loop_depth", &Builder::loop_depth)
+      .def("num_arg_slots", &Builder::num_arg_slots)
       .def("print_ir", [](Builder &b) { return print_ir(b.kernel()); });
 }
 
@@ -112,7 +113,9 @@ void bind_runtime(py::module_ &m) {
   py::class_<CompiledKernel, std::shared_ptr<CompiledKernel>>(m, "CompiledKernel")
       .def_readonly("artifacts", &CompiledKernel::artifacts)
       .def_readonly("returns", &CompiledKernel::returns)
-      .def_readonly("num_tasks", &CompiledKernel::num_tasks);
+      .def_readonly("num_tasks", &CompiledKernel::num_tasks)
+      .def_property_readonly("num_buffers", [](const CompiledKernel &k) { return k.buffers.size(); })
+      .def("shape_slot", [](const CompiledKernel &k, int b) { return k.buffers.at(b).shape_arg_slot; });
 
   py::class_<Runtime>(m, "Runtime")
       .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device) {

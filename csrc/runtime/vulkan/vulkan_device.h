@@ -1,0 +1,178 @@
+#pragma once
+// The Vulkan runtime: one logical device with a compute queue, storage buffers and compute
+// pipelines made from SPIR-V. Every failure throws VulkanError (a qd::RuntimeError).
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "codegen/spirv/spirv_tools.h"
+#include "runtime/vulkan/vulkan_loader.h"
+
+namespace qd::vulkan {
+
+namespace detail {
+struct FeatureChain;
+}
+
+// What the device can do, probed once at init. "buffer" is StorageBuffer memory, "shared" is
+// Workgroup memory. The float atomics come from VK_EXT_shader_atomic_float{,2}: *_atomic_add
+// is OpAtomicFAddEXT, *_atomic_minmax OpAtomicFMin/FMaxEXT, *_atomics load/store/exchange.
+struct DeviceCaps {
+  std::string device_name;
+  std::string device_type;  // "discrete", "integrated", "virtual", "cpu", "other"
+  uint32_t vendor_id = 0;
+  uint32_t api_version = 0;    // VK_MAKE_API_VERSION form
+  uint32_t spirv_version = 0;  // highest SPIR-V version word accepted, e.g. 0x00010500
+
+  bool shader_int8 = false, shader_int16 = false, shader_int64 = false;
+  bool shader_float16 = false, shader_float64 = false;
+  bool int8_storage = false;     // 8-bit ints in storage buffers
+  bool float16_storage = false;  // 16-bit ints and floats in storage buffers
+
+  bool int64_atomics_buffer = false, int64_atomics_shared = false;
+  bool float16_atomics_buffer = false, float16_atomics_shared = false;
+  bool float16_atomic_add_buffer = false, float16_atomic_add_shared = false;
+  bool float16_atomic_minmax_buffer = false, float16_atomic_minmax_shared = false;
+  bool float32_atomics_buffer = false, float32_atomics_shared = false;
+  bool float32_atomic_add_buffer = false, float32_atomic_add_shared = false;
+  bool float32_atomic_minmax_buffer = false, float32_atomic_minmax_shared = false;
+  bool float64_atomics_buffer = false, float64_atomics_shared = false;
+  bool float64_atomic_add_buffer = false, float64_atomic_add_shared = false;
+  bool float64_atomic_minmax_buffer = false, float64_atomic_minmax_shared = false;
+
+  bool vulkan_memory_model = false, vulkan_memory_model_device_scope = false;
+
+  uint32_t subgroup_size = 0;
+  uint32_t subgroup_ops = 0;  // VkSubgroupFeatureFlags usable in compute shaders
+  bool subgroup_basic = false, subgroup_vote = false, subgroup_arithmetic = false;
+  bool subgroup_ballot = false, subgroup_shuffle = false, subgroup_shuffle_relative = false;
+  bool subgroup_clustered = false, subgroup_quad = false;
+
+  uint32_t max_workgroup_size_x = 0, max_workgroup_invocations = 0;
+  uint32_t max_workgroup_count_x = 0, max_shared_memory_bytes = 0;
+  uint64_t max_storage_buffer_range = 0;
+  bool host_visible_buffers = false;  // buffers are mapped; else writes and reads are staged
+};
+
+using CapValue = std::variant<bool, int64_t, std::string>;
+// Every field of DeviceCaps as (name, value), in declaration order, for Python.
+std::vector<std::pair<std::string, CapValue>> caps_list(const DeviceCaps &caps);
+
+// True when a Vulkan device (the one QD_VULKAN_DEVICE selects, if set) can be opened; else
+// false and *why says what is missing. Never throws; the answer is cached per process.
+bool vulkan_available(std::string *why = nullptr) noexcept;
+
+// Names of the physical devices, in enumeration order (the indices QD_VULKAN_DEVICE takes).
+std::vector<std::string> list_devices();
+
+using BufferId = uint64_t;
+using KernelId = uint64_t;
+
+// One compute dispatch: binding i of descriptor set 0 is buffers[i].
+struct Dispatch {
+  KernelId kernel = 0;
+  std::vector<BufferId> buffers;
+  uint32_t groups_x = 1;
+};
+
+class VulkanDevice {
+ public:
+  // Picks the device: $QD_VULKAN_DEVICE (an index or a name substring), else a discrete GPU,
+  // else an integrated, virtual or CPU one.
+  VulkanDevice();
+  ~VulkanDevice();
+  VulkanDevice(const VulkanDevice &) = delete;
+  VulkanDevice &operator=(const VulkanDevice &) = delete;
+
+  const DeviceCaps &caps() const { return caps_; }
+  spirv::TargetEnv target_env() const;  // the validator environment matching the device
+
+  BufferId alloc_buffer(size_t bytes);
+  void free_buffer(BufferId id);
+  size_t buffer_size(BufferId id) const;
+  void write_buffer(BufferId id, size_t offset, const void *data, size_t bytes);
+  void read_buffer(BufferId id, size_t offset, void *out, size_t bytes);
+  void fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value);
+
+  // Validates the module, then builds (or finds in the cache) its compute pipeline. The shader
+  // declares `num_buffers` storage buffers in set 0, bindings 0 .. num_buffers-1.
+  KernelId create_kernel(const std::vector<uint32_t> &spirv, uint32_t num_buffers,
+                         const std::string &entry = "main");
+  // Records all dispatches in one command buffer, with a compute -> compute barrier between
+  // them, submits and waits ($QD_VULKAN_TIMEOUT_S, default 300 s).
+  void launch(const std::vector<Dispatch> &dispatches);
+  void dispatch(KernelId kernel, const std::vector<BufferId> &buffers, uint32_t groups_x) {
+    launch({Dispatch{kernel, buffers, groups_x}});
+  }
+
+ private:
+  struct Buffer {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    size_t size = 0;
+    uint8_t *mapped = nullptr;  // null: device-local, staged
+  };
+  struct Kernel {
+    VkShaderModule module = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    uint32_t num_buffers = 0;
+  };
+  struct Layout {
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
+  };
+
+  // vulkan_device.cpp
+  void create_instance();
+  void create_device(const detail::FeatureChain &chain);
+  void create_command_objects();
+  void destroy();
+  // Records with `record` into the one command buffer, submits, waits for the fence.
+  void submit_and_wait(const std::function<void(VkCommandBuffer)> &record);
+  void memory_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access);
+  // vulkan_memory.cpp
+  Buffer make_buffer(size_t size, bool want_host_visible);
+  void release(Buffer &b);
+  Buffer &buffer(BufferId id);
+  const Buffer &buffer(BufferId id) const;
+  void check_range(const Buffer &b, size_t offset, size_t bytes, const char *what) const;
+  void staged_copy(Buffer &b, size_t offset, size_t bytes, void *host, bool to_device);
+  // vulkan_pipeline.cpp
+  const Layout &layout_for(uint32_t num_buffers);
+  void validate_dispatches(const std::vector<Dispatch> &dispatches);
+  void record_dispatches(VkCommandBuffer cmd, const std::vector<Dispatch> &dispatches,
+                         const std::vector<VkDescriptorSet> &sets);
+
+  mutable std::mutex mu_;
+  InstanceFns ifn_{};
+  DeviceFns dfn_{};
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  DeviceCaps caps_;
+  uint64_t timeout_ns_ = 0;
+  bool hung_ = false;  // a submission never finished: the device cannot be used or torn down
+
+  std::map<BufferId, Buffer> buffers_;
+  BufferId next_buffer_ = 1;
+  std::map<uint32_t, Layout> layouts_;
+  std::map<KernelId, Kernel> kernels_;
+  std::map<std::string, KernelId> kernel_cache_;
+  KernelId next_kernel_ = 1;
+};
+
+}  // namespace qd::vulkan

@@ -1,0 +1,153 @@
+// Compute pipelines (cached per SPIR-V module) and launches of one or more dispatches.
+#include <cstring>
+
+#include "runtime/vulkan/vulkan_device.h"
+
+namespace qd::vulkan {
+
+namespace {
+
+std::string cache_key(const std::vector<uint32_t> &spirv, uint32_t num_buffers, const std::string &entry) {
+  std::string key(reinterpret_cast<const char *>(spirv.data()), spirv.size() * sizeof(uint32_t));
+  key += '\0' + entry + '\0' + std::to_string(num_buffers);
+  return key;
+}
+
+}  // namespace
+
+const VulkanDevice::Layout &VulkanDevice::layout_for(uint32_t num_buffers) {
+  auto it = layouts_.find(num_buffers);
+  if (it != layouts_.end()) return it->second;
+  std::vector<VkDescriptorSetLayoutBinding> bindings(num_buffers);
+  for (uint32_t i = 0; i < num_buffers; ++i) {
+    bindings[i].binding = i;
+    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorCount = 1;
+    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  Layout l;
+  VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  set_info.bindingCount = num_buffers;
+  set_info.pBindings = bindings.data();
+  check(dfn_.vkCreateDescriptorSetLayout(device_, &set_info, nullptr, &l.set_layout),
+        "vkCreateDescriptorSetLayout");
+  VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &l.set_layout;
+  VkResult r = dfn_.vkCreatePipelineLayout(device_, &layout_info, nullptr, &l.pipeline_layout);
+  if (r != VK_SUCCESS) dfn_.vkDestroyDescriptorSetLayout(device_, l.set_layout, nullptr);
+  check(r, "vkCreatePipelineLayout");
+  return layouts_[num_buffers] = l;
+}
+
+KernelId VulkanDevice::create_kernel(const std::vector<uint32_t> &spirv, uint32_t num_buffers,
+                                     const std::string &entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = cache_key(spirv, num_buffers, entry);
+  if (auto it = kernel_cache_.find(key); it != kernel_cache_.end()) return it->second;
+  // Drivers may crash on malformed SPIR-V, so nothing reaches them unvalidated.
+  std::string error = spirv::validate(spirv, target_env());
+  if (!error.empty()) fail("invalid SPIR-V for entry point '" + entry + "': " + error);
+
+  Kernel k;
+  k.num_buffers = num_buffers;
+  const Layout &l = layout_for(num_buffers);
+  k.layout = l.pipeline_layout;
+  k.set_layout = l.set_layout;
+  VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  module_info.codeSize = spirv.size() * sizeof(uint32_t);
+  module_info.pCode = spirv.data();
+  check(dfn_.vkCreateShaderModule(device_, &module_info, nullptr, &k.module), "vkCreateShaderModule");
+  VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = k.module;
+  info.stage.pName = entry.c_str();
+  info.layout = k.layout;
+  VkResult r = dfn_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &k.pipeline);
+  if (r != VK_SUCCESS) dfn_.vkDestroyShaderModule(device_, k.module, nullptr);
+  check(r, "vkCreateComputePipelines");
+  KernelId id = next_kernel_++;
+  kernels_[id] = k;
+  kernel_cache_[key] = id;
+  return id;
+}
+
+void VulkanDevice::validate_dispatches(const std::vector<Dispatch> &dispatches) {
+  for (const Dispatch &d : dispatches) {
+    auto it = kernels_.find(d.kernel);
+    if (it == kernels_.end()) fail("launch: no kernel with id " + std::to_string(d.kernel));
+    if (d.buffers.size() != it->second.num_buffers)
+      fail("launch: kernel " + std::to_string(d.kernel) + " takes " +
+           std::to_string(it->second.num_buffers) + " buffers, got " + std::to_string(d.buffers.size()));
+    for (BufferId b : d.buffers) buffer(b);  // throws on an unknown id
+    if (d.groups_x > caps_.max_workgroup_count_x)
+      fail("launch: " + std::to_string(d.groups_x) + " workgroups exceed the device limit of " +
+           std::to_string(caps_.max_workgroup_count_x));
+  }
+}
+
+void VulkanDevice::record_dispatches(VkCommandBuffer cmd, const std::vector<Dispatch> &dispatches,
+                                     const std::vector<VkDescriptorSet> &sets) {
+  for (size_t i = 0; i < dispatches.size(); ++i) {
+    const Kernel &k = kernels_.at(dispatches[i].kernel);
+    if (i > 0)  // each dispatch sees the writes of the ones before it
+      memory_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                     VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    dfn_.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+    dfn_.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &sets[i], 0,
+                                 nullptr);
+    dfn_.vkCmdDispatch(cmd, dispatches[i].groups_x, 1, 1);
+  }
+}
+
+void VulkanDevice::launch(const std::vector<Dispatch> &dispatches) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dispatches.empty()) return;
+  validate_dispatches(dispatches);
+  uint32_t total = 0;
+  for (const Dispatch &d : dispatches) total += uint32_t(d.buffers.size());
+
+  // A pool per launch, sized exactly: launches are synchronous, so it is freed right after.
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, total ? total : 1};
+  VkDescriptorPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pool_info.maxSets = uint32_t(dispatches.size());
+  pool_info.poolSizeCount = 1;
+  pool_info.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  check(dfn_.vkCreateDescriptorPool(device_, &pool_info, nullptr, &pool), "vkCreateDescriptorPool");
+  try {
+    std::vector<VkDescriptorSetLayout> set_layouts;
+    for (const Dispatch &d : dispatches) set_layouts.push_back(kernels_.at(d.kernel).set_layout);
+    VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    alloc.descriptorPool = pool;
+    alloc.descriptorSetCount = uint32_t(set_layouts.size());
+    alloc.pSetLayouts = set_layouts.data();
+    std::vector<VkDescriptorSet> sets(dispatches.size());
+    check(dfn_.vkAllocateDescriptorSets(device_, &alloc, sets.data()), "vkAllocateDescriptorSets");
+
+    std::vector<VkDescriptorBufferInfo> infos;
+    infos.reserve(total);  // the writes point into it
+    std::vector<VkWriteDescriptorSet> writes;
+    for (size_t i = 0; i < dispatches.size(); ++i) {
+      for (size_t j = 0; j < dispatches[i].buffers.size(); ++j) {
+        infos.push_back({buffer(dispatches[i].buffers[j]).buffer, 0, VK_WHOLE_SIZE});
+        VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        w.dstSet = sets[i];
+        w.dstBinding = uint32_t(j);
+        w.descriptorCount = 1;
+        w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w.pBufferInfo = &infos.back();
+        writes.push_back(w);
+      }
+    }
+    dfn_.vkUpdateDescriptorSets(device_, uint32_t(writes.size()), writes.data(), 0, nullptr);
+    submit_and_wait([&](VkCommandBuffer cmd) { record_dispatches(cmd, dispatches, sets); });
+  } catch (...) {
+    if (!hung_) dfn_.vkDestroyDescriptorPool(device_, pool, nullptr);
+    throw;
+  }
+  dfn_.vkDestroyDescriptorPool(device_, pool, nullptr);
+}
+
+}  // namespace qd::vulkan

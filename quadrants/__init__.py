@@ -1,0 +1,32 @@
+"""Quadrants: a Python-embedded JIT compiler for parallel kernels.
+
+    import quadrants as qd
+    qd.init(arch=qd.cpu)
+"""
+import os as _os
+
+if _os.environ.get("QD_CORE_DIR"):  # development: a _core built elsewhere
+    __path__.insert(0, _os.environ["QD_CORE_DIR"])
+
+from quadrants.lang import math  # noqa: E402
+from quadrants.lang.exception import QuadrantsCompilationError, QuadrantsSyntaxError, QuadrantsTypeError  # noqa
+from quadrants.lang.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: E402
+from quadrants.lang.kernel import compile, func, kernel  # noqa: E402
+from quadrants.lang.matrix import Matrix, Vector  # noqa: E402
+from quadrants.lang.ndarray import Ndarray, ndarray  # noqa: E402
+from quadrants.lang.ops import (  # noqa: E402
+    abs, acos, asin, atan, atan2, bit_cast, cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min,
+    ndrange, pow, round, select, sin, sqrt, static, tan, tanh, volatile_load,
+)
+from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS  # noqa: E402
+from quadrants.lang.runtime import amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan  # noqa
+from quadrants.lang.types import (  # noqa: E402
+    f16, f32, f64, i8, i16, i32, i64, template, types, u1, u8, u16, u32, u64,
+)
+
+globals().update({f"atomic_{_name}": _fn for _name, _fn in _ATOMIC_OPS.items()})
+
+int8, int16, int32, int64 = i8, i16, i32, i64
+uint8, uint16, uint32, uint64 = u8, u16, u32, u64
+float16, float32, float64 = f16, f32, f64
+half = f16

@@ -1,0 +1,707 @@
+"""Walks a kernel's Python AST and builds the C++ IR through the pybind11 builder.
+
+Python values (ints, floats, fields, template arguments) stay Python values until they meet a
+runtime value; Expr / Var / Ptr / MatrixValue (values.py) stand for what exists only at run time.
+"""
+import ast
+import builtins
+import inspect
+import operator
+import textwrap
+
+import numpy as np
+
+from quadrants import _core
+from quadrants.lang import types as T
+from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.lang.field import Field
+from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+
+_current = None
+
+
+def current():
+    """The kernel being built, or None outside kernels."""
+    return _current
+
+
+def require(name):
+    if _current is None:
+        raise RuntimeError(f"{name} can only be used inside a @qd.kernel or @qd.func")
+    return _current
+
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bit_and", ast.BitOr: "bit_or", ast.BitXor: "bit_xor",
+           ast.LShift: "shl", ast.RShift: "shr"}
+_PYOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+          "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "bit_and": operator.and_,
+          "bit_or": operator.or_, "bit_xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
+          "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+          "ge": operator.ge, "min": min, "max": max, "and_": lambda a, b: int(bool(a and b)),
+          "or_": lambda a, b: int(bool(a or b))}
+_CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+# Augmented assignments on global memory that are atomic; the others are plain read-modify-writes.
+ATOMIC_AUGASSIGN = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
+_SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
+
+
+def is_py_scalar(v):
+    return isinstance(v, (bool, int, float, np.integer, np.floating))
+
+
+class KernelContext:
+    """State shared by the kernel and every @qd.func inlined into it."""
+
+    def __init__(self, name, config):
+        self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
+        self.config = config
+        self.fields = {}  # buffer index -> Field
+        self.loop_config = {}
+        self.walker = None  # the FunctionWalker currently emitting
+
+    # --- errors ---------------------------------------------------------------------------------
+    def syntax_error(self, msg):
+        raise QuadrantsSyntaxError(self.walker.located(msg) if self.walker else msg)
+
+    def type_error(self, msg):
+        raise QuadrantsTypeError(self.walker.located(msg) if self.walker else msg)
+
+    # --- values ---------------------------------------------------------------------------------
+    def expr(self, stmt):
+        return Expr(stmt, T.from_core(stmt.dtype))
+
+    def const(self, v, dtype=None):
+        if isinstance(v, (bool, np.bool_)):
+            v = int(v)
+        if isinstance(v, (int, np.integer)):
+            dtype = dtype or self.config.default_ip
+            return self.expr(self.b.const_int(dtype.core, int(v)) if not dtype.is_real
+                             else self.b.const_float(dtype.core, float(v)))
+        if isinstance(v, (float, np.floating)):
+            dtype = dtype or self.config.default_fp
+            return self.expr(self.b.const_float(dtype.core, float(v)))
+        self.type_error(f"expected a number, got {type(v).__name__}")
+
+    def rvalue(self, v):
+        """Loads variables and memory; leaves Python values and matrices of rvalues."""
+        if isinstance(v, Var):
+            return self.expr(self.b.local_load(v.stmt))
+        if isinstance(v, Ptr):
+            return self.expr(self.b.global_load(v.stmt, False))
+        if isinstance(v, MatrixValue):
+            return MatrixValue([self.rvalue(e) for e in v.entries], v.shape)
+        return v
+
+    def scalar(self, v, dtype=None):
+        """An Expr for `v`; Python numbers become constants of `dtype` (default: their default type)."""
+        v = self.rvalue(v)
+        if isinstance(v, Expr):
+            return v
+        if is_py_scalar(v):
+            return self.const(v, dtype)
+        if isinstance(v, MatrixValue):
+            self.type_error("expected a scalar, got a vector/matrix")
+        self.type_error(f"expected a scalar value, got {type(v).__name__}")
+
+    def cast(self, v, dtype):
+        v = self.rvalue(v)
+        if isinstance(v, MatrixValue):
+            return MatrixValue([self.cast(e, dtype) for e in v.entries], v.shape)
+        if is_py_scalar(v):
+            return self.const(v, dtype) if not isinstance(v, float) or dtype.is_real else self.const(int(v), dtype)
+        return self.expr(self.b.cast(self.scalar(v).stmt, dtype.core))
+
+    def binary(self, op, a, c):
+        a, c = self.rvalue(a), self.rvalue(c)
+        if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):
+            return self.elementwise(lambda x, y: self.binary(op, x, y), a, c)
+        if is_py_scalar(a) and is_py_scalar(c):
+            return _PYOPS[op](a, c)
+        # A Python number takes the dtype of the other operand when that loses nothing.
+        if is_py_scalar(a):
+            a = self.const(a, self._literal_type(a, c.dtype))
+        if is_py_scalar(c):
+            c = self.const(c, self._literal_type(c, a.dtype))
+        if not isinstance(a, Expr) or not isinstance(c, Expr):
+            self.type_error(f"operator '{op}' does not apply to {type(a).__name__} and {type(c).__name__}")
+        return self.expr(self.b.binary(getattr(_core.BinaryOp, op.rstrip("_")), a.stmt, c.stmt))
+
+    def _literal_type(self, lit, other):
+        if isinstance(lit, (float, np.floating)) and not other.is_real:
+            return self.config.default_fp
+        return other
+
+    def unary(self, op, v):
+        v = self.rvalue(v)
+        if isinstance(v, MatrixValue):
+            return MatrixValue([self.unary(op, e) for e in v.entries], v.shape)
+        return self.expr(self.b.unary(getattr(_core.UnaryOp, op.rstrip("_")), self.scalar(v).stmt))
+
+    def elementwise(self, f, a, c):
+        shape = a.shape if isinstance(a, MatrixValue) else c.shape
+        if isinstance(a, MatrixValue) and isinstance(c, MatrixValue) and a.shape != c.shape:
+            self.type_error(f"shape mismatch: {a.shape} vs {c.shape}")
+        ea = a.entries if isinstance(a, MatrixValue) else [a] * len(c.entries)
+        ec = c.entries if isinstance(c, MatrixValue) else [c] * len(a.entries)
+        return MatrixValue([f(x, y) for x, y in zip(ea, ec)], shape)
+
+    def truth(self, v):
+        """An Expr usable as a condition, or a Python bool for compile-time conditions."""
+        v = self.rvalue(v)
+        if is_py_scalar(v) or v is None or isinstance(v, (str, tuple, list)):
+            return bool(v)
+        if isinstance(v, MatrixValue):
+            self.type_error("a vector/matrix cannot be used as a condition")
+        return self.scalar(v)
+
+    # --- memory ---------------------------------------------------------------------------------
+    def field_buffer(self, f):
+        f._check()
+        idx = self.b.add_field(f.id, f.dtype.core, list(f.full_shape), f.name)
+        self.fields[idx] = f
+        return idx
+
+    def element(self, base, indices):
+        """base[indices] for a field or an ndarray argument: a Ptr, or a MatrixValue of Ptrs."""
+        if isinstance(base, Field):
+            buf, dtype, elem, name, nd = self.field_buffer(base), base.dtype, base.element_shape, base.name, len(base.shape)
+        else:
+            buf, dtype, elem, name, nd = base.buffer, base.dtype, base.element_shape, base.name, base.ndim
+        if len(indices) != nd:
+            self.syntax_error(f"'{name}' has {nd} dimension(s) but is indexed with {len(indices)} index(es)")
+        idx = [self.scalar(i).stmt for i in indices]
+        if not elem:
+            return Ptr(self.b.global_ptr(buf, idx), dtype)
+        ptrs = []
+        for e in np.ndindex(*elem):
+            tail = [self.b.const_int(_core.DataType.i32, int(k)) for k in e]
+            ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype))
+        return MatrixValue(ptrs, elem)
+
+    def store(self, target, value):
+        if isinstance(target, MatrixValue):
+            value = self.rvalue(value)
+            if isinstance(value, MatrixValue):
+                if value.shape != target.shape:
+                    self.type_error(f"cannot assign a {value.shape} value to a {target.shape} target")
+                for t, v in zip(target.entries, value.entries):
+                    self.store(t, v)
+            else:
+                for t in target.entries:
+                    self.store(t, value)
+            return
+        if isinstance(target, Ptr):
+            self.b.global_store(target.stmt, self.scalar(value, target.dtype).stmt)
+        elif isinstance(target, Var):
+            self.b.local_store(target.stmt, self.scalar(value, target.dtype).stmt)
+        else:
+            self.syntax_error("cannot assign to this expression: the target is not a variable or memory element")
+
+    def new_var(self, value, dtype=None):
+        value = self.rvalue(value)
+        if isinstance(value, MatrixValue):
+            return MatrixValue([self.new_var(e, dtype) for e in value.entries], value.shape)
+        v = self.scalar(value, dtype)
+        var = Var(self.b.alloca((dtype or v.dtype).core), dtype or v.dtype)
+        self.b.local_store(var.stmt, v.stmt)
+        return var
+
+    # --- atomics --------------------------------------------------------------------------------
+    def atomic(self, op, target, value, desired=None):
+        if isinstance(target, MatrixValue):
+            # Fan-out: one scalar atomic per component, a scalar operand broadcast.
+            value = self.rvalue(value)
+            vals = value.entries if isinstance(value, MatrixValue) else [value] * len(target.entries)
+            if isinstance(value, MatrixValue) and value.shape != target.shape:
+                self.type_error(f"qd.atomic_{op}: operand shape {value.shape} does not match target {target.shape}")
+            return MatrixValue([self.atomic(op, t, v, desired) for t, v in zip(target.entries, vals)], target.shape)
+        if not isinstance(target, (Ptr, Var)):
+            what = "a whole field" if isinstance(target, (Field, NdarrayArg)) else \
+                "a constant" if is_py_scalar(target) else "an expression"
+            self.syntax_error(f"qd.atomic_{op}: the target must be a writable lvalue (a field or ndarray element, "
+                              f"a vector/matrix slot, or a variable), got {what}")
+        v = self.scalar(value, target.dtype)
+        d = self.scalar(desired, target.dtype).stmt if desired is not None else None
+        return self.expr(self.b.atomic(op, target.stmt, v.stmt, d))
+
+    def volatile_load(self, target):
+        if isinstance(target, MatrixValue):
+            return MatrixValue([self.volatile_load(t) for t in target.entries], target.shape)
+        if isinstance(target, Ptr):
+            return self.expr(self.b.global_load(target.stmt, True))
+        if isinstance(target, Var):
+            self.type_error("qd.volatile_load needs a global lvalue (a field or ndarray element): a local variable "
+                            "cannot be observed by another thread")
+        self.type_error("qd.volatile_load needs a global lvalue (a field or ndarray element), got "
+                        + ("a constant" if is_py_scalar(target) else type(target).__name__))
+
+
+class Return(Exception):
+    """Carries a @qd.func's return value out of its body."""
+
+
+class FunctionWalker(ast.NodeVisitor):
+    """Emits one Python function (the kernel, or an inlined @qd.func) into the context's builder."""
+
+    def __init__(self, ctx, func, is_kernel):
+        self.ctx, self.func, self.is_kernel = ctx, func, is_kernel
+        self.b = ctx.b
+        lines, first = inspect.getsourcelines(func)
+        self.source = textwrap.dedent("".join(lines))
+        self.lines = self.source.splitlines()
+        self.line_offset = first - 1
+        self.file = inspect.getsourcefile(func) or "<unknown>"
+        self.tree = ast.parse(self.source)
+        self.fdef = self.tree.body[0]
+        self.scopes = [{}]
+        self.globals = dict(func.__globals__)
+        if func.__closure__:
+            for name, cell in zip(func.__code__.co_freevars, func.__closure__):
+                try:
+                    self.globals[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.lineno = self.fdef.lineno
+        self.loops = []  # "parallel" / "serial" / "while"
+        self.depth = 0   # nesting of if/loops inside the function body
+        self.return_value = None
+
+    # --- locations ------------------------------------------------------------------------------
+    def located(self, msg):
+        line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
+        return f"{self.file}:{self.lineno + self.line_offset}: in {self.func.__name__}:\n    {line}\n{msg}"
+
+    def set_loc(self, node):
+        if hasattr(node, "lineno"):
+            self.lineno = node.lineno
+            line = self.lines[node.lineno - 1].strip() if node.lineno <= len(self.lines) else ""
+            self.b.set_loc(self.file, node.lineno + self.line_offset, line)
+
+    def visit(self, node):
+        self.set_loc(node)
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
+        return method(node)
+
+    # --- names ----------------------------------------------------------------------------------
+    def bind(self, name, value):
+        self.scopes[-1][name] = value
+
+    def lookup_local(self, name):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def visit_Name(self, node):
+        for scope in reversed(self.scopes):
+            if node.id in scope:
+                return scope[node.id]
+        if node.id in self.globals:
+            return self.globals[node.id]
+        if hasattr(builtins, node.id):
+            return getattr(builtins, node.id)
+        self.ctx.syntax_error(f"name '{node.id}' is not defined")
+
+    def run_body(self, stmts, new_scope=True):
+        if new_scope:
+            self.scopes.append({})
+        try:
+            for s in stmts:
+                self.visit(s)
+        finally:
+            if new_scope:
+                self.scopes.pop()
+
+    # --- entry ----------------------------------------------------------------------------------
+    def emit(self, bound_args):
+        """bound_args: parameter name -> frontend value. Returns a @qd.func's return value."""
+        prev = self.ctx.walker
+        self.ctx.walker = self
+        try:
+            assigned = {n.id for n in ast.walk(self.fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            for name, value in bound_args.items():
+                if name in assigned and isinstance(value, (Expr, Var, Ptr, MatrixValue)) or \
+                        name in assigned and is_py_scalar(value):
+                    value = self.ctx.new_var(value)
+                self.bind(name, value)
+            body = self.fdef.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]  # docstring
+            self.run_body(body, new_scope=False)
+            return self.return_value
+        finally:
+            self.ctx.walker = prev
+
+    # --- statements -----------------------------------------------------------------------------
+    def visit_Expr(self, node):
+        self.visit(node.value)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for t in node.targets:
+            self.assign(t, value)
+
+    def visit_AnnAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            self.ctx.syntax_error("annotated assignment needs a plain variable name")
+        dtype = self.visit(node.annotation)
+        if not isinstance(dtype, T.DataType):
+            self.ctx.type_error(f"variable annotation must be a dtype such as qd.i32, got {dtype!r}")
+        value = self.visit(node.value) if node.value is not None else 0
+        self.bind(node.target.id, self.ctx.new_var(value, dtype))
+
+    def assign(self, target, value):
+        if isinstance(target, ast.Name):
+            existing = self.lookup_local(target.id)
+            if isinstance(existing, (Var, MatrixValue)) and self._is_lvalue(existing):
+                self.ctx.store(existing, value)
+            elif isinstance(value, (Expr, Var, Ptr, MatrixValue)) or is_py_scalar(value):
+                self.bind(target.id, self.ctx.new_var(value))
+            else:
+                self.bind(target.id, value)  # a Python object: field, function, tuple, ...
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            value = self.ctx.rvalue(value)
+            items = value.entries if isinstance(value, MatrixValue) else list(value)
+            if len(items) != len(target.elts):
+                self.ctx.syntax_error(f"cannot unpack {len(items)} values into {len(target.elts)} targets")
+            for t, v in zip(target.elts, items):
+                self.assign(t, v)
+        else:
+            self.ctx.store(self.visit(target), value)
+
+    @staticmethod
+    def _is_lvalue(v):
+        if isinstance(v, MatrixValue):
+            return all(isinstance(e, (Var, Ptr)) for e in v.entries)
+        return isinstance(v, (Var, Ptr))
+
+    def visit_AugAssign(self, node):
+        target = self.visit(node.target)
+        value = self.visit(node.value)
+        if not self._is_lvalue(target):
+            self.ctx.syntax_error("augmented assignment needs a variable or a memory element as its target")
+        is_global = any(isinstance(e, Ptr) for e in (target.entries if isinstance(target, MatrixValue) else [target]))
+        atomic = ATOMIC_AUGASSIGN.get(type(node.op))
+        if is_global and atomic:
+            self.ctx.atomic(atomic, target, value)
+        else:
+            self.ctx.store(target, self.ctx.binary(_BINOPS[type(node.op)], target, value))
+
+    def visit_If(self, node):
+        cond = self.ctx.truth(self.visit(node.test))
+        if isinstance(cond, bool):  # compile-time condition (qd.static or Python values)
+            self.run_body(node.body if cond else node.orelse)
+            return
+        s = self.b.begin_if(cond.stmt)
+        self.depth += 1
+        self.run_body(node.body)
+        if node.orelse:
+            self.b.begin_else(s)
+            self.run_body(node.orelse)
+        self.depth -= 1
+        self.b.end_if(s)
+
+    def visit_While(self, node):
+        if node.orelse:
+            self.ctx.syntax_error("'while ... else' is not supported in kernels")
+        loop = self.b.begin_while()
+        self.loops.append("while")
+        self.depth += 1
+        cond = self.ctx.truth(self.visit(node.test))
+        if not isinstance(cond, bool):
+            s = self.b.begin_if(self.ctx.unary("not_", cond).stmt)
+            self.b.break_()
+            self.b.end_if(s)
+        elif not cond:
+            self.b.break_()
+        self.run_body(node.body)
+        self.depth -= 1
+        self.loops.pop()
+        self.b.end_while(loop)
+
+    def visit_Break(self, node):
+        if self.loops and self.loops[-1] == "parallel":
+            self.ctx.syntax_error("'break' is not allowed in the outermost (parallel) loop of a kernel")
+        self.b.break_()
+
+    def visit_Continue(self, node):
+        self.b.continue_()
+
+    def visit_Return(self, node):
+        value = self.visit(node.value) if node.value is not None else None
+        if not self.is_kernel:
+            if self.depth or node is not self.fdef.body[-1]:
+                self.ctx.syntax_error("a @qd.func may only return as its last statement")
+            self.return_value = self.ctx.rvalue(value)
+            return
+        if self.loops:
+            self.ctx.syntax_error("'return' inside a loop is not supported in kernels")
+        if value is None:
+            self.ctx.syntax_error("a kernel 'return' needs a value (and a return annotation)")
+        value = self.ctx.rvalue(value)
+        values = value.entries if isinstance(value, MatrixValue) else list(value) if isinstance(value, tuple) else [value]
+        self.b.return_([self.ctx.scalar(v).stmt for v in values])
+
+    def visit_For(self, node):
+        from quadrants.lang import ops
+
+        if node.orelse:
+            self.ctx.syntax_error("'for ... else' is not supported in kernels")
+        it = node.iter
+        if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
+            args = [self.visit(a) for a in it.args]
+            if it.keywords or not 1 <= len(args) <= 3:
+                self.ctx.syntax_error("range() takes 1 to 3 positional arguments in kernels")
+            begin, end = (0, args[0]) if len(args) == 1 else (args[0], args[1])
+            step = args[2] if len(args) == 3 else 1
+            return self.range_for(node, [(begin, end)], grouped=False, step=step)
+        iterable = self.visit(it)
+        if isinstance(iterable, ops.StaticIterable):
+            return self.unroll(node, iterable.values)
+        if isinstance(iterable, (list, tuple, range)):
+            return self.unroll(node, iterable)
+        if isinstance(iterable, (Field, NdarrayArg)):
+            iterable = ops.grouped_impl(self.ctx, iterable, grouped=False)  # `for I in x` groups below
+        if isinstance(iterable, LoopGroup):
+            return self.range_for(node, iterable.bounds, iterable.grouped)
+        self.ctx.syntax_error(f"cannot iterate over {type(iterable).__name__} in a kernel")
+
+    def unroll(self, node, values):
+        for v in values:
+            self.scopes.append({})
+            self.assign_loop_target(node.target, v)
+            self.run_body(node.body, new_scope=False)
+            self.scopes.pop()
+
+    def assign_loop_target(self, target, value):
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = value.entries if isinstance(value, MatrixValue) else list(value)
+            if len(items) != len(target.elts):
+                self.ctx.syntax_error(f"the loop has {len(target.elts)} targets but iterates over {len(items)} values")
+            for t, v in zip(target.elts, items):
+                self.assign_loop_target(t, v)
+        else:
+            self.ctx.syntax_error("loop targets must be names")
+
+    def range_for(self, node, bounds, grouped, step=1):
+        ctx = self.ctx
+        cfg, ctx.loop_config = ctx.loop_config, {}
+        parallel = self.is_kernel and self.depth == 0 and not cfg.get("serialize", False)
+        if not isinstance(step, int) or step == 0:
+            ctx.syntax_error("range() step must be a nonzero compile-time integer")
+        # Flatten the iteration space into one index; recover each coordinate from it.
+        sizes = [ctx.binary("sub", e, b) for b, e in bounds]
+        if step != 1:
+            b0, e0 = bounds[0]
+            sizes[0] = ctx.binary("floordiv", ctx.binary("add", ctx.binary("sub", e0, b0), step - (1 if step > 0 else -1)), step)
+        total = sizes[0]
+        for s in sizes[1:]:
+            total = ctx.binary("mul", total, s)
+        total = ctx.scalar(total)
+        zero = ctx.const(0)
+        loop = self.b.begin_range_for(zero.stmt, total.stmt, not parallel, int(cfg.get("block_dim", 0) or 0))
+        self.loops.append("parallel" if parallel else "serial")
+        self.depth += 1
+        self.scopes.append({})
+        flat = ctx.expr(self.b.loop_index(loop))
+        coords = []
+        for (b, _), size in reversed(list(zip(bounds, sizes))):
+            if len(bounds) == 1:
+                local = flat
+            else:
+                local = ctx.binary("mod", flat, size)
+                flat = ctx.binary("floordiv", flat, size)
+            coords.append(ctx.binary("add", ctx.binary("mul", local, step), b) if step != 1 else
+                          ctx.binary("add", local, b) if not (is_py_scalar(b) and b == 0) else local)
+        coords.reverse()
+        if grouped or (isinstance(node.target, ast.Name) and len(coords) > 1):
+            self.assign_loop_target(node.target, MatrixValue(coords, (len(coords),)))
+        elif isinstance(node.target, ast.Name) and len(coords) == 1:
+            self.bind(node.target.id, coords[0])
+        else:
+            self.assign_loop_target(node.target, coords)
+        for s in node.body:
+            self.visit(s)
+        self.scopes.pop()
+        self.depth -= 1
+        self.loops.pop()
+        self.set_loc(node)
+        self.b.end_range_for(loop)
+
+    # --- expressions ----------------------------------------------------------------------------
+    def visit_Constant(self, node):
+        return node.value
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    def visit_List(self, node):
+        return [self.visit(e) for e in node.elts]
+
+    def visit_BinOp(self, node):
+        a, c = self.visit(node.left), self.visit(node.right)
+        if isinstance(node.op, ast.MatMult):
+            from quadrants.lang import matrix
+            return matrix.matmul(self.ctx, self.ctx.rvalue(a), self.ctx.rvalue(c))
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            self.ctx.syntax_error(f"unsupported operator {type(node.op).__name__}")
+        return self.ctx.binary(op, a, c)
+
+    def visit_UnaryOp(self, node):
+        v = self.ctx.rvalue(self.visit(node.operand))
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if is_py_scalar(v):
+            return {ast.USub: operator.neg, ast.Not: operator.not_, ast.Invert: operator.invert}[type(node.op)](v)
+        return self.ctx.unary({ast.USub: "neg", ast.Not: "not_", ast.Invert: "bit_not"}[type(node.op)], v)
+
+    def visit_BoolOp(self, node):
+        # Both sides are evaluated (no short-circuit at run time), as in other kernel languages.
+        op = "and_" if isinstance(node.op, ast.And) else "or_"
+        result = self.visit(node.values[0])
+        for v in node.values[1:]:
+            c = self.visit(v)
+            if is_py_scalar(self.ctx.rvalue(result)) and is_py_scalar(self.ctx.rvalue(c)):
+                result = (result and c) if op == "and_" else (result or c)
+            else:
+                result = self.ctx.binary(op, result, c)
+        return result
+
+    def visit_Compare(self, node):
+        result, left = None, self.visit(node.left)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.visit(right_node)
+            name = _CMPOPS.get(type(op))
+            if name is None:
+                if isinstance(op, (ast.Is, ast.IsNot)) and not isinstance(left, (Expr, Var, Ptr)):
+                    r = (left is right) if isinstance(op, ast.Is) else (left is not right)
+                else:
+                    self.ctx.syntax_error(f"unsupported comparison '{type(op).__name__}' in a kernel")
+            else:
+                r = self.ctx.binary(name, left, right)
+            result = r if result is None else self.ctx.binary("and_", result, r)
+            left = right
+        return result
+
+    def visit_IfExp(self, node):
+        cond = self.ctx.truth(self.visit(node.test))
+        if isinstance(cond, bool):
+            return self.visit(node.body if cond else node.orelse)
+        a, c = self.ctx.scalar(self.visit(node.body)), self.ctx.scalar(self.visit(node.orelse))
+        return self.ctx.expr(self.b.select(cond.stmt, a.stmt, c.stmt))
+
+    def visit_Attribute(self, node):
+        base = self.visit(node.value)
+        attr = node.attr
+        if isinstance(base, NdarrayArg):
+            if attr == "shape":
+                n = base.ndim - len(base.element_shape)
+                return tuple(self.ctx.expr(self.b.ndarray_shape(base.buffer, k)) for k in range(n))
+            if attr == "dtype":
+                return base.dtype
+            self.ctx.syntax_error(f"ndarray arguments have no attribute '{attr}' in kernels")
+        if isinstance(base, MatrixValue):
+            from quadrants.lang import matrix
+            return matrix.attribute(self.ctx, base, attr)
+        if isinstance(base, (Expr, Var, Ptr)):
+            self.ctx.syntax_error(f"a scalar has no attribute '{attr}'")
+        try:
+            return getattr(base, attr)
+        except AttributeError:
+            self.ctx.syntax_error(f"'{type(base).__name__}' has no attribute '{attr}'")
+
+    def visit_Subscript(self, node):
+        base = self.visit(node.value)
+        index = self.visit(node.slice)
+        if isinstance(base, (Field, NdarrayArg)):
+            if index is None:
+                indices = []
+            elif isinstance(index, MatrixValue):
+                indices = index.entries
+            elif isinstance(index, tuple):
+                indices = list(index)
+            else:
+                indices = [index]
+            return self.ctx.element(base, indices)
+        if isinstance(base, MatrixValue):
+            idx = index if isinstance(index, tuple) else (index,)
+            if not all(isinstance(i, (int, np.integer)) for i in idx):
+                self.ctx.syntax_error("vector/matrix indices must be compile-time integers (use qd.static)")
+            if len(idx) != len(base.shape):
+                if len(idx) == 1 and len(base.shape) == 2:  # a matrix row
+                    m = base.shape[1]
+                    return MatrixValue(base.entries[idx[0] * m:(idx[0] + 1) * m], (m,))
+                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+            return base.entry(*idx)
+        if isinstance(base, (Expr, Var, Ptr)):
+            self.ctx.syntax_error("cannot index a scalar")
+        try:
+            return base[index]
+        except Exception as e:
+            self.ctx.syntax_error(f"cannot index {type(base).__name__}: {e}")
+
+    def visit_Slice(self, node):
+        self.ctx.syntax_error("slices are not supported in kernels")
+
+    def visit_Call(self, node):
+        from quadrants.lang.kernel import Func, Kernel
+
+        func = self.visit(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.visit(a.value))
+            else:
+                args.append(self.visit(a))
+        kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        self.set_loc(node)
+        if getattr(func, "_qd_builtin", False):
+            return func(*args, **kwargs)
+        if isinstance(func, Func):
+            return func.inline(self.ctx, args, kwargs)
+        if isinstance(func, Kernel):
+            self.ctx.syntax_error("a kernel cannot call another kernel; make the callee a @qd.func")
+        if func in (abs, min, max, int, float, len, bool):
+            return self.python_builtin(func, args)
+        if func is builtins.range:
+            return range(*args) if all(isinstance(a, int) for a in args) else \
+                self.ctx.syntax_error("range() with run-time bounds is only allowed as a for-loop iterator")
+        if func is print:
+            self.ctx.syntax_error("print() is not supported in kernels")
+        runtime_args = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Expr, Var, Ptr, MatrixValue))]
+        if runtime_args:
+            name = getattr(func, "__name__", repr(func))
+            self.ctx.syntax_error(f"cannot call the Python function '{name}' with kernel values; "
+                                  f"decorate it with @qd.func")
+        return func(*args, **kwargs)  # a compile-time call on Python values
+
+    def python_builtin(self, func, args):
+        from quadrants.lang import ops
+
+        vals = [self.ctx.rvalue(a) for a in args]
+        if all(is_py_scalar(v) for v in vals) or func is len:
+            if func is len and isinstance(vals[0], MatrixValue):
+                return vals[0].shape[0]
+            return func(*vals)
+        if func is abs:
+            return ops.abs(vals[0])
+        if func in (min, max):
+            return ops.min(*vals) if func is min else ops.max(*vals)
+        if func is int:
+            return self.ctx.cast(vals[0], self.ctx.config.default_ip)
+        if func is float:
+            return self.ctx.cast(vals[0], self.ctx.config.default_fp)
+        return self.ctx.binary("ne", vals[0], 0)
+
+    def generic_visit(self, node):
+        self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")

@@ -1,0 +1,158 @@
+"""Fields: global arrays owned by the runtime, read and written by kernels and from Python."""
+import itertools
+
+import numpy as np
+
+from quadrants.lang import runtime
+from quadrants.lang import types as T
+
+_ids = itertools.count()
+
+
+def _as_shape(shape):
+    if shape is None:
+        return None
+    if isinstance(shape, int):
+        return (shape,)
+    return tuple(int(s) for s in shape)
+
+
+class Field:
+    """qd.field(dtype, shape): a dense array of `dtype`, with an element shape for vector/matrix fields."""
+
+    def __init__(self, dtype, shape=None, element_shape=(), name=None):
+        self.dtype = T.to_dtype(dtype)
+        self.element_shape = tuple(element_shape)
+        self.id = next(_ids)
+        self.name = name or f"field{self.id}"
+        self._shape = None
+        self._program = None
+        self.handle = None
+        if shape is not None:
+            self._place(_as_shape(shape))
+
+    def _place(self, shape):
+        if self._shape is not None:
+            raise RuntimeError(f"field {self.name} is already placed")
+        self._shape = shape
+        self._program = runtime.program()
+        nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
+        self.handle = self._program.runtime.allocate(nbytes)
+
+    def _check(self):
+        if self._shape is None:
+            raise RuntimeError(f"field {self.name} has no shape yet: give shape= or place it with qd.root")
+        if self._program is not runtime._program:
+            raise RuntimeError(f"field {self.name} belongs to an earlier qd.init(); create it again")
+
+    def __del__(self):
+        try:
+            if self.handle is not None and self._program is runtime._program:
+                self._program.runtime.deallocate(self.handle)
+        except Exception:
+            pass
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def full_shape(self):
+        return self._shape + self.element_shape
+
+    @property
+    def n(self):
+        return self.element_shape[0] if self.element_shape else None
+
+    # Python-scope access.
+    def to_numpy(self):
+        self._check()
+        out = np.empty(self.full_shape, dtype=self.dtype.np)
+        if out.size:
+            self._program.runtime.read(self.handle, 0, out)
+        return out
+
+    def from_numpy(self, arr):
+        self._check()
+        arr = np.ascontiguousarray(arr, dtype=self.dtype.np)
+        if arr.shape != self.full_shape:
+            raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
+        if arr.size:
+            self._program.runtime.write(self.handle, 0, arr)
+
+    def fill(self, value):
+        self.from_numpy(np.full(self.full_shape, value, dtype=self.dtype.np))
+
+    def _offset(self, key):
+        if key is None:
+            key = ()
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) != len(self._shape):
+            raise IndexError(f"{self.name} has {len(self._shape)} dimension(s), got index {key}")
+        flat = 0
+        for k, n in zip(key, self._shape):
+            k = int(k)
+            if not 0 <= k < n:
+                raise IndexError(f"index {key} out of range for shape {self._shape}")
+            flat = flat * n + k
+        elems = int(np.prod(self.element_shape, dtype=np.int64))
+        return flat * elems * self.dtype.np.itemsize
+
+    def __getitem__(self, key):
+        self._check()
+        out = np.empty(self.element_shape, dtype=self.dtype.np)
+        self._program.runtime.read(self.handle, self._offset(key), out.reshape(-1))
+        return out if self.element_shape else out[()]
+
+    def __setitem__(self, key, value):
+        self._check()
+        arr = np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=self.dtype.np), self.element_shape))
+        self._program.runtime.write(self.handle, self._offset(key), arr.reshape(-1))
+
+    def __repr__(self):
+        return f"<qd.field {self.name} {self.dtype} shape={self._shape} element={self.element_shape}>"
+
+
+def field(dtype, shape=None, name=None):
+    return Field(dtype, shape, name=name)
+
+
+# Axes for qd.root.dense(qd.i, n), qd.root.dense(qd.ij, (n, m)).
+class Axis:
+    def __init__(self, *dims):
+        self.dims = dims
+
+
+i, j, k, l = Axis(0), Axis(1), Axis(2), Axis(3)
+ij, ijk, ijkl = Axis(0, 1), Axis(0, 1, 2), Axis(0, 1, 2, 3)
+
+
+class SNode:
+    """A layout node: qd.root.dense(...).place(a, b). Every placed field gets its own dense buffer."""
+
+    def __init__(self, shape=()):
+        self.shape = shape
+
+    def dense(self, axes, dimensions):
+        dims = _as_shape(dimensions)
+        n_axes = len(axes.dims) if isinstance(axes, Axis) else 1
+        if len(dims) != n_axes:
+            raise ValueError(f"dense(): {n_axes} axes but {len(dims)} dimension sizes")
+        return SNode(self.shape + dims)
+
+    def place(self, *fields):
+        for f in fields:
+            f._place(self.shape)
+        return self
+
+
+class _Root:
+    def dense(self, axes, dimensions):
+        return SNode().dense(axes, dimensions)
+
+    def place(self, *fields):
+        return SNode().place(*fields)
+
+
+root = _Root()

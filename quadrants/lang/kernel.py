@@ -1,0 +1,279 @@
+"""@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
+import functools
+import inspect
+
+import numpy as np
+
+from quadrants import _core
+from quadrants.lang import ast_builder, runtime
+from quadrants.lang import types as T
+from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.lang.field import Field
+from quadrants.lang.ndarray import Ndarray
+from quadrants.lang.values import NdarrayArg
+
+
+class _Param:
+    """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
+
+    def __init__(self, name, annotation, kernel_name):
+        self.name = name
+        if annotation is inspect.Parameter.empty:
+            raise QuadrantsSyntaxError(f"kernel '{kernel_name}': argument '{name}' needs a type annotation "
+                                       f"(e.g. qd.i32, qd.types.ndarray(), qd.template())")
+        if isinstance(annotation, T.Template) or annotation is T.template:
+            self.kind = "template"
+        elif isinstance(annotation, T.NdarrayType):
+            self.kind = "ndarray"
+        elif isinstance(annotation, T.DataType) or annotation in (int, float):
+            self.kind = "scalar"
+        else:
+            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{name}' has an unsupported annotation "
+                                     f"{annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
+        self.annotation = annotation
+
+    def dtype(self):
+        return T.to_dtype(self.annotation)
+
+
+def _ndarray_parts(value, param, kernel_name):
+    """(dtype, shape, element_shape) of an ndarray argument (a qd.ndarray or a numpy array)."""
+    ann = param.annotation
+    if isinstance(value, Ndarray):
+        dtype, shape, elem = value.dtype, value.shape, value.element_shape
+    elif isinstance(value, np.ndarray):
+        dtype, elem = T.from_numpy(value.dtype), tuple(ann.element_shape)
+        shape = value.shape[:value.ndim - len(elem)]
+    else:
+        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects an ndarray "
+                                 f"(qd.ndarray or numpy array), got {type(value).__name__}")
+    if ann.dtype is not None:
+        want = ann.dtype.dtype if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else T.to_dtype(ann.dtype)
+        if want is not dtype:
+            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
+                                     f"got {dtype}")
+    if ann.ndim is not None and ann.ndim != len(shape):
+        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, "
+                                 f"got {len(shape)}")
+    return dtype, tuple(shape), tuple(elem)
+
+
+def _template_key(v):
+    if isinstance(v, (int, float, bool, str, type(None))):
+        return ("v", type(v).__name__, v)
+    if isinstance(v, tuple):
+        return ("t",) + tuple(_template_key(e) for e in v)
+    return ("id", id(v))
+
+
+def _to_slot(value, dtype):
+    raw = np.zeros(1, np.int64)
+    raw.view(np.uint8)[:dtype.np.itemsize] = np.array([value], dtype=dtype.np).view(np.uint8)
+    return int(raw[0])
+
+
+def _from_slot(slot, dtype):
+    raw = np.array([slot], dtype=np.uint64).view(np.uint8)[:dtype.np.itemsize]
+    return raw.view(dtype.np)[0].item()
+
+
+class _Compiled:
+    def __init__(self, compiled, fields, num_slots, plan):
+        self.compiled = compiled
+        self.fields = fields      # buffer index -> Field
+        self.num_slots = num_slots
+        self.plan = plan          # per parameter: ("scalar", slot, dtype) / ("ndarray", buffer) / ("template",)
+        self.returns = [T.from_core(d) for d in compiled.returns]
+
+
+class Kernel:
+    def __init__(self, func):
+        functools.update_wrapper(self, func)
+        self.func = func
+        self.signature = inspect.signature(func)
+        self.params = [_Param(n, p.annotation, func.__name__) for n, p in self.signature.parameters.items()]
+        ret = self.signature.return_annotation
+        self.returns = [] if ret in (inspect.Signature.empty, None) else [T.to_dtype(r) for r in
+                                                                          (ret if isinstance(ret, tuple) else (ret,))]
+        self.cache = {}
+        self.num_compilations = 0
+
+    def _key(self, values):
+        key = []
+        for p, v in zip(self.params, values):
+            if p.kind == "template":
+                key.append(_template_key(v))
+            elif p.kind == "ndarray":
+                dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
+                key.append(("nd", dtype.name, len(shape), elem))
+            else:
+                key.append("s")
+        return tuple(key)
+
+    def _bind(self, args, kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"kernel '{self.__name__}': {e}") from None
+        return list(bound.arguments.values())
+
+    def build(self, values, config):
+        """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan)."""
+        ctx = ast_builder.KernelContext(self.__name__, config)
+        plan, bound = [], {}
+        for p, v in zip(self.params, values):
+            if p.kind == "scalar":
+                dtype = p.dtype()
+                slot = ctx.b.add_scalar_arg(p.name, dtype.core)
+                plan.append(("scalar", slot, dtype))
+                bound[p.name] = ("scalar", slot, dtype)
+            elif p.kind == "ndarray":
+                dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
+                buf = ctx.b.add_ndarray_arg(p.name, dtype.core, len(shape) + len(elem), list(elem))
+                plan.append(("ndarray", buf, len(shape), elem))
+                bound[p.name] = NdarrayArg(buf, dtype, len(shape) + len(elem), elem, p.name)
+            else:
+                plan.append(("template",))
+                bound[p.name] = v
+        num_slots = ctx.b.num_arg_slots()
+        ctx.b.set_returns([r.core for r in self.returns])
+        prev, ast_builder._current = ast_builder._current, ctx
+        try:
+            walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
+            walker.set_loc(walker.fdef)
+            # Scalar arguments are read where the kernel starts.
+            args = {n: (ctx.expr(ctx.b.arg(v[1], v[2].core)) if isinstance(v, tuple) else v) for n, v in bound.items()}
+            walker.emit(args)
+        finally:
+            ast_builder._current = prev
+        return ctx.b, ctx.fields, num_slots, plan
+
+    def __call__(self, *args, **kwargs):
+        prog = runtime.program()
+        values = self._bind(args, kwargs)
+        key = (prog.generation, self._key(values))
+        entry = self.cache.get(key)
+        if entry is None:
+            builder, fields, num_slots, plan = self.build(values, prog.config)
+            compiled = prog.runtime.compile(builder)
+            self.num_compilations += 1
+            prog.compile_count += 1
+            if prog.config.print_ir:
+                print(compiled.artifacts["ir"])
+            entry = self.cache[key] = _Compiled(compiled, fields, num_slots, plan)
+        return self._launch(prog, entry, values)
+
+    def _launch(self, prog, entry, values):
+        num_buffers = entry.compiled.num_buffers
+        buffers = [0] * num_buffers
+        slots = [0] * max(entry.num_slots, 1)
+        for idx, f in entry.fields.items():
+            f._check()
+            buffers[idx] = f.handle
+        copies = []  # (numpy array, staging buffer) to copy back after the launch
+        slot = 0
+        for step, v in zip(entry.plan, values):
+            if step[0] == "scalar":
+                slots[step[1]] = _to_slot(v, step[2])
+            elif step[0] == "ndarray":
+                _, buf, ndim, elem = step
+                buffers[buf] = self._ndarray_handle(prog, v, copies)
+                shape = v.shape if isinstance(v, Ndarray) else v.shape[:ndim]
+                first = self._shape_slot(entry, buf)
+                for k, n in enumerate(tuple(shape) + tuple(elem)):
+                    slots[first + k] = int(n)
+        ret = prog.runtime.launch(entry.compiled, buffers, slots)
+        for target, staged, handle in copies:
+            if staged.size:
+                prog.runtime.read(handle, 0, staged)
+            target[...] = staged
+            prog.runtime.deallocate(handle)
+        if entry.returns:
+            out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
+            return out[0] if len(out) == 1 else tuple(out)
+        return None
+
+    @staticmethod
+    def _shape_slot(entry, buf):
+        return entry.compiled.shape_slot(buf)
+
+    @staticmethod
+    def _ndarray_handle(prog, v, copies):
+        if isinstance(v, Ndarray):
+            return v.handle
+        if prog.config.arch is runtime.cpu and v.flags.c_contiguous and v.flags.writeable:
+            return v.ctypes.data  # zero-copy
+        # Other archs (or non-contiguous arrays): stage through runtime memory and copy back.
+        if not v.flags.writeable:
+            raise ValueError("ndarray arguments must be writeable numpy arrays")
+        staged = np.ascontiguousarray(v)
+        handle = prog.runtime.allocate(max(staged.nbytes, 1))
+        if staged.size:
+            prog.runtime.write(handle, 0, staged)
+        copies.append((v, staged, handle))
+        return handle
+
+
+class Func:
+    """@qd.func: inlined into the calling kernel."""
+
+    def __init__(self, func):
+        functools.update_wrapper(self, func)
+        self.func = func
+        self.signature = inspect.signature(func)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
+
+    def inline(self, ctx, args, kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            ctx.syntax_error(f"@qd.func '{self.__name__}': {e}")
+        bound.apply_defaults()
+        walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=False)
+        values = {}
+        for name, v in bound.arguments.items():
+            ann = self.signature.parameters[name].annotation
+            values[name] = v if isinstance(ann, T.Template) or ann is T.template else ctx.rvalue(v)
+        return walker.emit(values)
+
+
+def kernel(func):
+    return Kernel(func)
+
+
+def func(f):
+    return Func(f)
+
+
+class Artifacts:
+    """What qd.compile returns: .ir, .llvm_ir (LLVM backends), and per-backend artefacts."""
+
+    def __init__(self, arch, artifacts):
+        self.arch = arch
+        self._artifacts = dict(artifacts)
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_artifacts"][name]
+        except KeyError:
+            raise AttributeError(f"no '{name}' artefact for arch {self.arch}; have {sorted(self._artifacts)}") from None
+
+    def __dir__(self):
+        return sorted(self._artifacts)
+
+
+def compile(kernel, *args, arch=None, features=None, **kwargs):
+    """Compiles `kernel` for `arch` with these example arguments, without launching it."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError("qd.compile takes a @qd.kernel")
+    prog = runtime.program()
+    arch = arch or prog.config.arch
+    if isinstance(arch, str):
+        arch = runtime.arch_from_name(arch)
+    values = kernel._bind(args, kwargs)
+    builder, _, _, _ = kernel.build(values, prog.config)
+    if features is None:
+        features = prog.runtime.features if arch is prog.config.arch else _core.default_features(arch.name)
+    return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features)))

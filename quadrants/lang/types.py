@@ -1,0 +1,126 @@
+"""Data types and kernel argument annotations."""
+import numpy as np
+
+from quadrants import _core
+
+
+class DataType:
+    """A primitive dtype such as qd.f32. Calling it inside a kernel casts: qd.f32(x)."""
+
+    def __init__(self, name, np_dtype):
+        self.name = name
+        self.core = getattr(_core.DataType, name)
+        self.np = np.dtype(np_dtype)
+
+    @property
+    def is_real(self):
+        return self.name.startswith("f")
+
+    @property
+    def is_signed(self):
+        return not self.name.startswith("u")
+
+    @property
+    def bits(self):
+        return self.np.itemsize * 8
+
+    def __repr__(self):
+        return self.name
+
+    def __call__(self, value):
+        from quadrants.lang import ast_builder
+
+        ctx = ast_builder.current()
+        if ctx is None:
+            return self.np.type(value)
+        return ctx.cast(value, self)
+
+
+i8, i16, i32, i64 = (DataType(n, n.replace("i", "int")) for n in ("i8", "i16", "i32", "i64"))
+u8, u16, u32, u64 = (DataType(n, n.replace("u", "uint")) for n in ("u8", "u16", "u32", "u64"))
+f16, f32, f64 = (DataType(n, n.replace("f", "float")) for n in ("f16", "f32", "f64"))
+u1 = DataType("u1", "bool")
+
+ALL = [i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64]
+_BY_CORE = {t.core: t for t in ALL + [u1]}
+_BY_NP = {t.np: t for t in ALL}
+
+
+def from_core(core_dtype):
+    return _BY_CORE[core_dtype]
+
+
+def from_numpy(np_dtype):
+    try:
+        return _BY_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(f"numpy dtype {np.dtype(np_dtype)} has no Quadrants counterpart") from None
+
+
+def to_dtype(t):
+    """Accepts qd dtypes, numpy dtypes and Python's int/float."""
+    if isinstance(t, DataType):
+        return t
+    from quadrants.lang import runtime
+
+    if t is int:
+        return runtime.config().default_ip
+    if t is float:
+        return runtime.config().default_fp
+    return from_numpy(t)
+
+
+class NdarrayType:
+    """Annotation for an ndarray argument: qd.types.ndarray(dtype=qd.f32, ndim=1)."""
+
+    def __init__(self, dtype=None, ndim=None, element_shape=()):
+        self.dtype = dtype
+        self.ndim = ndim
+        self.element_shape = tuple(element_shape)
+
+    def __repr__(self):
+        return f"ndarray(dtype={self.dtype}, ndim={self.ndim})"
+
+
+class _NDArrayAlias:
+    """qd.types.NDArray[qd.f32, 1]."""
+
+    def __getitem__(self, item):
+        dtype, ndim = item if isinstance(item, tuple) else (item, None)
+        return NdarrayType(dtype, ndim)
+
+
+class Template:
+    """Annotation for a compile-time argument (fields, Python values): the kernel specialises on it."""
+
+    def __repr__(self):
+        return "template()"
+
+
+def template():
+    return Template()
+
+
+class VectorType:
+    """qd.types.vector(3, qd.f32): a vector dtype for ndarrays."""
+
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+        self.shape = (n,)
+
+
+class MatrixType:
+    def __init__(self, n, m, dtype):
+        self.n, self.m, self.dtype = n, m, dtype
+        self.shape = (n, m)
+
+
+class _TypesNamespace:
+    ndarray = NdarrayType
+    NDArray = _NDArrayAlias()
+    template = staticmethod(template)
+    vector = VectorType
+    matrix = MatrixType
+
+
+types = _TypesNamespace()

@@ -1,0 +1,63 @@
+"""Values the kernel front end manipulates while it walks a kernel's AST."""
+
+
+class Expr:
+    """An rvalue: one IR statement with a dtype."""
+
+    def __init__(self, stmt, dtype):
+        self.stmt, self.dtype = stmt, dtype
+
+
+class Var:
+    """A kernel local variable (an IR alloca)."""
+
+    def __init__(self, stmt, dtype):
+        self.stmt, self.dtype = stmt, dtype
+
+
+class Ptr:
+    """A global-memory lvalue: a field or ndarray element (an IR global pointer)."""
+
+    def __init__(self, stmt, dtype):
+        self.stmt, self.dtype = stmt, dtype
+
+
+class MatrixValue:
+    """A vector or matrix inside a kernel: entries are Expr / Var / Ptr / Python numbers, row-major."""
+
+    def __init__(self, entries, shape):
+        self.entries = list(entries)
+        self.shape = tuple(shape)
+        assert len(self.entries) == _prod(self.shape)
+
+    @property
+    def n(self):
+        return self.shape[0]
+
+    def entry(self, *idx):
+        flat = 0
+        for i, n in zip(idx, self.shape):
+            flat = flat * n + i
+        return self.entries[flat]
+
+
+class NdarrayArg:
+    """An ndarray kernel argument: a buffer whose shape comes with the launch."""
+
+    def __init__(self, buffer, dtype, ndim, element_shape, name):
+        self.buffer, self.dtype, self.ndim, self.element_shape, self.name = buffer, dtype, ndim, element_shape, name
+
+
+class LoopGroup:
+    """What qd.ndrange(...) / qd.grouped(...) describe: a multi-dimensional iteration space."""
+
+    def __init__(self, bounds, grouped=False):
+        self.bounds = bounds  # list of (begin, end) pairs; values may be Python ints or Exprs
+        self.grouped = grouped
+
+
+def _prod(shape):
+    p = 1
+    for s in shape:
+        p *= s
+    return p

@@ -1,0 +1,217 @@
+"""Kernel language: types, arithmetic, control flow, funcs, static, vectors."""
+import math
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from test_utils import approx, test
+
+
+@test()
+def test_arithmetic_and_promotion():
+    out = qd.field(qd.f32, shape=8)
+    iout = qd.field(qd.i32, shape=8)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.f32):
+        out[0] = a + b          # i32 + f32 -> f32
+        out[1] = a / 2          # true division -> default_fp
+        iout[0] = a // 2
+        iout[1] = -7 // 2        # Python floor division on constants
+        iout[2] = a % 3
+        iout[3] = (a - 10) % 3   # Python modulo: sign of the divisor
+        iout[4] = (a - 10) // 3
+        iout[5] = a ** 3
+        iout[6] = (a << 2) | 1
+        iout[7] = ~a ^ 5
+        out[2] = b ** 2.0
+        out[3] = qd.sqrt(b)
+
+    k(7, 2.25)
+    assert out[0] == approx(9.25) and out[1] == approx(3.5)
+    assert list(iout.to_numpy()) == [3, -4, 1, 0, -1, 343, 29, ~7 ^ 5]
+    assert out[2] == approx(5.0625) and out[3] == approx(1.5)
+
+
+@test()
+def test_annotated_locals_and_unsigned_wrap():
+    out = qd.field(qd.u32, shape=3)
+
+    @qd.kernel
+    def k():
+        x: qd.u16 = 1000
+        y: qd.u8 = 250
+        x -= y
+        out[0] = x
+        z: qd.u8 = 250
+        z += 10                 # wraps in u8
+        out[1] = z
+        w: qd.u16 = 5
+        w -= 6                  # wraps in u16
+        out[2] = w
+
+    k()
+    assert list(out.to_numpy()) == [750, 4, 65535]
+
+
+@test()
+def test_control_flow():
+    out = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def k(n: qd.i32):
+        s = 0
+        i = 0
+        while i < n:
+            i += 1
+            if i % 2 == 0:
+                continue
+            if i > 7:
+                break
+            s += i
+        out[0] = s
+        t = 0
+        for j in range(n):
+            if j == 3:
+                t += 100
+            elif j < 3:
+                t += 1
+            else:
+                t += 10
+        out[1] = t
+        out[2] = 1 if n > 5 else 2
+        acc = 0
+        for a, b in qd.ndrange(3, (1, 3)):
+            acc += a * 10 + b
+        out[3] = acc
+
+    k(10)
+    assert list(out.to_numpy()) == [1 + 3 + 5 + 7, 3 + 100 + 60, 1, 3 * (1 + 2) + 2 * 10 * (0 + 1 + 2)]
+
+
+@test()
+def test_func_and_static():
+    out = qd.field(qd.f32, shape=4)
+
+    @qd.func
+    def square(x):
+        return x * x
+
+    @qd.func
+    def add_into(i, v: qd.template()):
+        out[i] += v
+
+    @qd.kernel
+    def k(flag: qd.template()):
+        out[0] = square(3.0)
+        for i in qd.static(range(3)):
+            add_into(1, i + 1)
+        if qd.static(flag):
+            out[2] = 1.0
+        else:
+            out[2] = -1.0
+
+    k(True)
+    assert list(out.to_numpy()[:3]) == [9.0, 6.0, 1.0]
+    k(False)
+    assert out[2] == -1.0
+
+
+@test()
+def test_vectors_and_matrices():
+    v = qd.Vector.field(3, qd.f32, shape=4)
+    m = qd.Matrix.field(2, 2, qd.f32, shape=())
+    out = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k():
+        a = qd.Vector([1.0, 2.0, 3.0])
+        b = qd.math.vec3(2.0)
+        for i in range(4):
+            v[i] = a * i + b
+        out[0] = a.dot(b)
+        out[1] = a.norm_sqr()
+        c = a.cross(qd.Vector([0.0, 1.0, 0.0]))
+        out[2] = c[0] * 100 + c[2]
+        mat = qd.Matrix([[1.0, 2.0], [3.0, 4.0]])
+        m[None] = mat @ mat
+        out[3] = a.x + a.z
+
+    k()
+    np.testing.assert_allclose(v.to_numpy(), [[1 * i + 2, 2 * i + 2, 3 * i + 2] for i in range(4)])
+    assert list(out.to_numpy()) == [12.0, 14.0, -300.0 + 1.0, 4.0]
+    np.testing.assert_allclose(m.to_numpy(), [[7, 10], [15, 22]])
+
+
+@test()
+def test_math_functions():
+    out = qd.field(qd.f64, shape=8)
+
+    @qd.kernel
+    def k(x: qd.f64):
+        out[0] = qd.sin(x)
+        out[1] = qd.cos(x)
+        out[2] = qd.exp(x)
+        out[3] = qd.log(x)
+        out[4] = qd.tanh(x)
+        out[5] = qd.atan2(x, 2.0)
+        out[6] = qd.max(x, 3.0, 1.0)
+        out[7] = abs(-x) + qd.floor(x)
+
+    k(0.5)
+    ref = [math.sin(.5), math.cos(.5), math.exp(.5), math.log(.5), math.tanh(.5), math.atan2(.5, 2), 3.0, 0.5]
+    np.testing.assert_allclose(out.to_numpy(), ref, rtol=1e-12)
+
+
+@test()
+def test_return_value_and_casts():
+    @qd.kernel
+    def k(a: qd.f32) -> qd.i32:
+        return qd.cast(a, qd.i32) + int(2.7)
+
+    @qd.kernel
+    def f(a: qd.i64) -> qd.f64:
+        return a * 0.5
+
+    assert k(3.9) == 5
+    assert f(2**40) == 2.0**39
+
+
+@test()
+def test_struct_for_over_field_and_ndarray():
+    x = qd.field(qd.i32, shape=(3, 4))
+
+    @qd.kernel
+    def fill():
+        for i, j in x:
+            x[i, j] = i * 10 + j
+
+    @qd.kernel
+    def grouped(a: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        for I in a:
+            a[I] = I[0] + I[1]
+
+    fill()
+    np.testing.assert_array_equal(x.to_numpy(), [[i * 10 + j for j in range(4)] for i in range(3)])
+    a = np.zeros((2, 5), np.int32)
+    grouped(a)
+    np.testing.assert_array_equal(a, [[i + j for j in range(5)] for i in range(2)])
+
+
+@test()
+def test_code_outside_loops_runs_once():
+    c = qd.field(qd.i32, shape=())
+    out = qd.field(qd.i32, shape=100)
+
+    @qd.kernel
+    def k():
+        c[None] += 1
+        base = c[None] * 1000
+        for i in range(100):
+            out[i] = base + i
+        c[None] += 1
+
+    k()
+    assert c[None] == 2
+    np.testing.assert_array_equal(out.to_numpy(), 1000 + np.arange(100))

@@ -515,3 +515,38 @@ TEST_CASE("vulkan caps are probed and listed", "[vulkan]") {
   REQUIRE(std::get<std::string>(list.front().second) == caps.device_name);
   REQUIRE(!qd::vulkan::list_devices().empty());
 }
+
+TEST_CASE("vulkan staged buffers (device-local memory the host cannot map)", "[vulkan]") {
+  QD_REQUIRE_DEVICE(shared);
+  setenv("QD_VULKAN_FORCE_STAGING", "1", 1);
+  std::unique_ptr<VulkanDevice> dev;
+  try {
+    dev = std::make_unique<VulkanDevice>();
+  } catch (...) {
+    unsetenv("QD_VULKAN_FORCE_STAGING");
+    throw;
+  }
+  unsetenv("QD_VULKAN_FORCE_STAGING");
+  REQUIRE(!dev->caps().host_visible_buffers);
+  BufferId id = dev->alloc_buffer(10);
+  REQUIRE(download<uint8_t>(*dev, id, 10) == std::vector<uint8_t>(10, 0));
+  uint8_t src[3] = {1, 2, 3};
+  dev->write_buffer(id, 7, src, 3);
+  dev->fill_buffer(id, 1, 5, 0xab);  // unaligned: staged write
+  dev->fill_buffer(id, 4, 0, 0xcd);
+  std::vector<uint8_t> expect{0, 0xab, 0xab, 0xab, 0xab, 0xab, 0, 1, 2, 3};
+  REQUIRE(download<uint8_t>(*dev, id, 10) == expect);
+  dev->fill_buffer(id, 0, 8, 0x11);  // aligned: vkCmdFillBuffer
+  expect = {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 2, 3};
+  REQUIRE(download<uint8_t>(*dev, id, 10) == expect);
+  dev->free_buffer(id);
+
+  const uint32_t n = 300;
+  auto kernel = dev->create_kernel(counter_shader(MemoryModelKind::GLSL450, n), 1);
+  BufferId buf = dev->alloc_buffer((n + 1) * 4);
+  dev->dispatch(kernel, {buf}, groups_for(n));
+  std::vector<uint32_t> out = download<uint32_t>(*dev, buf, n + 1);
+  REQUIRE(out[0] == n);
+  REQUIRE(std::set<uint32_t>(out.begin() + 1, out.end()).size() == n);
+  dev->free_buffer(buf);
+}

@@ -1,0 +1,140 @@
+"""Bad kernels raise the documented exception, naming the source line."""
+import pytest
+
+import quadrants as qd
+from test_utils import test
+
+
+def _raises(exc, kernel, *args, match=None, line=None):
+    with pytest.raises(exc, match=match) as info:
+        kernel(*args)
+    msg = str(info.value)
+    assert __file__ in msg, msg          # names the kernel's file
+    if line is not None:
+        assert line in msg, msg          # and shows the offending source line
+    return msg
+
+
+@test(arch=qd.cpu)
+def test_unsupported_construct():
+    @qd.kernel
+    def k():
+        try:
+            pass
+        except Exception:
+            pass
+
+    msg = _raises(qd.QuadrantsSyntaxError, k, match="Try")
+    assert "try:" in msg
+
+
+@test(arch=qd.cpu)
+def test_unsupported_call_and_names():
+    @qd.kernel
+    def k():
+        print(1)
+
+    _raises(qd.QuadrantsSyntaxError, k, match="print", line="print(1)")
+
+    @qd.kernel
+    def k2():
+        x = undefined_name + 1  # noqa: F821
+
+    _raises(qd.QuadrantsSyntaxError, k2, match="undefined_name", line="x = undefined_name + 1")
+
+
+@test(arch=qd.cpu)
+def test_missing_and_wrong_annotation():
+    with pytest.raises(qd.QuadrantsSyntaxError, match="needs a type annotation"):
+        @qd.kernel
+        def k(a):
+            pass
+
+    with pytest.raises(qd.QuadrantsTypeError, match="unsupported annotation"):
+        @qd.kernel
+        def k2(a: str):
+            pass
+
+    x = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k3(a: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(4):
+            a[i] = 1
+
+    import numpy as np
+    with pytest.raises(qd.QuadrantsTypeError, match="expects dtype f32"):
+        k3(np.zeros(4, np.int32))
+    with pytest.raises(qd.QuadrantsTypeError, match="expects ndim=1"):
+        k3(np.zeros((4, 4), np.float32))
+
+
+@test(arch=qd.cpu)
+def test_type_mismatch():
+    x = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            x[i] = x[i] & 3
+
+    _raises(qd.QuadrantsTypeError, k, match="integer operands", line="x[i] = x[i] & 3")
+
+    @qd.kernel
+    def k2():
+        x[1.5] = 0
+
+    _raises(qd.QuadrantsTypeError, k2, match="must be an integer", line="x[1.5] = 0")
+
+    @qd.kernel
+    def k3():
+        v: str = 1
+
+    _raises(qd.QuadrantsTypeError, k3, match="annotation must be a dtype")
+
+
+@test(arch=qd.cpu)
+def test_wrong_index_count_and_break_in_parallel_loop():
+    x = qd.field(qd.i32, shape=(4, 4))
+
+    @qd.kernel
+    def k():
+        x[1] = 0
+
+    _raises(qd.QuadrantsSyntaxError, k, match="2 dimension", line="x[1] = 0")
+
+    @qd.kernel
+    def k2():
+        for i in range(4):
+            break
+
+    _raises(qd.QuadrantsSyntaxError, k2, match="outermost", line="break")
+
+
+@test(arch=qd.cpu)
+def test_type_error_is_a_python_type_error():
+    assert issubclass(qd.QuadrantsTypeError, TypeError)
+    assert issubclass(qd.QuadrantsTypeError, qd.QuadrantsCompilationError)
+    assert issubclass(qd.QuadrantsSyntaxError, qd.QuadrantsCompilationError)
+
+
+@test(arch=qd.cpu)
+def test_func_called_outside_kernel():
+    @qd.func
+    def f():
+        return 1
+
+    with pytest.raises(RuntimeError, match="can only be called from a kernel"):
+        f()
+
+
+def test_unavailable_arch_raises_clearly():
+    for arch in (qd.metal, qd.cuda, qd.amdgpu):
+        if qd.is_arch_available(arch):
+            continue
+        with pytest.raises(RuntimeError, match=arch.name):
+            qd.init(arch=arch)
+        qd.init(arch=arch, fallback_to_cpu=True)
+        from quadrants.lang import runtime
+        assert runtime.program().config.arch is qd.cpu
+        qd.reset()

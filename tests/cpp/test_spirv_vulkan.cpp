@@ -83,8 +83,8 @@ void end_guarded_kernel(Builder &b) {
 }
 
 // buffer[0] counts invocations with OpAtomicIAdd; buffer[1 + gid] gets the old value.
-std::vector<uint32_t> counter_shader(MemoryModelKind model, uint32_t n) {
-  Builder b(model);
+std::vector<uint32_t> counter_shader(MemoryModelKind model, uint32_t n, uint32_t version = 0x00010500) {
+  Builder b(model, version);
   Id u32 = b.t_u32();
   StorageBuffer buf = b.storage_buffer(u32, 0, 0);
   Id gid = begin_guarded_kernel(b, n);
@@ -141,6 +141,35 @@ TEST_CASE("spirv atomic counter shader is valid under both memory models", "[spi
     std::string text = disassemble(words);
     REQUIRE(text.find("OpAtomicIAdd") != std::string::npos);
     REQUIRE(text.find("LocalSize 64 1 1") != std::string::npos);
+  }
+}
+
+TEST_CASE("spirv builder targets SPIR-V 1.3 (Vulkan 1.1) to 1.6 (Vulkan 1.3)", "[spirv]") {
+  for (MemoryModelKind model : {MemoryModelKind::GLSL450, MemoryModelKind::Vulkan}) {
+    std::vector<uint32_t> v13 = counter_shader(model, 10, 0x00010300);
+    INFO(disassemble(v13));
+    REQUIRE(validate(v13, TargetEnv::Vulkan1_1) == "");
+    REQUIRE(validate(counter_shader(model, 10, 0x00010600), TargetEnv::Vulkan1_3) == "");
+  }
+  REQUIRE(validate(counter_shader(MemoryModelKind::GLSL450, 10, 0x00010600), TargetEnv::Vulkan1_2) != "");
+  REQUIRE_THROWS_AS(Builder(MemoryModelKind::GLSL450, 0x00010200), std::logic_error);
+}
+
+TEST_CASE("spirv sequentially consistent atomics validate under both memory models", "[spirv]") {
+  for (MemoryModelKind model : {MemoryModelKind::GLSL450, MemoryModelKind::Vulkan}) {
+    Builder b(model);
+    Id u32 = b.t_u32();
+    StorageBuffer buf = b.storage_buffer(u32, 0, 0);
+    b.begin_kernel("main", 1);
+    Id p = b.element_ptr(buf, b.c_u32(0));
+    uint32_t sc = semantics::SequentiallyConsistent | semantics::UniformMemory;
+    Id v = b.atomic(Op::AtomicIAdd, u32, p, b.c_u32(1), Scope::Device, sc);
+    v = b.atomic_cas(u32, p, v, b.c_u32(3), Scope::Device, sc, sc);
+    b.atomic_store(p, b.atomic_load(u32, p, Scope::Device, sc), Scope::Device, sc);
+    b.memory_barrier(Scope::Device, sc);
+    b.control_barrier(Scope::Workgroup, Scope::Device, sc);
+    b.end_function();
+    require_valid(b.finish());
   }
 }
 
@@ -549,4 +578,63 @@ TEST_CASE("vulkan staged buffers (device-local memory the host cannot map)", "[v
   REQUIRE(out[0] == n);
   REQUIRE(std::set<uint32_t>(out.begin() + 1, out.end()).size() == n);
   dev->free_buffer(buf);
+}
+
+namespace {
+
+// Per workgroup: a shared counter, zeroed by invocation 0, gets one atomic add per invocation
+// between two barriers; invocation 0 then adds it to out[0] and writes SubgroupSize to out[1].
+std::vector<uint32_t> shared_counter_shader(MemoryModelKind model) {
+  Builder b(model);
+  Id u32 = b.t_u32();
+  StorageBuffer out = b.storage_buffer(u32, 0, 0);
+  Id shared = b.workgroup_array(u32, 1);
+  Id shared_ptr = b.t_pointer(StorageClass::Workgroup, u32);
+  b.begin_kernel("main", kLocal);
+  Id lid = b.load_builtin(BuiltIn::LocalInvocationId, 0);
+  Id first = b.eq(u32, lid, b.c_u32(0));
+  Id counter = b.access_chain(shared_ptr, shared, {b.c_u32(0)});
+  uint32_t sem = semantics::AcquireRelease | semantics::WorkgroupMemory;
+  b.begin_if(first);
+  b.store(counter, b.c_u32(0));
+  b.end_if();
+  b.control_barrier(Scope::Workgroup, Scope::Workgroup, sem);
+  b.atomic(Op::AtomicIAdd, u32, counter, b.c_u32(1), Scope::Workgroup);
+  b.control_barrier(Scope::Workgroup, Scope::Workgroup, sem);
+  b.begin_if(first);
+  Id total = b.atomic_load(u32, counter, Scope::Workgroup);
+  b.atomic(Op::AtomicIAdd, u32, b.element_ptr(out, b.c_u32(0)), total);
+  b.store(b.element_ptr(out, b.c_u32(1)), b.load_builtin(BuiltIn::SubgroupSize));
+  b.end_if();
+  b.end_function();
+  return b.finish();
+}
+
+}  // namespace
+
+TEST_CASE("vulkan workgroup memory atomics and barriers", "[vulkan]") {
+  for (MemoryModelKind model : {MemoryModelKind::GLSL450, MemoryModelKind::Vulkan})
+    require_valid(shared_counter_shader(model));
+  QD_REQUIRE_DEVICE(dev);
+  const uint32_t groups = 37;
+  for (MemoryModelKind model : {MemoryModelKind::GLSL450, MemoryModelKind::Vulkan}) {
+    if (model == MemoryModelKind::Vulkan && !dev->caps().vulkan_memory_model) continue;
+    BufferId out = dev->alloc_buffer(8);
+    dev->dispatch(dev->create_kernel(shared_counter_shader(model), 1), {out}, groups);
+    std::vector<uint32_t> got = download<uint32_t>(*dev, out, 2);
+    CHECK(got[0] == groups * kLocal);
+    CHECK(got[1] == dev->caps().subgroup_size);
+    dev->free_buffer(out);
+  }
+}
+
+TEST_CASE("vulkan caps can be disabled by name", "[vulkan]") {
+  qd::vulkan::DeviceCaps caps;
+  caps.float32_atomic_add_buffer = caps.shader_int64 = true;
+  qd::vulkan::disable_caps(caps, {"float32_atomic_add_buffer"});
+  REQUIRE(!caps.float32_atomic_add_buffer);
+  REQUIRE(caps.shader_int64);
+  REQUIRE_THROWS_WITH(qd::vulkan::disable_caps(caps, {"shader_int64", "no_such_cap"}),
+                      Catch::Contains("no_such_cap") && Catch::Contains("float64_atomic_add_buffer"));
+  REQUIRE_THROWS_AS(qd::vulkan::disable_caps(caps, {"subgroup_size"}), qd::vulkan::VulkanError);
 }

@@ -9,10 +9,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x07230203;
 
-[[noreturn]] void misuse(const std::string &msg) {
-  throw std::logic_error("SPIR-V builder: " + msg);
-}
-
 // Literal strings: UTF-8, nul-terminated, packed little-endian into whole words.
 void append_string(std::vector<uint32_t> &out, const std::string &s) {
   std::vector<uint32_t> words(s.size() / 4 + 1, 0);
@@ -42,17 +38,9 @@ uint16_t float_to_half(float f) {
   return uint16_t(h);
 }
 
-bool is_terminator(Op op) {
-  switch (op) {
-    case Op::Branch: case Op::BranchConditional: case Op::Switch: case Op::Return:
-    case Op::ReturnValue: case Op::Unreachable:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
+
+void Builder::misuse(const std::string &msg) { throw std::logic_error("SPIR-V builder: " + msg); }
 
 Builder::Builder(MemoryModelKind model, uint32_t version) : model_(model), version_(version) {
   if (version < 0x00010300) misuse("SPIR-V 1.3 or newer is required (StorageBuffer class)");
@@ -275,7 +263,7 @@ Id Builder::global_var(StorageClass sc, Id pointee, Id initializer) {
   if (initializer) ops.push_back(initializer);
   inst(globals_, Op::Variable, ops);
   value_types_[id] = ptr;
-  interface_.push_back(id);
+  interface_.push_back({id, sc});
   return id;
 }
 
@@ -508,208 +496,6 @@ void Builder::break_loop() { branch(innermost_loop("break_loop").merge); }
 
 void Builder::continue_loop() { branch(innermost_loop("continue_loop").continue_label); }
 
-// ---- instructions ----
-
-Id Builder::emit(Op op, Id result_type, const std::vector<uint32_t> &operands) {
-  require_block("instruction");
-  Id id = new_id();
-  std::vector<uint32_t> ops;
-  ops.reserve(operands.size() + 2);
-  if (result_type) ops.push_back(result_type);
-  ops.push_back(id);
-  ops.insert(ops.end(), operands.begin(), operands.end());
-  inst(fn_body_, op, ops);
-  if (result_type) value_types_[id] = result_type;
-  return id;
-}
-
-void Builder::emit_void(Op op, const std::vector<uint32_t> &operands) {
-  require_block("instruction");
-  inst(fn_body_, op, operands);
-  if (is_terminator(op)) block_open_ = false;
-}
-
-Op Builder::pick(Id type, Op for_signed, Op for_unsigned, Op for_float) const {
-  const TypeInfo &t = scalar_info(type);
-  Op op = t.kind == TypeInfo::Float ? for_float
-          : t.kind == TypeInfo::Int ? (t.is_signed ? for_signed : for_unsigned)
-                                    : Op::Nop;
-  if (op == Op::Nop) misuse("operation not defined for type %" + std::to_string(type));
-  return op;
-}
-
-Id Builder::add(Id type, Id a, Id b) { return emit(pick(type, Op::IAdd, Op::IAdd, Op::FAdd), type, a, b); }
-Id Builder::sub(Id type, Id a, Id b) { return emit(pick(type, Op::ISub, Op::ISub, Op::FSub), type, a, b); }
-Id Builder::mul(Id type, Id a, Id b) { return emit(pick(type, Op::IMul, Op::IMul, Op::FMul), type, a, b); }
-Id Builder::div(Id type, Id a, Id b) { return emit(pick(type, Op::SDiv, Op::UDiv, Op::FDiv), type, a, b); }
-Id Builder::rem(Id type, Id a, Id b) { return emit(pick(type, Op::SRem, Op::UMod, Op::FRem), type, a, b); }
-Id Builder::neg(Id type, Id a) { return emit(pick(type, Op::SNegate, Op::SNegate, Op::FNegate), type, a); }
-Id Builder::shr(Id type, Id a, Id b) {
-  return emit(pick(type, Op::ShiftRightArithmetic, Op::ShiftRightLogical, Op::Nop), type, a, b);
-}
-
-Id Builder::glsl(GLSLstd450 inst_id, Id type, const std::vector<Id> &args) {
-  std::vector<uint32_t> ops{glsl_std_450(), uint32_t(inst_id)};
-  ops.insert(ops.end(), args.begin(), args.end());
-  return emit(Op::ExtInst, type, ops);
-}
-
-Id Builder::like(Id shape, Id scalar) {
-  const TypeInfo &t = type_info(shape);
-  return t.kind == TypeInfo::Vector ? t_vector(scalar, t.count) : scalar;
-}
-
-// Float != is unordered so that NaN != x holds, as in C; the other comparisons are ordered.
-#define QD_SPIRV_COMPARE(NAME, S, U, F, LOGICAL)                                  \
-  Id Builder::NAME(Id operand_type, Id a, Id b) {                                 \
-    Id result = like(operand_type, t_bool());                                     \
-    if (scalar_info(operand_type).kind == TypeInfo::Bool && LOGICAL != Op::Nop)   \
-      return emit(LOGICAL, result, a, b);                                         \
-    return emit(pick(operand_type, S, U, F), result, a, b);                       \
-  }
-QD_SPIRV_COMPARE(eq, Op::IEqual, Op::IEqual, Op::FOrdEqual, Op::LogicalEqual)
-QD_SPIRV_COMPARE(ne, Op::INotEqual, Op::INotEqual, Op::FUnordNotEqual, Op::LogicalNotEqual)
-QD_SPIRV_COMPARE(lt, Op::SLessThan, Op::ULessThan, Op::FOrdLessThan, Op::Nop)
-QD_SPIRV_COMPARE(le, Op::SLessThanEqual, Op::ULessThanEqual, Op::FOrdLessThanEqual, Op::Nop)
-QD_SPIRV_COMPARE(gt, Op::SGreaterThan, Op::UGreaterThan, Op::FOrdGreaterThan, Op::Nop)
-QD_SPIRV_COMPARE(ge, Op::SGreaterThanEqual, Op::UGreaterThanEqual, Op::FOrdGreaterThanEqual, Op::Nop)
-#undef QD_SPIRV_COMPARE
-
-// A constant of `type` (scalar or vector) with every component equal to v.
-Id Builder::splat(Id type, double v) {
-  const TypeInfo &t = type_info(type);
-  if (t.kind == TypeInfo::Vector) return c_composite(type, std::vector<Id>(t.count, splat(t.elem, v)));
-  if (t.kind == TypeInfo::Float) return c_float(type, v);
-  if (t.kind == TypeInfo::Bool) return c_bool(v != 0);
-  return c_int(type, int64_t(v));
-}
-
-Id Builder::convert(Id to_type, Id from_type, Id value) {
-  if (to_type == from_type) return value;
-  const TypeInfo to = scalar_info(to_type), from = scalar_info(from_type);
-  if (from.kind == TypeInfo::Bool) return select(to_type, value, splat(to_type, 1), splat(to_type, 0));
-  if (to.kind == TypeInfo::Bool) return ne(from_type, value, splat(from_type, 0));
-  if (from.kind == TypeInfo::Float) {
-    if (to.kind == TypeInfo::Float) return emit(Op::FConvert, to_type, value);
-    return emit(to.is_signed ? Op::ConvertFToS : Op::ConvertFToU, to_type, value);
-  }
-  if (to.kind == TypeInfo::Float)
-    return emit(from.is_signed ? Op::ConvertSToF : Op::ConvertUToF, to_type, value);
-  if (to.width == from.width) return bitcast(to_type, value);
-  if (from.is_signed) return emit(Op::SConvert, to_type, value);
-  // UConvert's result must be unsigned in shaders; reinterpret afterwards if needed.
-  Id unsigned_type = like(to_type, t_int(to.width, false));
-  Id v = emit(Op::UConvert, unsigned_type, value);
-  return unsigned_type == to_type ? v : bitcast(to_type, v);
-}
-
-// ---- memory ----
-
-Id Builder::load(Id type, Id ptr, uint32_t access) {
-  if (access & memory_access::Aligned) misuse("load: use emit() for Aligned access");
-  std::vector<uint32_t> ops{ptr};
-  if (access) ops.push_back(access);
-  if (access & memory_access::MakePointerVisible) {
-    use_scope(Scope::Device);
-    ops.push_back(c_scope(Scope::Device));
-  }
-  return emit(Op::Load, type, ops);
-}
-
-Id Builder::load_volatile(Id type, Id ptr) {
-  uint32_t access = memory_access::Volatile;
-  if (model_ == MemoryModelKind::Vulkan)
-    access |= memory_access::MakePointerVisible | memory_access::NonPrivatePointer;
-  return load(type, ptr, access);
-}
-
-void Builder::store(Id ptr, Id value, uint32_t access) {
-  if (access & memory_access::Aligned) misuse("store: use emit_void() for Aligned access");
-  std::vector<uint32_t> ops{ptr, value};
-  if (access) ops.push_back(access);
-  if (access & memory_access::MakePointerAvailable) {
-    use_scope(Scope::Device);
-    ops.push_back(c_scope(Scope::Device));
-  }
-  emit_void(Op::Store, ops);
-}
-
-Id Builder::access_chain(Id ptr_type, Id base, const std::vector<Id> &indices) {
-  std::vector<uint32_t> ops{base};
-  ops.insert(ops.end(), indices.begin(), indices.end());
-  return emit(Op::AccessChain, ptr_type, ops);
-}
-
-Id Builder::element_ptr(const StorageBuffer &buf, Id index) {
-  return access_chain(buf.elem_ptr_type, buf.var, {c_u32(0), index});
-}
-
-// ---- atomics and barriers ----
-
-void Builder::use_scope(Scope s) {
-  if (model_ == MemoryModelKind::Vulkan && s == Scope::Device)
-    capability(Capability::VulkanMemoryModelDeviceScope);
-}
-
-void Builder::atomic_capabilities(Op op, Id type) {
-  const TypeInfo &t = type_info(type);
-  if (t.kind == TypeInfo::Int && t.width == 64) capability(Capability::Int64Atomics);
-  if (t.kind != TypeInfo::Float) return;
-  if (op == Op::AtomicFAddEXT) {
-    if (t.width == 16) {
-      capability(Capability::AtomicFloat16AddEXT);
-      extension("SPV_EXT_shader_atomic_float16_add");
-    } else {
-      capability(t.width == 32 ? Capability::AtomicFloat32AddEXT : Capability::AtomicFloat64AddEXT);
-      extension("SPV_EXT_shader_atomic_float_add");
-    }
-  } else if (op == Op::AtomicFMinEXT || op == Op::AtomicFMaxEXT) {
-    capability(t.width == 16   ? Capability::AtomicFloat16MinMaxEXT
-               : t.width == 32 ? Capability::AtomicFloat32MinMaxEXT
-                               : Capability::AtomicFloat64MinMaxEXT);
-    extension("SPV_EXT_shader_atomic_float_min_max");
-  }
-}
-
-Id Builder::atomic(Op op, Id type, Id ptr, Id value, Scope scope, uint32_t sem) {
-  atomic_capabilities(op, type);
-  use_scope(scope);
-  return emit(op, type, ptr, c_scope(scope), c_u32(sem), value);
-}
-
-Id Builder::atomic_cas(Id type, Id ptr, Id desired, Id expected, Scope scope, uint32_t sem_equal,
-                       uint32_t sem_unequal) {
-  atomic_capabilities(Op::AtomicCompareExchange, type);
-  use_scope(scope);
-  return emit(Op::AtomicCompareExchange, type, ptr, c_scope(scope), c_u32(sem_equal),
-              c_u32(sem_unequal), desired, expected);
-}
-
-Id Builder::atomic_load(Id type, Id ptr, Scope scope, uint32_t sem) {
-  atomic_capabilities(Op::AtomicLoad, type);
-  use_scope(scope);
-  return emit(Op::AtomicLoad, type, ptr, c_scope(scope), c_u32(sem));
-}
-
-void Builder::atomic_store(Id ptr, Id value, Scope scope, uint32_t sem) {
-  Id ptr_type = type_of(ptr);
-  if (!ptr_type) misuse("atomic_store: pointer of unknown type");
-  atomic_capabilities(Op::AtomicStore, type_info(ptr_type).elem);
-  use_scope(scope);
-  emit_void(Op::AtomicStore, {ptr, c_scope(scope), c_u32(sem), value});
-}
-
-void Builder::control_barrier(Scope exec, Scope mem, uint32_t sem) {
-  use_scope(exec);
-  use_scope(mem);
-  emit_void(Op::ControlBarrier, {c_scope(exec), c_scope(mem), c_u32(sem)});
-}
-
-void Builder::memory_barrier(Scope mem, uint32_t sem) {
-  use_scope(mem);
-  emit_void(Op::MemoryBarrier, {c_scope(mem), c_u32(sem)});
-}
-
 // ---- output ----
 
 std::vector<uint32_t> Builder::finish() const {
@@ -727,7 +513,9 @@ std::vector<uint32_t> Builder::finish() const {
   for (const EntryPoint &ep : entry_points_) {
     std::vector<uint32_t> ops{uint32_t(ExecutionModel::GLCompute), ep.fn};
     append_string(ops, ep.name);
-    ops.insert(ops.end(), interface_.begin(), interface_.end());
+    for (auto [var, sc] : interface_)
+      if (version_ >= 0x00010400 || sc == StorageClass::Input || sc == StorageClass::Output)
+        ops.push_back(var);
     inst(out, Op::EntryPoint, ops);
   }
   for (const EntryPoint &ep : entry_points_)

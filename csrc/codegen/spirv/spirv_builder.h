@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
-#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/spirv/spirv_enums.h"
@@ -67,7 +67,7 @@ class Builder {
   Id t_function(Id ret, const std::vector<Id> &params = {});
   const TypeInfo &type_info(Id type) const;
   Id type_of(Id value) const;  // result type of an emitted value or variable; 0 if unknown
-  uint32_t size_of(Id type) const;  // scalars, vectors, strided arrays; 0 if unknown
+  uint32_t size_of(Id type) const;  // bytes of a scalar or vector; 0 for other types
 
   // Constants. Identical requests return the same id.
   Id c_bool(bool v);
@@ -99,7 +99,8 @@ class Builder {
   void ret();
   void ret_value(Id v);
 
-  // Blocks. A block is open from start_block until a terminator.
+  // Blocks. A block is open from start_block until a terminator; instructions emitted after a
+  // terminator (code after break, continue or return) go into a new unreachable block.
   Id new_label() { return new_id(); }
   void start_block(Id label);
   bool block_open() const { return block_open_; }
@@ -168,7 +169,10 @@ class Builder {
   Id element_ptr(const StorageBuffer &buf, Id index);  // &buf.data[index]
 
   // Atomics. Scope defaults to Device (the spec's scope for every qd.atomic_*); semantics
-  // default to Relaxed, since qd atomics order only the location they touch.
+  // default to Relaxed, since qd atomics order only the location they touch. Under the Vulkan
+  // memory model, which forbids SequentiallyConsistent, it becomes AcquireRelease, as Vulkan
+  // treats it under GLSL450 anyway; atomic loads and stores, where Vulkan forbids it under
+  // either model, get Acquire and Release.
   // `op` is any RMW atomic opcode: AtomicIAdd .. AtomicXor, AtomicExchange, AtomicFAddEXT,
   // AtomicFMinEXT, AtomicFMaxEXT. Capabilities and extensions are added from the value type.
   Id atomic(Op op, Id type, Id ptr, Id value, Scope scope = Scope::Device,
@@ -200,11 +204,13 @@ class Builder {
     uint32_t local_size[3];
   };
 
+  [[noreturn]] static void misuse(const std::string &msg);  // throws std::logic_error
   Id intern_type(const std::vector<uint32_t> &key, const TypeInfo &info,
                  const std::vector<uint32_t> &operands);
   Id intern_constant(Op op, Id type, const std::vector<uint32_t> &values);
   void inst(std::vector<uint32_t> &out, Op op, const std::vector<uint32_t> &operands) const;
   void use_scope(Scope s);
+  Id sem_operand(uint32_t bits, uint32_t seq_cst_as, bool always = false);
   void atomic_capabilities(Op op, Id type);
   void add_storage_capabilities(Id elem_type);
   ControlFrame &innermost_loop(const char *what);
@@ -226,7 +232,9 @@ class Builder {
   std::map<std::vector<uint32_t>, Id> constant_ids_;
   std::map<uint32_t, Id> builtins_;
   std::map<Id, Id> value_types_;
-  std::vector<Id> interface_;  // every global variable, listed on each entry point
+  // Every global variable; SPIR-V 1.4+ lists them all on each entry point, older versions only
+  // the Input and Output ones.
+  std::vector<std::pair<Id, StorageClass>> interface_;
   std::vector<EntryPoint> entry_points_;
   std::vector<ControlFrame> frames_;
   // Logical-layout sections.

@@ -28,6 +28,8 @@ bool has_memory_type(const VkPhysicalDeviceMemoryProperties &m, VkMemoryProperty
 }  // namespace
 
 VulkanDevice::VulkanDevice() : timeout_ns_(timeout_from_env()) {
+  const char *staging = std::getenv("QD_VULKAN_FORCE_STAGING");
+  force_staging_ = staging && *staging && std::string(staging) != "0";
   uint32_t instance_version = 0;
   instance_ = detail::create_instance(ifn_, instance_version);
   try {
@@ -41,8 +43,9 @@ VulkanDevice::VulkanDevice() : timeout_ns_(timeout_from_env()) {
     const VkMemoryPropertyFlags mapped = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     caps_.host_visible_buffers =
-        has_memory_type(memory_props_, mapped | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ||
-        !has_memory_type(memory_props_, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+        !force_staging_ &&
+        (has_memory_type(memory_props_, mapped | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ||
+         !has_memory_type(memory_props_, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT));
     create_command_objects();
   } catch (...) {
     destroy();
@@ -208,37 +211,64 @@ std::vector<std::string> list_devices() {
   return names;
 }
 
+// Every DeviceCaps field, once: caps_list and disable_caps follow from this list.
+#define QD_VULKAN_CAPS(STR, INT, BOOL)                                                          \
+  STR(device_name) STR(device_type) INT(vendor_id) INT(api_version) INT(spirv_version)          \
+  BOOL(shader_int8) BOOL(shader_int16) BOOL(shader_int64) BOOL(shader_float16)                  \
+  BOOL(shader_float64) BOOL(int8_storage) BOOL(float16_storage) BOOL(int64_atomics_buffer)      \
+  BOOL(int64_atomics_shared) BOOL(float16_atomics_buffer) BOOL(float16_atomics_shared)          \
+  BOOL(float16_atomic_add_buffer) BOOL(float16_atomic_add_shared)                               \
+  BOOL(float16_atomic_minmax_buffer) BOOL(float16_atomic_minmax_shared)                         \
+  BOOL(float32_atomics_buffer) BOOL(float32_atomics_shared) BOOL(float32_atomic_add_buffer)     \
+  BOOL(float32_atomic_add_shared) BOOL(float32_atomic_minmax_buffer)                            \
+  BOOL(float32_atomic_minmax_shared) BOOL(float64_atomics_buffer) BOOL(float64_atomics_shared)  \
+  BOOL(float64_atomic_add_buffer) BOOL(float64_atomic_add_shared)                               \
+  BOOL(float64_atomic_minmax_buffer) BOOL(float64_atomic_minmax_shared)                         \
+  BOOL(vulkan_memory_model) BOOL(vulkan_memory_model_device_scope) INT(subgroup_size)           \
+  INT(subgroup_ops) BOOL(subgroup_basic) BOOL(subgroup_vote) BOOL(subgroup_arithmetic)          \
+  BOOL(subgroup_ballot) BOOL(subgroup_shuffle) BOOL(subgroup_shuffle_relative)                  \
+  BOOL(subgroup_clustered) BOOL(subgroup_quad) INT(max_workgroup_size_x)                        \
+  INT(max_workgroup_invocations) INT(max_workgroup_count_x) INT(max_shared_memory_bytes)        \
+  INT(max_storage_buffer_range) BOOL(host_visible_buffers)
+
+#define QD_CAP_NOTHING(f)
+
 std::vector<std::pair<std::string, CapValue>> caps_list(const DeviceCaps &c) {
   std::vector<std::pair<std::string, CapValue>> out;
 #define QD_CAP_STR(f) out.emplace_back(#f, CapValue(c.f));
 #define QD_CAP_INT(f) out.emplace_back(#f, CapValue(int64_t(c.f)));
 #define QD_CAP_BOOL(f) out.emplace_back(#f, CapValue(bool(c.f)));
-  QD_CAP_STR(device_name) QD_CAP_STR(device_type) QD_CAP_INT(vendor_id) QD_CAP_INT(api_version)
-  QD_CAP_INT(spirv_version)
-  QD_CAP_BOOL(shader_int8) QD_CAP_BOOL(shader_int16) QD_CAP_BOOL(shader_int64)
-  QD_CAP_BOOL(shader_float16) QD_CAP_BOOL(shader_float64) QD_CAP_BOOL(int8_storage)
-  QD_CAP_BOOL(float16_storage) QD_CAP_BOOL(int64_atomics_buffer) QD_CAP_BOOL(int64_atomics_shared)
-  QD_CAP_BOOL(float16_atomics_buffer) QD_CAP_BOOL(float16_atomics_shared)
-  QD_CAP_BOOL(float16_atomic_add_buffer) QD_CAP_BOOL(float16_atomic_add_shared)
-  QD_CAP_BOOL(float16_atomic_minmax_buffer) QD_CAP_BOOL(float16_atomic_minmax_shared)
-  QD_CAP_BOOL(float32_atomics_buffer) QD_CAP_BOOL(float32_atomics_shared)
-  QD_CAP_BOOL(float32_atomic_add_buffer) QD_CAP_BOOL(float32_atomic_add_shared)
-  QD_CAP_BOOL(float32_atomic_minmax_buffer) QD_CAP_BOOL(float32_atomic_minmax_shared)
-  QD_CAP_BOOL(float64_atomics_buffer) QD_CAP_BOOL(float64_atomics_shared)
-  QD_CAP_BOOL(float64_atomic_add_buffer) QD_CAP_BOOL(float64_atomic_add_shared)
-  QD_CAP_BOOL(float64_atomic_minmax_buffer) QD_CAP_BOOL(float64_atomic_minmax_shared)
-  QD_CAP_BOOL(vulkan_memory_model) QD_CAP_BOOL(vulkan_memory_model_device_scope)
-  QD_CAP_INT(subgroup_size) QD_CAP_INT(subgroup_ops) QD_CAP_BOOL(subgroup_basic)
-  QD_CAP_BOOL(subgroup_vote) QD_CAP_BOOL(subgroup_arithmetic) QD_CAP_BOOL(subgroup_ballot)
-  QD_CAP_BOOL(subgroup_shuffle) QD_CAP_BOOL(subgroup_shuffle_relative)
-  QD_CAP_BOOL(subgroup_clustered) QD_CAP_BOOL(subgroup_quad)
-  QD_CAP_INT(max_workgroup_size_x) QD_CAP_INT(max_workgroup_invocations)
-  QD_CAP_INT(max_workgroup_count_x) QD_CAP_INT(max_shared_memory_bytes)
-  QD_CAP_INT(max_storage_buffer_range) QD_CAP_BOOL(host_visible_buffers)
+  QD_VULKAN_CAPS(QD_CAP_STR, QD_CAP_INT, QD_CAP_BOOL)
 #undef QD_CAP_STR
 #undef QD_CAP_INT
 #undef QD_CAP_BOOL
   return out;
 }
+
+void disable_caps(DeviceCaps &caps, const std::vector<std::string> &names) {
+  std::map<std::string, bool *> flags;
+#define QD_CAP_BOOL(f) flags[#f] = &caps.f;
+  QD_VULKAN_CAPS(QD_CAP_NOTHING, QD_CAP_NOTHING, QD_CAP_BOOL)
+#undef QD_CAP_BOOL
+  for (const std::string &name : names) {
+    auto it = flags.find(name);
+    if (it == flags.end()) {
+      std::string known;
+      for (auto &[flag, ptr] : flags) known += (known.empty() ? "" : ", ") + flag;
+      fail("cannot disable '" + name + "': not a boolean device cap (those are: " + known + ")");
+    }
+    *it->second = false;
+  }
+}
+
+void VulkanDevice::disable_caps(const std::vector<std::string> &names) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DeviceCaps copy = caps_;
+  vulkan::disable_caps(copy, names);  // all or nothing
+  caps_ = copy;
+}
+
+#undef QD_CAP_NOTHING
+#undef QD_VULKAN_CAPS
 
 }  // namespace qd::vulkan

@@ -63,6 +63,9 @@ struct DeviceCaps {
 using CapValue = std::variant<bool, int64_t, std::string>;
 // Every field of DeviceCaps as (name, value), in declaration order, for Python.
 std::vector<std::pair<std::string, CapValue>> caps_list(const DeviceCaps &caps);
+// Sets the named boolean caps to false (to test fallbacks such as CAS loops on hardware that
+// has the native op); throws VulkanError on a name that is not a boolean cap.
+void disable_caps(DeviceCaps &caps, const std::vector<std::string> &names);
 
 // True when a Vulkan device (the one QD_VULKAN_DEVICE selects, if set) can be opened; else
 // false and *why says what is missing. Never throws; the answer is cached per process.
@@ -84,13 +87,16 @@ struct Dispatch {
 class VulkanDevice {
  public:
   // Picks the device: $QD_VULKAN_DEVICE (an index or a name substring), else a discrete GPU,
-  // else an integrated, virtual or CPU one.
+  // else an integrated, virtual or CPU one. $QD_VULKAN_FORCE_STAGING=1 keeps buffers unmapped,
+  // to test the staged path on devices whose memory is all host-visible.
   VulkanDevice();
   ~VulkanDevice();
   VulkanDevice(const VulkanDevice &) = delete;
   VulkanDevice &operator=(const VulkanDevice &) = delete;
 
   const DeviceCaps &caps() const { return caps_; }
+  // What the codegen will see; the device keeps the features enabled.
+  void disable_caps(const std::vector<std::string> &names);
   spirv::TargetEnv target_env() const;  // the validator environment matching the device
 
   BufferId alloc_buffer(size_t bytes);
@@ -165,6 +171,7 @@ class VulkanDevice {
   VkPhysicalDeviceMemoryProperties memory_props_{};
   DeviceCaps caps_;
   uint64_t timeout_ns_ = 0;
+  bool force_staging_ = false;
   bool hung_ = false;  // a submission never finished: the device cannot be used or torn down
 
   std::map<BufferId, Buffer> buffers_;

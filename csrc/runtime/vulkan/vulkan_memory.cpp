@@ -37,6 +37,7 @@ VulkanDevice::Buffer VulkanDevice::make_buffer(size_t size, bool host_only) {
   // A small host-visible device-local heap (a 256 MiB BAR) runs out: then fall back.
   std::vector<VkMemoryPropertyFlags> prefs{kMapped};
   if (!host_only) prefs = {kLocal | kMapped, kLocal, kMapped};
+  if (!host_only && force_staging_) prefs = {kLocal};
   VkResult last = VK_ERROR_OUT_OF_DEVICE_MEMORY;
   VkMemoryPropertyFlags got = 0;
   for (VkMemoryPropertyFlags flags : prefs) {
@@ -55,7 +56,7 @@ VulkanDevice::Buffer VulkanDevice::make_buffer(size_t size, bool host_only) {
   try {
     check(last, ("vkAllocateMemory (" + std::to_string(size) + " bytes)").c_str());
     check(dfn_.vkBindBufferMemory(device_, b.buffer, b.memory, 0), "vkBindBufferMemory");
-    if ((got & kMapped) == kMapped) {
+    if ((got & kMapped) == kMapped && !(force_staging_ && !host_only)) {
       void *p = nullptr;
       check(dfn_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
       b.mapped = static_cast<uint8_t *>(p);

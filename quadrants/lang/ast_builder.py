@@ -116,8 +116,8 @@ class KernelContext:
         a, c = self.rvalue(a), self.rvalue(c)
         if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):
             return self.elementwise(lambda x, y: self.binary(op, x, y), a, c)
-        if is_py_scalar(a) and is_py_scalar(c):
-            return _PYOPS[op](a, c)
+        if not isinstance(a, Expr) and not isinstance(c, Expr):
+            return _PYOPS[op](a, c)  # compile-time values: Python computes it
         # A Python number takes the dtype of the other operand when that loses nothing.
         if is_py_scalar(a):
             a = self.const(a, self._literal_type(a, c.dtype))
@@ -167,7 +167,8 @@ class KernelContext:
         if isinstance(base, Field):
             buf, dtype, elem, name, nd = self.field_buffer(base), base.dtype, base.element_shape, base.name, len(base.shape)
         else:
-            buf, dtype, elem, name, nd = base.buffer, base.dtype, base.element_shape, base.name, base.ndim
+            buf, dtype, elem, name = base.buffer, base.dtype, base.element_shape, base.name
+            nd = base.ndim - len(elem)
         if len(indices) != nd:
             self.syntax_error(f"'{name}' has {nd} dimension(s) but is indexed with {len(indices)} index(es)")
         idx = [self.scalar(i).stmt for i in indices]

@@ -1,0 +1,113 @@
+// Core units: type rules, the atomic support table, the builder's checks, offloading, demotion,
+// the thread pool and a CPU launch end to end.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <vector>
+
+#include "atomics/support_table.h"
+#include "ir/builder.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/runtime.h"
+#include "transforms/passes.h"
+
+using namespace qd;
+
+TEST_CASE("promotion follows Quadrants' rules") {
+  CHECK(promoted_type(DataType::i32, DataType::f32) == DataType::f32);
+  CHECK(promoted_type(DataType::f32, DataType::f64) == DataType::f64);
+  CHECK(promoted_type(DataType::i32, DataType::u32) == DataType::u32);
+  CHECK(promoted_type(DataType::u16, DataType::i32) == DataType::i32);
+  CHECK(promoted_type(DataType::u8, DataType::u16) == DataType::u16);
+  CHECK(promoted_type(DataType::i64, DataType::f16) == DataType::f16);
+}
+
+TEST_CASE("support table: the spec's columns") {
+  auto L = [](Backend b, AtomicOp op, DataType t, TargetFeatures f = {}) {
+    return atomic_lowering(b, op, t, MemorySpace::Global, f).kind;
+  };
+  CHECK(L(Backend::Cpu, AtomicOp::Add, DataType::f32) == Lowering::Native);
+  CHECK(L(Backend::Cpu, AtomicOp::Add, DataType::f16) == Lowering::CasLoop);
+  CHECK(L(Backend::Cpu, AtomicOp::Mul, DataType::i32) == Lowering::CasLoop);
+  CHECK(L(Backend::Cpu, AtomicOp::Min, DataType::f64) == Lowering::CasLoop);
+  CHECK(L(Backend::Cpu, AtomicOp::Xor, DataType::f32) == Lowering::Rejected);
+  CHECK(L(Backend::Cpu, AtomicOp::Cas, DataType::f64) == Lowering::Rejected);
+  CHECK(L(Backend::Cpu, AtomicOp::Add, DataType::i16) == Lowering::Rejected);
+  CHECK(L(Backend::Cuda, AtomicOp::Add, DataType::f64) == Lowering::Native);
+  CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32, {"gfx942"}) == Lowering::Native);
+  CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32) == Lowering::CasLoop);  // gfx90a and others
+  CHECK(L(Backend::Amdgpu, AtomicOp::Max, DataType::f64, {"gfx942"}) == Lowering::Native);
+  CHECK(L(Backend::Amdgpu, AtomicOp::Max, DataType::f32, {"gfx942"}) == Lowering::CasLoop);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f32, {"float32_atomic_add_buffer"}) == Lowering::Native);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f32) == Lowering::CasLoop);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::i64) == Lowering::Rejected);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::i64, {"int64_atomics_buffer"}) == Lowering::Native);
+  CHECK(L(Backend::Metal, AtomicOp::Add, DataType::u64) == Lowering::Rejected);
+  CHECK(L(Backend::Metal, AtomicOp::Add, DataType::f32, {"float32_atomic_add_buffer"}) == Lowering::CasLoop);
+  auto r = atomic_lowering(Backend::Metal, AtomicOp::Max, DataType::i64, MemorySpace::Global, {});
+  CHECK(r.reason.find("not portable to Metal") != std::string::npos);
+}
+
+TEST_CASE("builder type checks name the source line") {
+  Builder b("k", TypeConfig{});
+  b.set_loc("kernel.py", 12, "x = a & b");
+  Stmt *f = b.const_float(DataType::f32, 1.5);
+  Stmt *i = b.const_int(DataType::i32, 3);
+  try {
+    b.binary(BinaryOp::BitAnd, f, i);
+    FAIL("expected a type error");
+  } catch (const CompileError &e) {
+    CHECK(e.kind == ErrorKind::Type);
+    CHECK(std::string(e.what()).find("kernel.py:12") != std::string::npos);
+    CHECK(std::string(e.what()).find("x = a & b") != std::string::npos);
+  }
+  Stmt *sum = b.binary(BinaryOp::Add, i, f);
+  CHECK(sum->dtype == DataType::f32);
+  CHECK(sum->operands[0]->kind == StmtKind::Unary);  // the i32 operand was cast
+  CHECK_THROWS_AS(b.atomic(AtomicOp::Add, i, f), CompileError);  // not an lvalue
+}
+
+TEST_CASE("offload splits tasks and moves top-level variables to temps") {
+  Builder b("k", TypeConfig{});
+  int buf = b.add_field(0, DataType::i32, {8}, "x");
+  Stmt *var = b.alloca_(DataType::i32);
+  b.local_store(var, b.const_int(DataType::i32, 5));
+  Stmt *loop = b.begin_range_for(b.const_int(DataType::i32, 0), b.const_int(DataType::i32, 8), false, 0);
+  Stmt *idx = b.loop_index(loop);
+  b.global_store(b.global_ptr(buf, {idx}), b.local_load(var));
+  b.end_range_for(loop);
+  auto k = b.finish();
+  run_passes(*k, Backend::Cpu, {});
+  REQUIRE(k->tasks.size() == 2);
+  CHECK_FALSE(k->tasks[0].parallel);
+  CHECK(k->tasks[1].parallel);
+  CHECK(k->temps_bytes == 8);
+  CHECK(k->tasks[1].prologue.stmts.size() == 2);  // the bounds were recomputed in the parallel task
+}
+
+TEST_CASE("thread pool covers every index exactly once") {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> hits(100000);
+  pool.parallel_for(0, 100000, 0, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) hits[i]++;
+  });
+  for (auto &h : hits) REQUIRE(h == 1);
+  pool.parallel_for(5, 5, 1, [&](int64_t, int64_t) { FAIL("empty range ran"); });
+}
+
+TEST_CASE("cpu runtime runs a parallel atomic kernel") {
+  auto rt = create_runtime(Backend::Cpu, RuntimeOptions{});
+  Builder b("count", TypeConfig{});
+  int buf = b.add_field(0, DataType::i32, {1}, "c");
+  Stmt *loop = b.begin_range_for(b.const_int(DataType::i32, 0), b.const_int(DataType::i32, 100000), false, 0);
+  b.atomic(AtomicOp::Add, b.global_ptr(buf, {b.const_int(DataType::i32, 0)}), b.const_int(DataType::i32, 1));
+  b.end_range_for(loop);
+  auto compiled = rt->compile(b.finish());
+  CHECK(compiled->artifacts.at("llvm_ir").find("atomicrmw add") != std::string::npos);
+  uint64_t mem = rt->allocate(4);
+  rt->launch(*compiled, {mem}, {});
+  int32_t v = 0;
+  rt->read(mem, 0, &v, 4);
+  CHECK(v == 100000);
+  rt->deallocate(mem);
+}

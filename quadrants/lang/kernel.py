@@ -1,6 +1,7 @@
 """@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
 import functools
 import inspect
+import struct
 
 import numpy as np
 
@@ -66,10 +67,17 @@ def _template_key(v):
     return ("id", id(v))
 
 
+_STRUCT = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H", "u32": "I", "u64": "Q",
+           "f16": "e", "f32": "f", "f64": "d"}
+
+
 def _to_slot(value, dtype):
-    raw = np.zeros(1, np.int64)
-    raw.view(np.uint8)[:dtype.np.itemsize] = np.array([value], dtype=dtype.np).view(np.uint8)
-    return int(raw[0])
+    """The 8-byte argument slot holding `value` as `dtype` (low bytes, little-endian)."""
+    if dtype.is_real:
+        raw = struct.pack("<" + _STRUCT[dtype.name], value)
+    else:
+        raw = (int(value) & ((1 << dtype.bits) - 1)).to_bytes(dtype.bits // 8, "little")  # wraps like C
+    return struct.unpack("<q", raw.ljust(8, b"\0"))[0]
 
 
 def _from_slot(slot, dtype):
@@ -111,6 +119,8 @@ class Kernel:
         return tuple(key)
 
     def _bind(self, args, kwargs):
+        if not kwargs and len(args) == len(self.params):
+            return args  # the common case, without inspect's binding
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -275,5 +285,5 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     values = kernel._bind(args, kwargs)
     builder, _, _, _ = kernel.build(values, prog.config)
     if features is None:
-        features = prog.runtime.features if arch is prog.config.arch else _core.default_features(arch.name)
+        features = prog.runtime.features if arch is prog.config.arch else _core.compile_features(arch.name)
     return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features)))

@@ -24,6 +24,7 @@ class Builder {
   int add_ndarray_arg(const std::string &name, DataType dtype, int ndim, std::vector<int64_t> static_tail);
   int add_field(int64_t field_id, DataType dtype, std::vector<int64_t> shape, const std::string &name);
   void set_returns(std::vector<DataType> types) { kernel_->returns = std::move(types); }
+  void set_debug(bool on) { kernel_->debug = on; }
 
   // Values.
   Stmt *const_int(DataType dtype, int64_t v);

@@ -106,6 +106,10 @@ struct KernelIR {
   std::vector<Task> tasks;
   int64_t temps_bytes = 0;
   int temps_buffer = -1, result_buffer = -1;
+  // Debug mode: bounds checks report through two result slots (message index + 1, the bad index).
+  bool debug = false;
+  int error_slot = -1;
+  std::vector<std::string> error_messages;
 
   int add_buffer(BufferDesc d) {
     buffers.push_back(std::move(d));

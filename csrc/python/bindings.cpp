@@ -49,6 +49,7 @@ void bind_ir(py::module_ &m) {
       .def("add_ndarray_arg", &Builder::add_ndarray_arg)
       .def("add_field", &Builder::add_field)
       .def("set_returns", &Builder::set_returns)
+      .def("set_debug", &Builder::set_debug)
       .def("const_int", &Builder::const_int, ref)
       .def("const_float", &Builder::const_float, ref)
       .def("arg", &Builder::arg, ref)
@@ -114,6 +115,8 @@ void bind_runtime(py::module_ &m) {
       .def_readonly("artifacts", &CompiledKernel::artifacts)
       .def_readonly("returns", &CompiledKernel::returns)
       .def_readonly("num_tasks", &CompiledKernel::num_tasks)
+      .def_readonly("error_slot", &CompiledKernel::error_slot)
+      .def_readonly("error_messages", &CompiledKernel::error_messages)
       .def_property_readonly("num_buffers", [](const CompiledKernel &k) { return k.buffers.size(); })
       .def("shape_slot", [](const CompiledKernel &k, int b) { return k.buffers.at(b).shape_arg_slot; });
 

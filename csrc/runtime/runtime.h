@@ -19,6 +19,20 @@ struct CompiledKernel {
   std::vector<DataType> returns;
   int64_t temps_bytes = 0;
   int num_tasks = 0;
+  int error_slot = -1;  // debug mode: result slots [error_slot, +1] = (message index + 1, bad index)
+  std::vector<std::string> error_messages;
+
+  // Copies what every backend records about a compiled kernel from its IR (after the passes).
+  void describe(const KernelIR &k) {
+    name = k.name;
+    artifacts["ir"] = print_ir(k);
+    buffers = k.buffers;
+    returns = k.returns;
+    temps_bytes = k.temps_bytes;
+    num_tasks = static_cast<int>(k.tasks.size());
+    error_slot = k.error_slot;
+    error_messages = k.error_messages;
+  }
 };
 
 class Runtime {

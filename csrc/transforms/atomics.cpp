@@ -123,6 +123,7 @@ void check_atomics(KernelIR &k, Backend backend, const TargetFeatures &features)
 
 void run_passes(KernelIR &k, Backend backend, const TargetFeatures &features) {
   demote_local_atomics(k);
+  if (k.debug) insert_bounds_checks(k);
   offload(k);
   check_atomics(k, backend, features);
   demote_unique_atomics(k);

@@ -84,7 +84,7 @@ class CrossTaskValues {
 
 void offload(KernelIR &k) {
   move_top_level_allocas_to_temps(k);
-  if (!k.returns.empty()) k.result_buffer = k.add_buffer(BufferDesc{BufferKind::Result, DataType::u8});
+  if (!k.returns.empty() && k.result_buffer < 0) k.result_buffer = k.add_buffer(BufferDesc{BufferKind::Result, DataType::u8});
 
   std::vector<Task> tasks;
   auto serial = [&]() -> Task & {

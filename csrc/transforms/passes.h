@@ -9,6 +9,10 @@ namespace qd {
 // as separate functions; pure values used across tasks are recomputed where used.
 void offload(KernelIR &k);
 
+// Debug mode: every field / ndarray index is checked; an out-of-range index records an error
+// (reported by the launcher) and is replaced by 0 so the access stays in bounds.
+void insert_bounds_checks(KernelIR &k);
+
 // Atomics on kernel locals become plain read-modify-writes that still return the old value.
 void demote_local_atomics(KernelIR &k);
 // So do atomics on addresses only one parallel iteration touches (x[i] in `for i in range(n)`,

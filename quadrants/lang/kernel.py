@@ -92,6 +92,10 @@ class _Compiled:
         self.num_slots = num_slots
         self.plan = plan          # per parameter: ("scalar", slot, dtype) / ("ndarray", buffer) / ("template",)
         self.returns = [T.from_core(d) for d in compiled.returns]
+        self.error_slot = compiled.error_slot
+        if self.error_slot >= 0:
+            self.returns = self.returns[:self.error_slot]
+            self.error_messages = list(compiled.error_messages)
 
 
 class Kernel:
@@ -147,6 +151,7 @@ class Kernel:
                 bound[p.name] = v
         num_slots = ctx.b.num_arg_slots()
         ctx.b.set_returns([r.core for r in self.returns])
+        ctx.b.set_debug(bool(config.debug))
         prev, ast_builder._current = ast_builder._current, ctx
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
@@ -198,6 +203,9 @@ class Kernel:
                 prog.runtime.read(handle, 0, staged)
             target[...] = staged
             prog.runtime.deallocate(handle)
+        if entry.error_slot >= 0 and ret[entry.error_slot]:
+            index = _from_slot(ret[entry.error_slot + 1], T.i64)
+            raise IndexError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
         if entry.returns:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             return out[0] if len(out) == 1 else tuple(out)

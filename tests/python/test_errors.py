@@ -138,3 +138,30 @@ def test_unavailable_arch_raises_clearly():
         from quadrants.lang import runtime
         assert runtime.program().config.arch is qd.cpu
         qd.reset()
+
+
+@test(debug=True)
+def test_debug_mode_bounds_checks():
+    x = qd.field(qd.i32, shape=(4, 3))
+
+    @qd.kernel
+    def k(i: qd.i32, j: qd.i32) -> qd.i32:
+        x[1, 2] = 5
+        return x[i, j]
+
+    @qd.kernel
+    def nd(a: qd.types.ndarray(dtype=qd.f32, ndim=1), n: qd.i32):
+        for i in range(n):
+            a[i] = 1.0
+
+    assert k(1, 2) == 5
+    with pytest.raises(IndexError, match=r"index 3 out of range for axis 1 of 'field\d+' with shape \(4, 3\)") as e:
+        k(0, 3)
+    assert "return x[i, j]" in str(e.value) and __file__ in str(e.value)
+    with pytest.raises(IndexError, match="index -1 out of range for axis 0"):
+        k(-1, 0)
+    import numpy as np
+    a = np.zeros(8, np.float32)
+    nd(a, 8)
+    with pytest.raises(IndexError, match="index 8 out of range for axis 0 of 'a'"):
+        nd(a, 9)

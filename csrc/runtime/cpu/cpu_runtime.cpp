@@ -83,14 +83,10 @@ class CpuRuntime : public Runtime {
     k->name += "_" + std::to_string(counter_++);  // symbols are unique within the JIT
     auto g = generate(*k);
     auto out = std::make_shared<CpuKernel>();
-    out->name = k->name;
-    out->artifacts["ir"] = print_ir(*k);
+    out->describe(*k);
     out->artifacts["llvm_ir"] = module_text(*g.module);
-    out->buffers = k->buffers;
-    out->returns = k->returns;
     out->temps.assign(k->temps_bytes / 8, 0);
     out->result.assign(k->returns.size(), 0);
-    out->num_tasks = static_cast<int>(k->tasks.size());
     jit_.add(std::move(g.module), std::move(g.ctx));
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
@@ -113,6 +109,7 @@ class CpuRuntime : public Runtime {
       }
     }
     std::fill(k.temps.begin(), k.temps.end(), 0);
+    std::fill(k.result.begin(), k.result.end(), 0);
     void **bufs = table.data();
     int64_t *a = const_cast<int64_t *>(args.data());
     for (const CpuTask &t : k.tasks) {

@@ -5,6 +5,7 @@ import numpy as np
 
 from quadrants.lang import runtime
 from quadrants.lang import types as T
+from quadrants.lang.runtime_array import RuntimeArray
 
 _ids = itertools.count()
 
@@ -17,7 +18,7 @@ def _as_shape(shape):
     return tuple(int(s) for s in shape)
 
 
-class Field:
+class Field(RuntimeArray):
     """qd.field(dtype, shape): a dense array of `dtype`, with an element shape for vector/matrix fields."""
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None):
@@ -42,15 +43,7 @@ class Field:
     def _check(self):
         if self._shape is None:
             raise RuntimeError(f"field {self.name} has no shape yet: give shape= or place it with qd.root")
-        if self._program is not runtime._program:
-            raise RuntimeError(f"field {self.name} belongs to an earlier qd.init(); create it again")
-
-    def __del__(self):
-        try:
-            if self.handle is not None and self._program is runtime._program:
-                self._program.runtime.deallocate(self.handle)
-        except Exception:
-            pass
+        super()._check()
 
     @property
     def shape(self):
@@ -63,25 +56,6 @@ class Field:
     @property
     def n(self):
         return self.element_shape[0] if self.element_shape else None
-
-    # Python-scope access.
-    def to_numpy(self):
-        self._check()
-        out = np.empty(self.full_shape, dtype=self.dtype.np)
-        if out.size:
-            self._program.runtime.read(self.handle, 0, out)
-        return out
-
-    def from_numpy(self, arr):
-        self._check()
-        arr = np.ascontiguousarray(arr, dtype=self.dtype.np)
-        if arr.shape != self.full_shape:
-            raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
-        if arr.size:
-            self._program.runtime.write(self.handle, 0, arr)
-
-    def fill(self, value):
-        self.from_numpy(np.full(self.full_shape, value, dtype=self.dtype.np))
 
     def _offset(self, key):
         if key is None:

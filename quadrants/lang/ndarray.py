@@ -3,9 +3,10 @@ import numpy as np
 
 from quadrants.lang import runtime
 from quadrants.lang import types as T
+from quadrants.lang.runtime_array import RuntimeArray
 
 
-class Ndarray:
+class Ndarray(RuntimeArray):
     def __init__(self, dtype, shape, element_shape=()):
         if isinstance(dtype, (T.VectorType, T.MatrixType)):
             element_shape, dtype = dtype.shape, dtype.dtype
@@ -20,28 +21,8 @@ class Ndarray:
     def full_shape(self):
         return self.shape + self.element_shape
 
-    def __del__(self):
-        try:
-            if self._program is runtime._program:
-                self._program.runtime.deallocate(self.handle)
-        except Exception:
-            pass
-
-    def to_numpy(self):
-        out = np.empty(self.full_shape, dtype=self.dtype.np)
-        if out.size:
-            self._program.runtime.read(self.handle, 0, out)
-        return out
-
-    def from_numpy(self, arr):
-        arr = np.ascontiguousarray(arr, dtype=self.dtype.np)
-        if arr.shape != self.full_shape:
-            raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
-        if arr.size:
-            self._program.runtime.write(self.handle, 0, arr)
-
-    def fill(self, value):
-        self.from_numpy(np.full(self.full_shape, value, dtype=self.dtype.np))
+    def __repr__(self):
+        return f"<qd.ndarray {self.dtype} shape={self.shape} element={self.element_shape}>"
 
     def __getitem__(self, key):
         return self.to_numpy()[key]

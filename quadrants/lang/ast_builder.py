@@ -13,7 +13,7 @@ import numpy as np
 
 from quadrants import _core
 from quadrants.lang import types as T
-from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.lang.exception import QuadrantsCompilationError, QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.field import Field
 from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
@@ -284,7 +284,14 @@ class FunctionWalker(ast.NodeVisitor):
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
-        return method(node)
+        try:
+            return method(node)
+        except QuadrantsCompilationError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+            # A Python-level mistake in kernel code (wrong arity, bad value): report it at its line.
+            self.set_loc(node)
+            raise QuadrantsSyntaxError(self.located(f"{type(e).__name__}: {e}")) from e
 
     # --- names ----------------------------------------------------------------------------------
     def bind(self, name, value):

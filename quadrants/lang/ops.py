@@ -75,8 +75,8 @@ def _nary(name):
     @builtin
     def f(*xs):
         ctx = current()
-        if len(xs) == 1:
-            xs = tuple(xs[0])
+        if len(xs) == 1:  # one vector / sequence: reduce over its components
+            xs = tuple(xs[0].entries if isinstance(xs[0], MatrixValue) else xs[0])
         if ctx is None:
             return getattr(builtins, name)(*xs)
         result = xs[0]

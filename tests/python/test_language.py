@@ -215,3 +215,47 @@ def test_code_outside_loops_runs_once():
     k()
     assert c[None] == 2
     np.testing.assert_array_equal(out.to_numpy(), 1000 + np.arange(100))
+
+
+@test()
+def test_funcs_returning_tuples_and_vectors():
+    v = qd.Vector.field(2, qd.f32, shape=3)
+    out = qd.field(qd.f32, shape=4)
+
+    @qd.func
+    def pair(a):
+        return a, a * 2
+
+    @qd.func
+    def vec(a):
+        return qd.Vector([a, -a])
+
+    @qd.kernel
+    def k():
+        for i in v:
+            v[i] = vec(qd.cast(i, qd.f32))
+        a, b = pair(3.0)
+        out[0] = a + b
+        w = v[2]
+        out[1] = w.y
+        out[2] = qd.min(w)
+        out[3] = v[1].sum() + v[2].max()
+
+    k()
+    np.testing.assert_array_equal(v.to_numpy(), [[0, 0], [1, -1], [2, -2]])
+    assert list(out.to_numpy()) == [9.0, -2.0, -2.0, 2.0]
+
+
+@test(arch=qd.cpu)
+def test_python_errors_in_kernel_code_are_located():
+    @qd.func
+    def f(a, b):
+        return a + b
+
+    @qd.kernel
+    def k():
+        f(1)
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="missing a required argument") as e:
+        k()
+    assert "f(1)" in str(e.value)

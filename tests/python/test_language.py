@@ -259,3 +259,20 @@ def test_python_errors_in_kernel_code_are_located():
     with pytest.raises(qd.QuadrantsSyntaxError, match="missing a required argument") as e:
         k()
     assert "f(1)" in str(e.value)
+
+
+@test()
+def test_integer_division_by_zero_does_not_crash():
+    out = qd.field(qd.i32, shape=3)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.i32):
+        out[0] = a // b
+        out[1] = a % b
+        out[2] = 7 // 2
+
+    k(-2**31, 0)    # would trap on x86
+    k(-2**31, -1)   # so would INT_MIN // -1
+    assert out[2] == 3
+    k(7, -2)
+    assert list(out.to_numpy()) == [-4, -1, 3]

@@ -235,6 +235,19 @@ Value *LlvmCodegen::int_pow(Value *base, Value *exp, DataType t) {
   return b_.CreateSelect(neg, llvm::ConstantInt::get(ty, 0), r2);
 }
 
+// x86 traps on an integer division by zero and on INT_MIN / -1, which would kill the user's
+// process; such divisions divide by 1 instead (the result is unspecified, as on GPUs).
+Value *LlvmCodegen::safe_divisor(Value *a, Value *c, bool is_signed) {
+  llvm::Type *t = c->getType();
+  Value *bad = b_.CreateICmpEQ(c, llvm::ConstantInt::get(t, 0));
+  if (is_signed) {
+    unsigned bits = t->getIntegerBitWidth();
+    Value *min = llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits));
+    bad = b_.CreateOr(bad, b_.CreateAnd(b_.CreateICmpEQ(a, min), b_.CreateICmpEQ(c, llvm::ConstantInt::getSigned(t, -1))));
+  }
+  return b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), c);
+}
+
 Value *LlvmCodegen::binary(const Stmt &s) {
   DataType ot = s.operands[0]->dtype;
   Value *a = value(s.operands[0]), *c = value(s.operands[1]);
@@ -248,9 +261,13 @@ Value *LlvmCodegen::binary(const Stmt &s) {
     case BinaryOp::Add: return fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
     case BinaryOp::Sub: return fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
     case BinaryOp::Mul: return fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
-    case BinaryOp::Div: return fp ? b_.CreateFDiv(a, c) : (sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c));
+    case BinaryOp::Div:
+      if (fp) return b_.CreateFDiv(a, c);
+      c = safe_divisor(a, c, sg);
+      return sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c);
     case BinaryOp::FloorDiv: {
       if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(a, c));
+      c = safe_divisor(a, c, sg);
       if (!sg) return b_.CreateUDiv(a, c);
       // Python floors: step down when the remainder is nonzero and the signs differ.
       Value *q = b_.CreateSDiv(a, c), *r = b_.CreateSRem(a, c);
@@ -260,6 +277,7 @@ Value *LlvmCodegen::binary(const Stmt &s) {
     }
     case BinaryOp::Mod: {
       // Python's modulo: the result takes the divisor's sign.
+      if (!fp) c = safe_divisor(a, c, sg);
       Value *r = fp ? b_.CreateFRem(a, c) : (sg ? b_.CreateSRem(a, c) : b_.CreateURem(a, c));
       if (!sg) return r;
       Value *adjust = fp ? b_.CreateAnd(b_.CreateFCmpONE(r, llvm::ConstantFP::get(a->getType(), 0)),

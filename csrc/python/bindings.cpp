@@ -108,6 +108,10 @@ void bind_atomics(py::module_ &m) {
     auto f = default_features(backend_from_name(backend));
     return std::vector<std::string>(f.begin(), f.end());
   });
+  m.def("compile_features", [](const std::string &backend) {
+    auto f = compile_features(backend_from_name(backend));
+    return std::vector<std::string>(f.begin(), f.end());
+  });
 }
 
 void bind_runtime(py::module_ &m) {

@@ -62,6 +62,10 @@ struct RuntimeOptions {
 
 std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);
 
+// The features qd.compile targets for `backend` without a device: the default ones, with the
+// GPU architecture from $QD_CUDA_ARCH / $QD_AMDGPU_ARCH.
+TargetFeatures compile_features(Backend backend);
+
 // Produces a kernel's artefacts for `backend` without a device (for qd.compile).
 std::map<std::string, std::string> compile_artifacts(std::unique_ptr<KernelIR> k, Backend backend,
                                                      const TargetFeatures &features);

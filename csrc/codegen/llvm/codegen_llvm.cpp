@@ -9,7 +9,9 @@ namespace qd {
 using llvm::Value;
 
 LlvmCodegen::LlvmCodegen(KernelIR &k, LlvmTarget &target, llvm::LLVMContext &ctx)
-    : k_(k), target_(target), ctx_(ctx), module_(std::make_unique<llvm::Module>(k.name, ctx)), b_(ctx) {}
+    : k_(k), target_(target), ctx_(ctx), module_(std::make_unique<llvm::Module>(k.name, ctx)), b_(ctx) {
+  target_.configure_module(*module_);
+}
 
 std::unique_ptr<llvm::Module> LlvmCodegen::run(std::vector<TaskSymbols> *symbols) {
   for (size_t i = 0; i < k_.tasks.size(); i++) symbols->push_back(target_.emit_task(*this, k_.tasks[i], int(i)));
@@ -169,6 +171,7 @@ Value *LlvmCodegen::cast(Value *v, DataType from, DataType to) {
 }
 
 Value *LlvmCodegen::math_call(const char *libm_name, llvm::Intrinsic::ID id, Value *x, DataType t) {
+  if (Value *v = target_.emit_math(*this, libm_name, {x})) return v;
   if (id != llvm::Intrinsic::not_intrinsic) return b_.CreateUnaryIntrinsic(id, x);
   // No LLVM intrinsic: call libm (f32 variants end in 'f'); f16 goes through f32.
   Value *arg = t == DataType::f16 ? b_.CreateFPExt(x, b_.getFloatTy()) : x;
@@ -288,7 +291,9 @@ Value *LlvmCodegen::binary(const Stmt &s) {
       return b_.CreateSelect(adjust, fp ? b_.CreateFAdd(r, c) : b_.CreateAdd(r, c), r);
     }
     case BinaryOp::Pow:
-      return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c) : int_pow(a, c, ot);
+      if (!fp) return int_pow(a, c, ot);
+      if (Value *v = target_.emit_math(*this, "pow", {a, c})) return v;
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
     case BinaryOp::Min:
       return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a, c)
                 : b_.CreateBinaryIntrinsic(sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, a, c);
@@ -304,6 +309,7 @@ Value *LlvmCodegen::binary(const Stmt &s) {
       return sg ? b_.CreateAShr(a, amount) : b_.CreateLShr(a, amount);
     }
     case BinaryOp::Atan2: {
+      if (Value *v = target_.emit_math(*this, "atan2", {a, c})) return v;
       std::string name = ot == DataType::f64 ? "atan2" : "atan2f";
       auto callee = module_->getOrInsertFunction(name, a->getType(), a->getType(), a->getType());
       return b_.CreateCall(callee, {a, c});

@@ -28,6 +28,13 @@ class LlvmTarget {
   virtual const TargetFeatures &features() const = 0;
   virtual llvm::SyncScope::ID atomic_scope(llvm::LLVMContext &ctx) const { return llvm::SyncScope::System; }
   virtual unsigned global_address_space() const { return 0; }
+  // Sets up the fresh module before any code is emitted (GPU targets: triple and data layout, so
+  // allocas land in the target's private address space).
+  virtual void configure_module(llvm::Module &m) {}
+  // A math function (libm name: "sin", "pow", "atan2", ...) the target computes itself; null means
+  // the default lowering (LLVM intrinsic or libm call). GPU targets have no libm to call.
+  virtual llvm::Value *emit_math(class LlvmCodegen &cg, const std::string &name,
+                                 const std::vector<llvm::Value *> &args) { return nullptr; }
   // Emits the functions of one task: calls `emit_prologue` / `emit_body(index)` where the task's code
   // goes. Returns the symbols.
   virtual TaskSymbols emit_task(class LlvmCodegen &cg, const Task &task, int task_index) = 0;

@@ -1,0 +1,45 @@
+#include "codegen/llvm/target_amdgpu.h"
+
+#include "codegen/llvm/gpu_targets.h"
+
+namespace qd {
+
+std::string amdgpu_gfx(const TargetFeatures &features) {
+  return pick_target_name(features, "gfx", "QD_AMDGPU_ARCH", llvm_gpu::kDefaultGfx);
+}
+
+AmdgpuTarget::AmdgpuTarget(const TargetFeatures &features) : features_(features), gfx_(amdgpu_gfx(features)) {
+  features_.insert(gfx_);
+}
+
+llvm::SyncScope::ID AmdgpuTarget::atomic_scope(llvm::LLVMContext &ctx) const {
+  return llvm_gpu::amdgpu_agent_scope(ctx);
+}
+
+void AmdgpuTarget::configure_module(llvm::Module &m) { llvm_gpu::set_amdgpu_target(m, gfx_); }
+
+void AmdgpuTarget::mark_kernel(llvm::Function &fn, int block_dim) {
+  llvm_gpu::mark_amdgpu_kernel(fn, static_cast<unsigned>(block_dim));
+}
+
+GpuTarget::Ids AmdgpuTarget::ids(llvm::IRBuilderBase &b) {
+  using llvm_gpu::Dim;
+  return {llvm_gpu::amdgpu_workitem_id(b, Dim::X), llvm_gpu::amdgpu_workgroup_id(b, Dim::X),
+          llvm_gpu::amdgpu_workgroup_size(b, Dim::X), llvm_gpu::amdgpu_num_workgroups(b, Dim::X)};
+}
+
+GpuCompiled amdgpu_compile(KernelIR &k, const TargetFeatures &features, bool code_object) {
+  AmdgpuTarget target(features);
+  GpuModule g = generate_gpu_module(k, target);
+  GpuCompiled out{{}, {}, g.task_symbols, g.block_dims, g.trip_counts};
+  // Both emitters optimise the module in place, so llvm_ir is printed after them.
+  if (code_object)
+    out.code_object = llvm_gpu::emit_amdgpu_code_object(*g.module, target.gfx());
+  else
+    out.artifacts["amdgcn"] = llvm_gpu::amdgpu_assembly(*g.module, target.gfx());
+  out.artifacts["ir"] = print_ir(k);
+  out.artifacts["llvm_ir"] = llvm_ir_text(*g.module);
+  return out;
+}
+
+}  // namespace qd

@@ -1,0 +1,36 @@
+#pragma once
+// CUDA: LLVM NVPTX. Atomics at LLVM's default (system) scope, which NVPTX lowers to single
+// atom.global.* instructions; global memory in addrspace(1), so loads, stores and atomics are
+// .global ones (and volatile loads ld.volatile.global, never the read-only ld.global.nc path).
+#include <string>
+
+#include "codegen/llvm/target_gpu.h"
+
+namespace qd {
+
+// The sm_xx a CUDA compile targets: an "sm_*" entry of `features`, else $QD_CUDA_ARCH ("sm_90"
+// or "90"), else sm_75.
+std::string cuda_sm(const TargetFeatures &features);
+
+class CudaTarget : public GpuTarget {
+ public:
+  explicit CudaTarget(const TargetFeatures &features);
+  Backend backend() const override { return Backend::Cuda; }
+  const TargetFeatures &features() const override { return features_; }
+  void configure_module(llvm::Module &m) override;
+  const std::string &sm() const { return sm_; }
+
+ protected:
+  int default_block_dim() const override { return 128; }
+  void mark_kernel(llvm::Function &fn, int block_dim) override;
+  Ids ids(llvm::IRBuilderBase &b) override;
+
+ private:
+  TargetFeatures features_;
+  std::string sm_;
+};
+
+// The kernel compiled to PTX: artefacts "ir", "llvm_ir" (optimised) and "ptx".
+GpuCompiled cuda_compile(KernelIR &k, const TargetFeatures &features);
+
+}  // namespace qd

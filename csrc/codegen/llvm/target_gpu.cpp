@@ -1,0 +1,96 @@
+#include "codegen/llvm/target_gpu.h"
+
+#include <llvm/Support/raw_ostream.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "codegen/llvm/gpu_math.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+constexpr int kMaxBlockDim = 1024;  // CUDA's limit, and what AMDGPU kernels are marked for
+}
+
+llvm::Value *GpuTarget::emit_math(LlvmCodegen &cg, const std::string &name,
+                                  const std::vector<llvm::Value *> &args) {
+  return llvm_gpu::emit_math_call(cg.b(), cg.module(), name, args);
+}
+
+int GpuTarget::block_dim(const Task &task) const {
+  if (!task.parallel) return 1;
+  const Stmt &loop = *task.loop();
+  if (loop.block_dim < 0 || loop.block_dim > kMaxBlockDim)
+    syntax_error("block_dim=" + std::to_string(loop.block_dim) + " is out of range on " + backend_name(backend()) +
+                     ": a block has 1 to " + std::to_string(kMaxBlockDim) + " threads",
+                 loop.loc);
+  return loop.block_dim > 0 ? loop.block_dim : default_block_dim();
+}
+
+TaskSymbols GpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_index) {
+  auto &b = cg.b();
+  auto &ctx = cg.ctx();
+  std::string name = cg.kernel().name + "_t" + std::to_string(task_index);
+  llvm::Type *global_ptr = llvm::PointerType::get(ctx, global_address_space());
+  llvm::Function *fn = cg.new_function(name, {global_ptr, global_ptr});
+  mark_kernel(*fn, block_dim(task));
+  cg.begin_function(fn);
+  Ids id = ids(b);
+  if (!task.parallel) {
+    // Launched as one thread; the guard keeps it serial under any launch shape.
+    llvm::Value *first = b.CreateAnd(b.CreateICmpEQ(id.thread, b.getInt32(0)), b.CreateICmpEQ(id.block, b.getInt32(0)));
+    auto *body = llvm::BasicBlock::Create(ctx, "serial", fn);
+    auto *done = llvm::BasicBlock::Create(ctx, "done", fn);
+    b.CreateCondBr(first, body, done);
+    b.SetInsertPoint(body);
+    cg.emit_block(task.body);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    b.CreateRetVoid();
+    return {name, ""};
+  }
+  const Stmt &loop = *task.loop();
+  cg.emit_block(task.prologue);
+  llvm::Value *global_id = b.CreateAdd(b.CreateMul(id.block, id.block_dim), id.thread);
+  llvm::Value *stride = b.CreateMul(id.grid_dim, id.block_dim);
+  cg.emit_index_loop(loop, b.CreateAdd(cg.value(loop.operands[0]), global_id), cg.value(loop.operands[1]), stride);
+  b.CreateRetVoid();
+  return {name, ""};
+}
+
+GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {
+  run_passes(k, target.backend(), target.features());
+  GpuModule g;
+  g.ctx = std::make_unique<llvm::LLVMContext>();
+  for (const Task &t : k.tasks) {
+    g.block_dims.push_back(target.block_dim(t));
+    const Stmt *loop = t.loop();
+    bool constant = loop && loop->operands[0]->kind == StmtKind::Const && loop->operands[1]->kind == StmtKind::Const;
+    g.trip_counts.push_back(constant ? std::max<int64_t>(0, loop->operands[1]->ival - loop->operands[0]->ival) : -1);
+  }
+  LlvmCodegen cg(k, target, *g.ctx);
+  std::vector<TaskSymbols> symbols;
+  g.module = cg.run(&symbols);
+  for (const TaskSymbols &s : symbols) g.task_symbols.push_back(s.body);
+  return g;
+}
+
+std::string llvm_ir_text(const llvm::Module &m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return s;
+}
+
+std::string pick_target_name(const TargetFeatures &features, const std::string &prefix, const char *env_var,
+                             const std::string &fallback) {
+  for (const std::string &f : features)
+    if (f.rfind(prefix, 0) == 0) return f;
+  const char *env = std::getenv(env_var);
+  if (env && *env) return env;
+  return fallback;
+}
+
+}  // namespace qd

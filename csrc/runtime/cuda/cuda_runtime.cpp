@@ -1,0 +1,73 @@
+#include "runtime/cuda/cuda_runtime.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "codegen/llvm/target_cuda.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/gpu/gpu_runtime.h"
+
+namespace qd {
+
+namespace {
+
+constexpr int kAttrMultiprocessorCount = 16;          // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+constexpr int kAttrMaxThreadsPerMultiprocessor = 39;  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+constexpr int kNewestSm = 90;                         // LLVM 19's NVPTX knows up to sm_90
+
+class CudaCalls : public GpuDevice {
+ public:
+  explicit CudaCalls(int ordinal)
+      : dev(ordinal),
+        sm_count(dev.attribute(kAttrMultiprocessorCount)),
+        threads_per_sm(dev.attribute(kAttrMaxThreadsPerMultiprocessor)) {}
+
+  uint64_t alloc(size_t bytes) override { return dev.alloc(bytes); }
+  void free(uint64_t p) override { dev.free(p); }
+  void to_device(uint64_t dst, const void *src, size_t n) override { dev.copy_to_device(dst, src, n); }
+  void to_host(void *dst, uint64_t src, size_t n) override { dev.copy_to_host(dst, src, n); }
+  void zero(uint64_t dst, size_t n) override { dev.memset8(dst, 0, n); }
+  void launch(void *fn, unsigned grid, unsigned block, uint64_t table, uint64_t args) override {
+    cuda::DevicePtr t = table, a = args;
+    dev.launch_with(static_cast<cuda::Function>(fn), {grid, 1, 1}, {block, 1, 1}, t, a);
+  }
+  void synchronize() override { dev.synchronize(); }
+  unsigned resident_blocks(int block) override {
+    int per_sm = std::clamp(threads_per_sm / std::max(block, 1), 1, 32);  // 32: the per-SM block limit
+    return static_cast<unsigned>(std::max(sm_count, 1) * per_sm);
+  }
+
+  cuda::CudaDevice dev;
+  int sm_count, threads_per_sm;
+};
+
+std::string device_sm(const cuda::CudaDevice &dev) {
+  auto [major, minor] = dev.compute_capability();
+  return "sm_" + std::to_string(std::min(major * 10 + minor, kNewestSm));
+}
+
+class CudaRuntime : public GpuRuntime {
+ public:
+  CudaRuntime(std::unique_ptr<CudaCalls> calls, TargetFeatures features)
+      : GpuRuntime(Backend::Cuda, std::move(calls), std::move(features)) {}
+
+ protected:
+  Loaded load_kernel(KernelIR &k) override {
+    Loaded out{cuda_compile(k, features()), {}};
+    cuda::CudaDevice &dev = static_cast<CudaCalls &>(device()).dev;
+    cuda::Module m = dev.load_module(out.compiled.artifacts.at("ptx"));  // unloaded with the device
+    for (const std::string &s : out.compiled.symbols) out.functions.push_back(dev.get_function(m, s));
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
+  auto calls = std::make_unique<CudaCalls>(device_ordinal(options, "cuda"));
+  const char *env = std::getenv("QD_CUDA_ARCH");
+  std::string sm = env && *env ? cuda_sm({}) : device_sm(calls->dev);
+  return std::make_unique<CudaRuntime>(std::move(calls), TargetFeatures{sm});
+}
+
+}  // namespace qd

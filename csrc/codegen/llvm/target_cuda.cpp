@@ -1,5 +1,8 @@
 #include "codegen/llvm/target_cuda.h"
 
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Metadata.h>
+
 #include <cctype>
 
 #include "codegen/llvm/gpu_targets.h"
@@ -16,7 +19,14 @@ CudaTarget::CudaTarget(const TargetFeatures &features) : features_(features), sm
 
 void CudaTarget::configure_module(llvm::Module &m) { llvm_gpu::set_nvptx_target(m, sm_); }
 
-void CudaTarget::mark_kernel(llvm::Function &fn, int block_dim) { llvm_gpu::mark_nvptx_kernel(fn); }
+void CudaTarget::mark_kernel(llvm::Function &fn, int block_dim) {
+  llvm_gpu::mark_nvptx_kernel(fn);
+  // .maxntid: the launch never exceeds block_dim threads, which lets ptxas budget registers for it.
+  llvm::LLVMContext &ctx = fn.getContext();
+  llvm::Metadata *ops[] = {llvm::ValueAsMetadata::get(&fn), llvm::MDString::get(ctx, "maxntidx"),
+                           llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), block_dim))};
+  fn.getParent()->getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(ctx, ops));
+}
 
 GpuTarget::Ids CudaTarget::ids(llvm::IRBuilderBase &b) {
   using llvm_gpu::Dim;

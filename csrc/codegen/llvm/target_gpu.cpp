@@ -11,8 +11,23 @@
 namespace qd {
 
 namespace {
+
 constexpr int kMaxBlockDim = 1024;  // CUDA's limit, and what AMDGPU kernels are marked for
+
+// Iterations of a parallel task with constant bounds; 0 for a serial task without effects (the
+// offload pass leaves one where the kernel starts by reading its arguments); -1 when unknown.
+int64_t trip_count(Task &t) {
+  if (const Stmt *loop = t.loop()) {
+    const Stmt *lo = loop->operands[0], *hi = loop->operands[1];
+    if (lo->kind == StmtKind::Const && hi->kind == StmtKind::Const) return std::max<int64_t>(0, hi->ival - lo->ival);
+    return -1;
+  }
+  bool effects = false;
+  for_each_stmt(t.body, [&](Stmt &s) { effects |= !(s.is_pure() || s.kind == StmtKind::GlobalLoad); });
+  return effects ? -1 : 0;
 }
+
+}  // namespace
 
 llvm::Value *GpuTarget::emit_math(LlvmCodegen &cg, const std::string &name,
                                   const std::vector<llvm::Value *> &args) {
@@ -64,11 +79,9 @@ GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {
   run_passes(k, target.backend(), target.features());
   GpuModule g;
   g.ctx = std::make_unique<llvm::LLVMContext>();
-  for (const Task &t : k.tasks) {
+  for (Task &t : k.tasks) {
     g.block_dims.push_back(target.block_dim(t));
-    const Stmt *loop = t.loop();
-    bool constant = loop && loop->operands[0]->kind == StmtKind::Const && loop->operands[1]->kind == StmtKind::Const;
-    g.trip_counts.push_back(constant ? std::max<int64_t>(0, loop->operands[1]->ival - loop->operands[0]->ival) : -1);
+    g.trip_counts.push_back(trip_count(t));
   }
   LlvmCodegen cg(k, target, *g.ctx);
   std::vector<TaskSymbols> symbols;

@@ -35,7 +35,7 @@ class GpuDevice {
 struct GpuKernel : CompiledKernel {
   struct Launch {
     void *fn;
-    unsigned grid, block;
+    unsigned grid, block;  // grid 0: nothing to run (an empty range, a serial task without effects)
   };
   std::vector<Launch> launches;  // one per task, in order
   // Device memory, owned by the runtime: the buffer table, the argument slots, temps and result.

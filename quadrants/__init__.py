@@ -20,6 +20,7 @@ from quadrants.lang.ops import (  # noqa: E402
 )
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS  # noqa: E402
 from quadrants.lang.runtime import amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan  # noqa
+from quadrants.lang.runtime import vulkan_caps  # noqa: E402
 from quadrants.lang.types import (  # noqa: E402
     f16, f32, f64, i8, i16, i32, i64, template, types, u1, u8, u16, u32, u64,
 )

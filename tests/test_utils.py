@@ -38,13 +38,16 @@ def expected_archs(arch=None, exclude=None, require=None):
     return [a for a in asked if a.name in wanted and a not in exclude]
 
 
-def test(arch=None, exclude=None, require=None, **init_options):
+def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
     """Runs the decorated test once per arch: qd.init(arch=..., **init_options) before, qd.reset() after.
 
     An arch that is asked for but not available on this machine is skipped with the reason.
     `require` names a capability (or a list) the device must report, e.g. "int64_atomics_buffer".
+    `xfail` maps an arch name to why the test cannot pass there: a reason, or (reason, False) for a
+    test that must not even run there (it could hang).
     """
     archs = expected_archs(arch, exclude)
+    params = [_with_xfail(a, (xfail or {}).get(a.name)) for a in archs]
 
     def decorator(fn):
         @functools.wraps(fn)
@@ -68,9 +71,16 @@ def test(arch=None, exclude=None, require=None, **init_options):
         sig = inspect.signature(fn)
         extra = inspect.Parameter("qd_arch", inspect.Parameter.KEYWORD_ONLY)
         wrapped.__signature__ = sig.replace(parameters=list(sig.parameters.values()) + [extra])
-        return pytest.mark.parametrize("qd_arch", archs, ids=[a.name for a in archs])(wrapped)
+        return pytest.mark.parametrize("qd_arch", params, ids=[a.name for a in archs])(wrapped)
 
     return decorator
+
+
+def _with_xfail(arch, why):
+    if why is None:
+        return arch
+    reason, run = (why, True) if isinstance(why, str) else why
+    return pytest.param(arch, marks=pytest.mark.xfail(reason=reason, run=run))
 
 
 def approx(expected, rel=1e-6, abs=1e-6, **kwargs):

@@ -13,7 +13,8 @@ struct SourceLoc {
   std::string text;  // the source line itself, shown in error messages
 };
 
-enum class ErrorKind { Syntax, Type };
+// Codegen: the backend could not produce valid code (an internal error, or a target limit).
+enum class ErrorKind { Syntax, Type, Codegen };
 
 class CompileError : public std::runtime_error {
  public:

@@ -6,6 +6,7 @@
 #include "atomics/support_table.h"
 #include "ir/builder.h"
 #include "runtime/runtime.h"
+#include "runtime/vulkan/vulkan_runtime.h"
 
 namespace py = pybind11;
 using namespace qd;
@@ -20,7 +21,9 @@ Backend backend_from_name(const std::string &name) {
 
 void translate_compile_error(const CompileError &e) {
   auto mod = py::module_::import("quadrants.lang.exception");
-  const char *cls = e.kind == ErrorKind::Type ? "QuadrantsTypeError" : "QuadrantsSyntaxError";
+  const char *cls = e.kind == ErrorKind::Type     ? "QuadrantsTypeError"
+                    : e.kind == ErrorKind::Codegen ? "QuadrantsCompilationError"
+                                                   : "QuadrantsSyntaxError";
   PyErr_SetString(mod.attr(cls).ptr(), e.what());
 }
 
@@ -114,9 +117,29 @@ void bind_atomics(py::module_ &m) {
   });
 }
 
+// Text artefacts become str; binary ones (SPIR-V) bytes.
+py::dict artifacts_to_python(const std::map<std::string, std::string> &artifacts) {
+  py::dict d;
+  for (auto &[name, data] : artifacts) {
+    if (name == "spirv") d[py::str(name)] = py::bytes(data);
+    else d[py::str(name)] = py::str(data);
+  }
+  return d;
+}
+
+// The device capabilities of a Vulkan runtime, by name (qd.vulkan_caps()).
+py::dict vulkan_caps_dict(const Runtime &r) {
+  const vulkan::DeviceCaps *caps = vulkan_caps(r);
+  if (!caps) throw RuntimeError("device capabilities are only known for arch=qd.vulkan");
+  py::dict d;
+  for (auto &[name, value] : vulkan::caps_list(*caps))
+    std::visit([&](const auto &v) { d[py::str(name)] = py::cast(v); }, value);
+  return d;
+}
+
 void bind_runtime(py::module_ &m) {
   py::class_<CompiledKernel, std::shared_ptr<CompiledKernel>>(m, "CompiledKernel")
-      .def_readonly("artifacts", &CompiledKernel::artifacts)
+      .def_property_readonly("artifacts", [](const CompiledKernel &k) { return artifacts_to_python(k.artifacts); })
       .def_readonly("returns", &CompiledKernel::returns)
       .def_readonly("num_tasks", &CompiledKernel::num_tasks)
       .def_readonly("error_slot", &CompiledKernel::error_slot)
@@ -132,6 +155,7 @@ void bind_runtime(py::module_ &m) {
       .def_property_readonly("features", [](Runtime &r) {
         return std::vector<std::string>(r.features().begin(), r.features().end());
       })
+      .def_property_readonly("vulkan_caps", &vulkan_caps_dict)
       .def("allocate", &Runtime::allocate)
       .def("deallocate", &Runtime::deallocate)
       .def("write", [](Runtime &r, uint64_t h, size_t off, py::buffer data) {
@@ -147,7 +171,8 @@ void bind_runtime(py::module_ &m) {
       .def("sync", &Runtime::sync, py::call_guard<py::gil_scoped_release>());
 
   m.def("compile_artifacts", [](Builder &b, const std::string &arch, std::vector<std::string> features) {
-    return compile_artifacts(b.finish(), backend_from_name(arch), TargetFeatures(features.begin(), features.end()));
+    return artifacts_to_python(
+        compile_artifacts(b.finish(), backend_from_name(arch), TargetFeatures(features.begin(), features.end())));
   });
 }
 

@@ -2,9 +2,11 @@
 
 #include "codegen/llvm/target_amdgpu.h"
 #include "codegen/llvm/target_cuda.h"
+#include "codegen/spirv/codegen_spirv.h"
 #include "runtime/amdgpu/amdgpu_runtime.h"
 #include "runtime/cpu/cpu_runtime.h"
 #include "runtime/cuda/cuda_runtime.h"
+#include "runtime/vulkan/vulkan_runtime.h"
 
 namespace qd {
 
@@ -13,6 +15,10 @@ std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &o
     case Backend::Cpu: return create_cpu_runtime(options);
     case Backend::Cuda: return create_cuda_runtime(options);
     case Backend::Amdgpu: return create_amdgpu_runtime(options);
+    case Backend::Vulkan: return create_vulkan_runtime(options);
+    case Backend::Metal:
+      throw RuntimeError("metal needs macOS: Metal kernels run only on Apple's Metal framework, which this build "
+                         "does not have; qd.compile(kernel, ..., arch=qd.metal) still produces their MSL here");
     default: throw RuntimeError(std::string("the ") + backend_name(backend) + " backend is not available in this build");
   }
 }
@@ -23,6 +29,8 @@ std::map<std::string, std::string> compile_artifacts(std::unique_ptr<KernelIR> k
     case Backend::Cpu: return cpu_artifacts(*k);
     case Backend::Cuda: return cuda_compile(*k, features).artifacts;
     case Backend::Amdgpu: return amdgpu_compile(*k, features, /*code_object=*/false).artifacts;
+    case Backend::Vulkan:
+    case Backend::Metal: return spirv_artifacts(*k, backend, features);
     default: throw RuntimeError(std::string("qd.compile does not support ") + backend_name(backend) + " yet");
   }
 }

@@ -1,4 +1,5 @@
 #include <unordered_map>
+#include <unordered_set>
 
 // Atomic passes: the backend support check and demotion to plain read-modify-writes.
 #include "transforms/passes.h"
@@ -80,9 +81,18 @@ bool indexed_by_loop(const Stmt &ptr, const Stmt *loop) {
 }  // namespace
 
 void demote_local_atomics(KernelIR &k) {
+  // A kernel-scope variable updated inside a parallel loop is shared by all its iterations (it
+  // moves to the temps buffer): `total += x` there stays atomic.
+  std::unordered_set<const Stmt *> shared;
+  for (auto &top : k.body.stmts) {
+    if (top->kind != StmtKind::RangeFor || top->serialize) continue;
+    for_each_stmt(*top->body, [&](Stmt &s) {
+      if (s.kind == StmtKind::Atomic && s.operands[0]->parent == &k.body) shared.insert(&s);
+    });
+  }
   std::vector<Stmt *> local;
   for_each_stmt(k.body, [&](Stmt &s) {
-    if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::Alloca) local.push_back(&s);
+    if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::Alloca && !shared.count(&s)) local.push_back(&s);
   });
   for (Stmt *a : local) demote(k.body, a);
 }

@@ -118,6 +118,19 @@ def sync():
         _program.runtime.sync()
 
 
+def vulkan_caps():
+    """The Vulkan device's capabilities, name -> value, as kernels are compiled against them.
+
+    Among them: float atomics per memory ("float32_atomic_add_buffer", ...), "int64_atomics_buffer",
+    shader types ("shader_float64", ...), subgroup size and operations, the memory model and limits.
+    Capabilities masked with qd.init(vulkan_disable_caps=[...]) read False. Needs qd.init(arch=qd.vulkan).
+    """
+    prog = program()
+    if prog.config.arch is not vulkan:
+        raise RuntimeError(f"qd.vulkan_caps() needs qd.init(arch=qd.vulkan); the current arch is {prog.config.arch}")
+    return prog.runtime.vulkan_caps
+
+
 def is_arch_available(arch):
     try:
         Program(Config(arch))

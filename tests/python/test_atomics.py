@@ -210,7 +210,9 @@ def test_exchange_handoff_loses_no_task():
     np.testing.assert_array_equal(counts, np.ones(n, np.int32))
 
 
-@test()
+@test(xfail={"vulkan": ("Vulkan guarantees no independent forward progress to the invocations of one subgroup: "
+                         "lanes spinning on a lock held by a lane of their own subgroup deadlock (lavapipe runs "
+                         "8 lanes in lockstep)", False)})
 def test_spin_lock_from_cas_and_exchange():
     """A critical section guarded by a spin lock: a non-atomic read-modify-write loses no update."""
     n = 20000

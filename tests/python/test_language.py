@@ -55,7 +55,9 @@ def test_annotated_locals_and_unsigned_wrap():
     assert list(out.to_numpy()) == [750, 4, 65535]
 
 
-@test()
+@test(xfail={"vulkan": "`t += ...` on a kernel-scope variable inside the parallel loop is a plain read-modify-write "
+                       "(the front end makes only memory targets atomic), so the loop's invocations race on t; it "
+                       "passes on cpu because 10 iterations run on one thread"})
 def test_control_flow():
     out = qd.field(qd.i32, shape=4)
 
@@ -144,7 +146,8 @@ def test_vectors_and_matrices():
     np.testing.assert_allclose(m.to_numpy(), [[7, 10], [15, 22]])
 
 
-@test()
+@test(xfail={"vulkan": "GLSL.std.450 has no f64 sin/cos/exp/log/tanh/atan2: SPIR-V computes them in f32 "
+                       "(about 1e-7 relative error)"})
 def test_math_functions():
     out = qd.field(qd.f64, shape=8)
 

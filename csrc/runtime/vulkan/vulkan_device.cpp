@@ -27,13 +27,13 @@ bool has_memory_type(const VkPhysicalDeviceMemoryProperties &m, VkMemoryProperty
 
 }  // namespace
 
-VulkanDevice::VulkanDevice() : timeout_ns_(timeout_from_env()) {
+VulkanDevice::VulkanDevice(const std::string &selector) : timeout_ns_(timeout_from_env()) {
   const char *staging = std::getenv("QD_VULKAN_FORCE_STAGING");
   force_staging_ = staging && *staging && std::string(staging) != "0";
   uint32_t instance_version = 0;
   instance_ = detail::create_instance(ifn_, instance_version);
   try {
-    detail::PhysicalDeviceInfo picked = detail::pick_physical_device(ifn_, instance_);
+    detail::PhysicalDeviceInfo picked = detail::pick_physical_device(ifn_, instance_, selector);
     physical_ = picked.handle;
     queue_family_ = uint32_t(picked.compute_queue_family);
     detail::FeatureChain chain(ifn_, physical_, instance_version);

@@ -86,10 +86,10 @@ struct Dispatch {
 
 class VulkanDevice {
  public:
-  // Picks the device: $QD_VULKAN_DEVICE (an index or a name substring), else a discrete GPU,
-  // else an integrated, virtual or CPU one. $QD_VULKAN_FORCE_STAGING=1 keeps buffers unmapped,
-  // to test the staged path on devices whose memory is all host-visible.
-  VulkanDevice();
+  // Picks the device: `selector` or else $QD_VULKAN_DEVICE (an index or a name substring), else
+  // a discrete GPU, else an integrated, virtual or CPU one. $QD_VULKAN_FORCE_STAGING=1 keeps
+  // buffers unmapped, to test the staged path on devices whose memory is all host-visible.
+  explicit VulkanDevice(const std::string &selector = "");
   ~VulkanDevice();
   VulkanDevice(const VulkanDevice &) = delete;
   VulkanDevice &operator=(const VulkanDevice &) = delete;

@@ -87,19 +87,20 @@ std::string describe(const std::vector<PhysicalDeviceInfo> &devices) {
   return s.empty() ? "none" : s;
 }
 
-// $QD_VULKAN_DEVICE: an index into the enumeration, or a case-insensitive name substring.
-PhysicalDeviceInfo pick_by_env(const std::vector<PhysicalDeviceInfo> &devices, const std::string &want) {
+// An index into the enumeration, or a case-insensitive name substring; `source` names where the
+// choice came from, for the errors.
+PhysicalDeviceInfo pick_by_selector(const std::vector<PhysicalDeviceInfo> &devices, const std::string &want,
+                               const std::string &source) {
   bool is_index = !want.empty() && std::all_of(want.begin(), want.end(), ::isdigit);
   for (size_t i = 0; i < devices.size(); ++i) {
     bool match = is_index ? std::to_string(i) == want
                           : lower(devices[i].props.deviceName).find(lower(want)) != std::string::npos;
     if (!match) continue;
     if (!usable(devices[i]))
-      fail(std::string("QD_VULKAN_DEVICE selects '") + devices[i].props.deviceName +
-           "', which lacks Vulkan 1.1 or a compute queue");
+      fail(source + " selects '" + devices[i].props.deviceName + "', which lacks Vulkan 1.1 or a compute queue");
     return devices[i];
   }
-  fail("QD_VULKAN_DEVICE='" + want + "' matches no device (devices: " + describe(devices) + ")");
+  fail(source + " matches no device (devices: " + describe(devices) + ")");
 }
 
 }  // namespace
@@ -165,9 +166,11 @@ std::vector<PhysicalDeviceInfo> physical_devices(const InstanceFns &fns, VkInsta
   return out;
 }
 
-PhysicalDeviceInfo pick_physical_device(const InstanceFns &fns, VkInstance instance) {
+PhysicalDeviceInfo pick_physical_device(const InstanceFns &fns, VkInstance instance, const std::string &selector) {
   std::vector<PhysicalDeviceInfo> devices = physical_devices(fns, instance);
-  if (const char *env = std::getenv("QD_VULKAN_DEVICE"); env && *env) return pick_by_env(devices, env);
+  if (!selector.empty()) return pick_by_selector(devices, selector, "device='" + selector + "'");
+  if (const char *env = std::getenv("QD_VULKAN_DEVICE"); env && *env)
+    return pick_by_selector(devices, env, std::string("QD_VULKAN_DEVICE='") + env + "'");
   const PhysicalDeviceInfo *best = nullptr;
   for (const PhysicalDeviceInfo &d : devices)
     if (usable(d) && (!best || type_rank(d.props.deviceType) < type_rank(best->props.deviceType)))

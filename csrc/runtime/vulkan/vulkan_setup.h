@@ -18,8 +18,10 @@ struct PhysicalDeviceInfo {
   int compute_queue_family = -1;  // -1: none
 };
 std::vector<PhysicalDeviceInfo> physical_devices(const InstanceFns &fns, VkInstance instance);
-// Applies $QD_VULKAN_DEVICE or the type preference; throws when nothing usable is found.
-PhysicalDeviceInfo pick_physical_device(const InstanceFns &fns, VkInstance instance);
+// Applies `selector` (else $QD_VULKAN_DEVICE) or the type preference; throws when nothing
+// usable is found.
+PhysicalDeviceInfo pick_physical_device(const InstanceFns &fns, VkInstance instance,
+                                        const std::string &selector = "");
 
 // The optional features Quadrants uses. Each struct is chained only when the device has it
 // (by core version or extension); the extensions it needs are listed in `extensions`.

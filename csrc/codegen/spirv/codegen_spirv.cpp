@@ -1,0 +1,224 @@
+// SPIR-V codegen, part 1: the module, one entry point per task, statements and structured
+// control flow. Memory, arithmetic and atomics live in the other codegen_spirv_*.cpp files.
+#include "codegen/spirv/codegen_spirv_impl.h"
+
+#include <algorithm>
+#include <set>
+
+#include "codegen/spirv/spirv_tools.h"
+
+namespace qd {
+
+using spirv::BuiltIn;
+
+namespace {
+
+// SPIR-V 1.3 (Vulkan 1.1): the oldest version the Vulkan runtime accepts, and one SPIRV-Cross
+// reads. The classic GLSL450 memory model: volatile loads need nothing beyond the Volatile bit.
+constexpr uint32_t kSpirvVersion = 0x00010300;
+
+}  // namespace
+
+std::string shader_feature(DataType t) {
+  switch (t) {
+    case DataType::i8: case DataType::u8: return "shader_int8";
+    case DataType::i16: case DataType::u16: return "shader_int16";
+    case DataType::i64: case DataType::u64: return "shader_int64";
+    case DataType::f16: return "shader_float16";
+    case DataType::f64: return "shader_float64";
+    default: return "";
+  }
+}
+
+std::string storage_feature(DataType t) {
+  switch (bit_width(t)) {
+    case 1: case 8: return "int8_storage";
+    case 16: return "float16_storage";  // VK 16-bit storage: ints and floats alike
+    default: return "";
+  }
+}
+
+SpirvCodegen::SpirvCodegen(const KernelIR &k, const SpirvTarget &target)
+    : k_(k),
+      target_(target),
+      b_(spirv::MemoryModelKind::GLSL450, kSpirvVersion),
+      args_binding_(static_cast<uint32_t>(k.buffers.size())) {}
+
+SpirvModule SpirvCodegen::run() {
+  check_types();
+  plan_views();
+  SpirvModule m;
+  m.args_binding = args_binding_;
+  for (size_t i = 0; i < k_.tasks.size(); i++) {
+    const Task &task = k_.tasks[i];
+    SpirvTaskInfo info;
+    info.entry = k_.name + "_t" + std::to_string(i);
+    info.parallel = task.parallel;
+    info.block_dim = task.parallel ? block_dim_of(*task.loop()) : 1;
+    info.has_effects = task.parallel || std::any_of(task.body.stmts.begin(), task.body.stmts.end(), [](auto &s) {
+                         return !s->is_pure() && !(s->kind == StmtKind::GlobalLoad && !s->is_volatile);
+                       });
+    b_.begin_kernel(info.entry, info.block_dim);
+    values_.clear();
+    addresses_.clear();
+    if (task.parallel) emit_parallel_loop(task, info.block_dim);
+    else emit_block(task.body);
+    b_.end_function();
+    m.tasks.push_back(info);
+  }
+  m.words = b_.finish();
+  std::string error = spirv::validate(m.words, spirv::TargetEnv::Vulkan1_1);
+  if (!error.empty())
+    throw CompileError(ErrorKind::Codegen,
+                       "internal: the SPIR-V generated for kernel '" + k_.name + "' is invalid: " + error);
+  return m;
+}
+
+// A kernel that uses a type the device lacks fails here, naming the line, instead of at launch.
+void SpirvCodegen::check_types() {
+  std::set<std::string> reported;
+  auto require = [&](const std::string &feature, DataType t, const Stmt &s, const char *where) {
+    if (target_.backend == Backend::Metal && t == DataType::f64)
+      type_error("f64 is not supported on metal: Metal has no 64-bit floats; use f32", s.loc);
+    if (!target_.device_features || feature.empty() || target_.features.count(feature)) return;
+    type_error(std::string(dtype_name(t)) + where + " needs the device capability '" + feature +
+                   "', which this Vulkan device lacks",
+               s.loc);
+  };
+  auto check = [&](Stmt &s) {
+    for (DataType t : {s.dtype, s.cast_from})
+      if (t != DataType::none) require(shader_feature(t), t, s, "");
+    if (s.kind != StmtKind::GlobalPtr) return;
+    const BufferDesc &d = k_.buffers[s.ival];
+    if (d.kind != BufferKind::Field && d.kind != BufferKind::Ndarray) return;
+    require(storage_feature(d.dtype), d.dtype, s, " in a field or ndarray");
+    if (d.dtype == DataType::u1) require("shader_int8", d.dtype, s, " in a field or ndarray");
+  };
+  for (const Task &t : k_.tasks) {
+    for_each_stmt(const_cast<Block &>(t.prologue), check);
+    for_each_stmt(const_cast<Block &>(t.body), check);
+  }
+}
+
+uint32_t SpirvCodegen::block_dim_of(const Stmt &loop) const {
+  uint32_t dim = loop.block_dim > 0 ? static_cast<uint32_t>(loop.block_dim) : kDefaultBlockDim;
+  if (dim > target_.max_block_dim)
+    type_error("block_dim " + std::to_string(dim) + " exceeds the largest workgroup of this target (" +
+                   std::to_string(target_.max_block_dim) + ")",
+               loop.loc);
+  return dim;
+}
+
+// A grid-stride loop: invocation g runs begin + g, then steps by the whole grid, so any range
+// runs on any number of workgroups (the runtime sizes the grid from the range when it can).
+void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
+  emit_block(task.prologue);
+  const Stmt &loop = *task.loop();
+  Id i32 = b_.t_i32(), u32 = b_.t_u32();
+  Id begin = value(loop.operands[0]), end = value(loop.operands[1]);
+  Id gid = b_.bitcast(i32, b_.load_builtin(BuiltIn::GlobalInvocationId, 0));
+  Id groups = b_.load_builtin(BuiltIn::NumWorkgroups, 0);
+  Id stride = b_.bitcast(i32, b_.mul(u32, groups, b_.c_u32(block_dim)));
+  Id counter = b_.local_var(i32);
+  b_.store(counter, b_.add(i32, begin, gid));
+  b_.begin_loop();
+  Id i = b_.load(i32, counter);
+  b_.loop_condition(b_.lt(i32, i, end));
+  values_[&loop] = i;
+  emit_block(*loop.body);
+  b_.begin_continue();
+  b_.store(counter, b_.add(i32, b_.load(i32, counter), stride));
+  b_.end_loop();
+}
+
+void SpirvCodegen::emit_block(const Block &blk) {
+  for (auto &s : blk.stmts) emit(*s);
+}
+
+SpirvCodegen::Id SpirvCodegen::value(const Stmt *s) const {
+  auto it = values_.find(s);
+  if (it == values_.end())
+    throw CompileError(ErrorKind::Codegen, "internal: SPIR-V codegen found a value used before it is defined", s->loc);
+  return it->second;
+}
+
+void SpirvCodegen::emit(const Stmt &s) {
+  Id v = 0;
+  switch (s.kind) {
+    case StmtKind::Const: v = constant(s); break;
+    case StmtKind::Arg: v = arg_value(static_cast<int>(s.ival), s.dtype); break;
+    case StmtKind::GlobalPtr: addresses_[&s] = global_address(s); break;
+    case StmtKind::GlobalLoad: v = load(s); break;
+    case StmtKind::GlobalStore: store(*s.operands[0], value(s.operands[1])); break;
+    case StmtKind::Alloca: emit_alloca(s); break;
+    case StmtKind::LocalLoad: v = b_.load(type(s.dtype), value(s.operands[0])); break;
+    case StmtKind::LocalStore: b_.store(value(s.operands[0]), value(s.operands[1])); break;
+    case StmtKind::Unary: v = unary(s); break;
+    case StmtKind::Binary: v = binary(s); break;
+    case StmtKind::Select:
+      v = b_.select(type(s.dtype), to_bool(value(s.operands[0]), s.operands[0]->dtype), value(s.operands[1]),
+                    value(s.operands[2]));
+      break;
+    case StmtKind::Atomic: v = atomic(s); break;
+    case StmtKind::If: emit_if(s); break;
+    case StmtKind::While: emit_while(s); break;
+    case StmtKind::RangeFor: emit_serial_for(s); break;
+    case StmtKind::LoopIndex: v = value(s.operands[0]); break;
+    case StmtKind::Break: b_.break_loop(); break;
+    case StmtKind::Continue: b_.continue_loop(); break;
+    case StmtKind::Return: emit_return(s); break;
+  }
+  if (v) values_[&s] = v;
+}
+
+// Variables start at zero, also when their declaration is reached again in a loop.
+void SpirvCodegen::emit_alloca(const Stmt &s) {
+  Id var = b_.local_var(type(s.dtype));
+  b_.store(var, b_.c_null(type(s.dtype)));
+  values_[&s] = var;
+}
+
+void SpirvCodegen::emit_if(const Stmt &s) {
+  b_.begin_if(to_bool(value(s.operands[0]), s.operands[0]->dtype));
+  emit_block(*s.body);
+  if (s.else_body) {
+    b_.begin_else();
+    emit_block(*s.else_body);
+  }
+  b_.end_if();
+}
+
+// `while True`: the body leaves with break.
+void SpirvCodegen::emit_while(const Stmt &s) {
+  b_.begin_loop();
+  emit_block(*s.body);
+  b_.end_loop();
+}
+
+void SpirvCodegen::emit_serial_for(const Stmt &s) {
+  Id i32 = b_.t_i32();
+  Id counter = b_.local_var(i32);
+  b_.store(counter, value(s.operands[0]));
+  b_.begin_loop();
+  Id i = b_.load(i32, counter);
+  b_.loop_condition(b_.lt(i32, i, value(s.operands[1])));
+  values_[&s] = i;
+  emit_block(*s.body);
+  b_.begin_continue();
+  b_.store(counter, b_.add(i32, b_.load(i32, counter), b_.c_i32(1)));
+  b_.end_loop();
+}
+
+void SpirvCodegen::emit_return(const Stmt &s) {
+  for (size_t i = 0; i < s.operands.size(); i++)
+    store_slot(k_.result_buffer, 2 * static_cast<int64_t>(i), s.operands[i]->dtype, value(s.operands[i]));
+  b_.ret();
+}
+
+SpirvModule codegen_spirv(const KernelIR &k, const SpirvTarget &target) {
+  if (target.backend != Backend::Vulkan && target.backend != Backend::Metal)
+    throw std::logic_error("codegen_spirv: only vulkan and metal are SPIR-V targets");
+  return SpirvCodegen(k, target).run();
+}
+
+}  // namespace qd

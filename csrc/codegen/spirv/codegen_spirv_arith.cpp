@@ -1,0 +1,207 @@
+// SPIR-V codegen, part 3: types, constants, conversions, unary and binary operations. Semantics
+// follow the LLVM codegen (Python's floor division and modulo, minNum / maxNum for floats).
+#include <cmath>
+#include <cstdint>
+
+#include "codegen/spirv/codegen_spirv_impl.h"
+
+namespace qd {
+
+using spirv::GLSLstd450;
+using spirv::Op;
+using Id = spirv::Id;
+
+Id SpirvCodegen::type(DataType t) {
+  if (t == DataType::u1) return b_.t_bool();
+  if (is_real(t)) return b_.t_float(bit_width(t));
+  return b_.t_int(bit_width(t), is_signed(t));
+}
+
+Id SpirvCodegen::mem_type(DataType t) { return t == DataType::u1 ? b_.t_int(8, false) : type(t); }
+
+Id SpirvCodegen::int_type(DataType t) { return b_.t_int(bit_width(t), false); }
+
+Id SpirvCodegen::to_bool(Id v, DataType t) {
+  if (t == DataType::u1) return v;
+  return b_.convert(b_.t_bool(), type(t), v);  // != 0 (unordered for floats, as in LLVM)
+}
+
+Id SpirvCodegen::from_bool(Id v, DataType t) { return t == DataType::u1 ? v : b_.convert(type(t), b_.t_bool(), v); }
+
+Id SpirvCodegen::constant(const Stmt &s) {
+  if (s.dtype == DataType::u1) return b_.c_bool(s.ival != 0);
+  if (is_real(s.dtype)) return b_.c_float(type(s.dtype), s.fval);
+  return b_.c_int(type(s.dtype), s.ival);
+}
+
+// GLSL.std.450's transcendental functions take 16 / 32-bit floats only: f64 goes through f32.
+Id SpirvCodegen::math(GLSLstd450 inst, DataType t, const std::vector<Id> &args, bool has_f64) {
+  if (t != DataType::f64 || has_f64) return b_.glsl(inst, type(t), args);
+  Id f32 = b_.t_f32(), f64 = type(t);
+  std::vector<Id> narrow;
+  for (Id a : args) narrow.push_back(b_.convert(f32, f64, a));
+  return b_.convert(f64, f32, b_.glsl(inst, f32, narrow));
+}
+
+Id SpirvCodegen::unary(const Stmt &s) {
+  Id x = value(s.operands[0]);
+  DataType t = s.dtype;
+  Id ty = type(t);
+  switch (static_cast<UnaryOp>(s.op)) {
+    case UnaryOp::Neg: return b_.neg(ty, x);
+    case UnaryOp::Not: return from_bool(b_.logical_not(to_bool(x, s.operands[0]->dtype)), t);
+    case UnaryOp::BitNot: return b_.bit_not(ty, x);
+    case UnaryOp::Cast: return b_.convert(ty, type(s.cast_from), x);
+    case UnaryOp::Bitcast: return b_.bitcast(ty, x);
+    case UnaryOp::Abs:
+      if (is_real(t)) return b_.glsl(GLSLstd450::FAbs, ty, {x});
+      return is_signed(t) ? b_.glsl(GLSLstd450::SAbs, ty, {x}) : x;
+    case UnaryOp::Sqrt: return math(GLSLstd450::Sqrt, t, {x}, true);
+    case UnaryOp::Floor: return math(GLSLstd450::Floor, t, {x}, true);
+    case UnaryOp::Ceil: return math(GLSLstd450::Ceil, t, {x}, true);
+    case UnaryOp::Round: return math(GLSLstd450::RoundEven, t, {x}, true);  // rint: ties to even
+    case UnaryOp::Sin: return math(GLSLstd450::Sin, t, {x}, false);
+    case UnaryOp::Cos: return math(GLSLstd450::Cos, t, {x}, false);
+    case UnaryOp::Tan: return math(GLSLstd450::Tan, t, {x}, false);
+    case UnaryOp::Exp: return math(GLSLstd450::Exp, t, {x}, false);
+    case UnaryOp::Log: return math(GLSLstd450::Log, t, {x}, false);
+    case UnaryOp::Tanh: return math(GLSLstd450::Tanh, t, {x}, false);
+    case UnaryOp::Asin: return math(GLSLstd450::Asin, t, {x}, false);
+    case UnaryOp::Acos: return math(GLSLstd450::Acos, t, {x}, false);
+    case UnaryOp::Atan: return math(GLSLstd450::Atan, t, {x}, false);
+  }
+  return x;
+}
+
+Id SpirvCodegen::compare(const Stmt &s) {
+  DataType ot = s.operands[0]->dtype;
+  Id a = value(s.operands[0]), c = value(s.operands[1]), t = type(ot);
+  Id r = 0;
+  switch (static_cast<BinaryOp>(s.op)) {
+    case BinaryOp::Eq: r = b_.eq(t, a, c); break;
+    case BinaryOp::Ne: r = b_.ne(t, a, c); break;
+    case BinaryOp::Lt: r = b_.lt(t, a, c); break;
+    case BinaryOp::Le: r = b_.le(t, a, c); break;
+    case BinaryOp::Gt: r = b_.gt(t, a, c); break;
+    default: r = b_.ge(t, a, c); break;
+  }
+  return from_bool(r, s.dtype);
+}
+
+// Integer division by zero and INT_MIN / -1 are undefined in SPIR-V (and trap on a CPU device
+// such as lavapipe): they divide by 1 instead, as on the cpu backend.
+Id SpirvCodegen::safe_divisor(DataType t, Id a, Id b) {
+  Id ty = type(t);
+  Id bad = b_.eq(ty, b, b_.c_int(ty, 0));
+  if (is_signed(t)) {
+    int64_t min = bit_width(t) == 64 ? INT64_MIN : -(int64_t(1) << (bit_width(t) - 1));
+    bad = b_.logical_or(bad, b_.logical_and(b_.eq(ty, a, b_.c_int(ty, min)), b_.eq(ty, b, b_.c_int(ty, -1))));
+  }
+  return b_.select(ty, bad, b_.c_int(ty, 1), b);
+}
+
+// Python's a // b: rounds towards minus infinity.
+Id SpirvCodegen::floor_div(DataType t, Id a, Id b) {
+  Id ty = type(t);
+  if (is_real(t)) return math(GLSLstd450::Floor, t, {b_.div(ty, a, b)}, true);
+  b = safe_divisor(t, a, b);
+  if (!is_signed(t)) return b_.div(ty, a, b);
+  // Step down when the remainder is nonzero and the signs differ.
+  Id q = b_.div(ty, a, b), r = b_.rem(ty, a, b), zero = b_.c_int(ty, 0);
+  Id adjust = b_.logical_and(b_.ne(ty, r, zero), b_.lt(ty, b_.bit_xor(ty, r, b), zero));
+  return b_.sub(ty, q, b_.select(ty, adjust, b_.c_int(ty, 1), zero));
+}
+
+// Python's int a % b: the result takes the divisor's sign. (Not OpSMod, which means the same but
+// which lavapipe gets wrong for a negative divisor.)
+Id SpirvCodegen::int_mod(DataType t, Id a, Id b) {
+  Id ty = type(t), zero = b_.c_int(ty, 0);
+  Id r = b_.rem(ty, a, b);
+  if (!is_signed(t)) return r;
+  Id adjust = b_.logical_and(b_.ne(ty, r, zero), b_.lt(ty, b_.bit_xor(ty, r, b), zero));
+  return b_.select(ty, adjust, b_.add(ty, r, b), r);
+}
+
+// Python's float a % b: the result takes the divisor's sign.
+Id SpirvCodegen::float_mod(DataType t, Id a, Id b) {
+  Id ty = type(t), zero = b_.c_float(ty, 0);
+  Id r = b_.rem(ty, a, b);
+  Id signs_differ = b_.logical_not(b_.emit(Op::LogicalEqual, b_.t_bool(), b_.lt(ty, r, zero), b_.lt(ty, b, zero)));
+  Id adjust = b_.logical_and(b_.emit(Op::FOrdNotEqual, b_.t_bool(), r, zero), signs_differ);
+  return b_.select(ty, adjust, b_.add(ty, r, b), r);
+}
+
+// GLSL's Pow is undefined for x < 0 and for 0 ** 0: give C's pow results there.
+Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
+  Id ty = type(t), zero = b_.c_float(ty, 0);
+  Id mag = math(GLSLstd450::Pow, t, {b_.glsl(GLSLstd450::FAbs, ty, {a}), b}, false);
+  Id integral = b_.eq(ty, math(GLSLstd450::Trunc, t, {b}, true), b);
+  Id half = b_.mul(ty, b, b_.c_float(ty, 0.5));
+  Id odd = b_.logical_and(integral, b_.ne(ty, math(GLSLstd450::Trunc, t, {half}, true), half));
+  Id negative = b_.select(ty, odd, b_.neg(ty, mag), mag);
+  Id nan = b_.c_float(ty, std::nan(""));
+  Id r = b_.select(ty, b_.lt(ty, a, zero), b_.select(ty, integral, negative, nan), mag);
+  return b_.select(ty, b_.eq(ty, b, zero), b_.c_float(ty, 1), r);
+}
+
+// Square-and-multiply; a negative exponent gives 0, as in the LLVM backend.
+Id SpirvCodegen::int_pow(DataType t, Id base, Id exp) {
+  Id ty = type(t), zero = b_.c_int(ty, 0), one = b_.c_int(ty, 1);
+  Id r = b_.local_var(ty), x = b_.local_var(ty), e = b_.local_var(ty);
+  b_.store(r, one);
+  b_.store(x, base);
+  b_.store(e, exp);
+  b_.begin_loop();
+  b_.loop_condition(b_.gt(ty, b_.load(ty, e), zero));
+  Id ev = b_.load(ty, e), xv = b_.load(ty, x);
+  Id odd = b_.ne(ty, b_.bit_and(ty, ev, one), zero);
+  b_.store(r, b_.select(ty, odd, b_.mul(ty, b_.load(ty, r), xv), b_.load(ty, r)));
+  b_.store(x, b_.mul(ty, xv, xv));
+  b_.store(e, b_.emit(Op::ShiftRightLogical, ty, ev, one));
+  b_.end_loop();
+  Id result = b_.load(ty, r);
+  if (!is_signed(t)) return result;
+  return b_.select(ty, b_.lt(ty, exp, zero), zero, result);
+}
+
+// Floats: NMin / NMax, i.e. minNum / maxNum (a NaN operand loses), like LLVM's minnum.
+Id SpirvCodegen::minmax(bool is_min, DataType t, Id a, Id b) {
+  GLSLstd450 inst = is_real(t)    ? (is_min ? GLSLstd450::NMin : GLSLstd450::NMax)
+                    : is_signed(t) ? (is_min ? GLSLstd450::SMin : GLSLstd450::SMax)
+                                   : (is_min ? GLSLstd450::UMin : GLSLstd450::UMax);
+  return math(inst, t, {a, b}, true);
+}
+
+Id SpirvCodegen::binary(const Stmt &s) {
+  auto op = static_cast<BinaryOp>(s.op);
+  if (is_comparison(op)) return compare(s);
+  DataType ot = s.operands[0]->dtype;
+  Id a = value(s.operands[0]), c = value(s.operands[1]), ty = type(ot);
+  bool fp = is_real(ot);
+  switch (op) {
+    case BinaryOp::Add: return b_.add(ty, a, c);
+    case BinaryOp::Sub: return b_.sub(ty, a, c);
+    case BinaryOp::Mul: return b_.mul(ty, a, c);
+    case BinaryOp::Div: return b_.div(ty, a, fp ? c : safe_divisor(ot, a, c));
+    case BinaryOp::FloorDiv: return floor_div(ot, a, c);
+    case BinaryOp::Mod:
+      return fp ? float_mod(ot, a, c) : int_mod(ot, a, safe_divisor(ot, a, c));
+    case BinaryOp::Pow: return fp ? float_pow(ot, a, c) : int_pow(ot, a, c);
+    case BinaryOp::Min: return minmax(true, ot, a, c);
+    case BinaryOp::Max: return minmax(false, ot, a, c);
+    case BinaryOp::BitAnd: return b_.bit_and(ty, a, c);
+    case BinaryOp::BitOr: return b_.bit_or(ty, a, c);
+    case BinaryOp::BitXor: return b_.bit_xor(ty, a, c);
+    case BinaryOp::Shl: return b_.shl(ty, a, b_.convert(ty, type(s.operands[1]->dtype), c));
+    case BinaryOp::Shr: return b_.shr(ty, a, b_.convert(ty, type(s.operands[1]->dtype), c));
+    case BinaryOp::Atan2: return math(GLSLstd450::Atan2, ot, {a, c}, false);
+    case BinaryOp::LogicalAnd:
+      return from_bool(b_.logical_and(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);
+    case BinaryOp::LogicalOr:
+      return from_bool(b_.logical_or(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);
+    default: break;
+  }
+  throw CompileError(ErrorKind::Codegen, std::string("internal: no SPIR-V lowering for ") + binary_op_name(op), s.loc);
+}
+
+}  // namespace qd

@@ -1,0 +1,105 @@
+#pragma once
+// Internal to the SPIR-V codegen: the class whose members are spread over codegen_spirv*.cpp
+// (tasks and control flow; memory; arithmetic; atomics).
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+#include "codegen/spirv/codegen_spirv.h"
+#include "codegen/spirv/spirv_builder.h"
+
+namespace qd {
+
+class SpirvCodegen {
+ public:
+  using Id = spirv::Id;
+  SpirvCodegen(const KernelIR &k, const SpirvTarget &target);
+  SpirvModule run();
+
+ private:
+  // A GlobalPtr's value: resolved to a SPIR-V pointer only where it is used, because the view
+  // (element type) of the buffer it goes through depends on the use.
+  struct Address {
+    int buffer = -1;
+    Id index = 0;             // fields / ndarrays: the element index (i32)
+    int64_t byte_offset = 0;  // temps / result: the slot's byte offset
+  };
+  // Which typed views of a float buffer the kernel needs (see plan_views).
+  struct ViewPlan {
+    bool value_view = false;  // float elements: native float atomics (OpAtomicFAddEXT)
+    bool int_view = false;    // same-width integers: CAS loops and exchange
+  };
+
+  // codegen_spirv.cpp: tasks, statements, control flow.
+  void check_types();
+  void emit_task(const Task &task, int index);
+  void emit_parallel_loop(const Task &task, uint32_t block_dim);
+  void emit_block(const Block &b);
+  void emit(const Stmt &s);
+  void emit_if(const Stmt &s);
+  void emit_while(const Stmt &s);
+  void emit_serial_for(const Stmt &s);
+  void emit_return(const Stmt &s);
+  void emit_alloca(const Stmt &s);
+  Id value(const Stmt *s) const;
+  uint32_t block_dim_of(const Stmt &loop) const;
+
+  // codegen_spirv_memory.cpp: buffers, argument / temps / result slots, element access.
+  void plan_views();
+  const spirv::StorageBuffer &view(int binding, Id elem_type);
+  // Views of `buffer` with elements of dtype t: as stored, as same-width integers, or whichever
+  // plain loads and stores use.
+  const spirv::StorageBuffer &plain_view(int buffer, DataType t);
+  const spirv::StorageBuffer &int_view(int buffer, DataType t);
+  const spirv::StorageBuffer &float_view(int buffer, DataType t);
+  const spirv::StorageBuffer &words(int binding);
+  Id load_slot(int binding, int64_t word, DataType t);
+  void store_slot(int binding, int64_t word, DataType t, Id v);
+  Id arg_value(int slot, DataType t);
+  Address global_address(const Stmt &s);
+  Id element_ptr(const spirv::StorageBuffer &view, const Address &a);
+  Id load(const Stmt &s);
+  void store(const Stmt &ptr, Id v);
+
+  // codegen_spirv_arith.cpp: types, conversions, unary and binary ops.
+  Id type(DataType t);      // the register type (u1 is bool)
+  Id mem_type(DataType t);  // the type in buffers (u1 is a byte)
+  Id int_type(DataType t);  // the unsigned integer of t's width
+  Id to_bool(Id v, DataType t);
+  Id from_bool(Id b, DataType t);
+  Id constant(const Stmt &s);
+  Id unary(const Stmt &s);
+  Id math(spirv::GLSLstd450 inst, DataType t, const std::vector<Id> &args, bool has_f64);
+  Id binary(const Stmt &s);
+  Id compare(const Stmt &s);
+  Id safe_divisor(DataType t, Id a, Id b);
+  Id floor_div(DataType t, Id a, Id b);
+  Id int_mod(DataType t, Id a, Id b);
+  Id float_mod(DataType t, Id a, Id b);
+  Id float_pow(DataType t, Id a, Id b);
+  Id int_pow(DataType t, Id a, Id b);
+  Id minmax(bool is_min, DataType t, Id a, Id b);
+
+  // codegen_spirv_atomics.cpp
+  Id atomic(const Stmt &s);
+  const spirv::StorageBuffer &int_cell(const Address &a, DataType t);
+  Id atomic_native(const Stmt &s, const Address &a);
+  Id combine(AtomicOp op, DataType t, Id old, Id val);
+  Id atomic_cas_loop(const Address &a, DataType t, const std::function<Id(Id)> &update);
+
+  const KernelIR &k_;
+  SpirvTarget target_;
+  spirv::Builder b_;
+  uint32_t args_binding_;
+  std::unordered_map<const Stmt *, Id> values_;
+  std::unordered_map<const Stmt *, Address> addresses_;
+  std::map<int, ViewPlan> view_plans_;
+  std::map<std::pair<int, Id>, spirv::StorageBuffer> views_;
+};
+
+// The Vulkan device feature a dtype needs in registers ("shader_float64") or in buffers
+// ("int8_storage"); empty when every device has it.
+std::string shader_feature(DataType t);
+std::string storage_feature(DataType t);
+
+}  // namespace qd

@@ -1,0 +1,154 @@
+// SPIR-V codegen, part 2: memory. Every kernel buffer is a storage buffer `T data[]` at its own
+// binding. The argument slots, temps and the result are arrays of 32-bit words holding 8-byte
+// slots, read and written as words so that no slot type needs 64-bit or narrow storage.
+#include "codegen/spirv/codegen_spirv_impl.h"
+
+namespace qd {
+
+using spirv::Op;
+using spirv::StorageBuffer;
+
+// A float buffer gets an integer view when a CAS loop or an exchange goes through its bits, and
+// keeps its float view only for native float atomics; plain accesses use the integer view when
+// there is one. Both views alias the same binding only in kernels that need both.
+void SpirvCodegen::plan_views() {
+  auto scan = [&](Stmt &s) {
+    if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr || !is_real(s.dtype)) return;
+    auto lowering = atomic_lowering(target_.backend, s.atomic_op(), s.dtype, MemorySpace::Global, target_.features);
+    ViewPlan &plan = view_plans_[static_cast<int>(s.operands[0]->ival)];
+    bool float_native = lowering.kind == Lowering::Native && s.atomic_op() != AtomicOp::Exchange;
+    (float_native ? plan.value_view : plan.int_view) = true;
+  };
+  for (const Task &t : k_.tasks) for_each_stmt(const_cast<Block &>(t.body), scan);
+}
+
+// The temps buffer is also reached through typed views when a kernel-scope variable is updated
+// atomically, so its views always alias.
+const StorageBuffer &SpirvCodegen::view(int binding, Id elem_type) {
+  auto key = std::make_pair(binding, elem_type);
+  auto it = views_.find(key);
+  if (it != views_.end()) return it->second;
+  StorageBuffer buf = b_.storage_buffer(elem_type, 0, static_cast<uint32_t>(binding));
+  std::string name = "args";
+  if (binding < static_cast<int>(args_binding_)) {
+    const BufferDesc &d = k_.buffers[binding];
+    const ViewPlan &plan = view_plans_[binding];
+    if ((plan.value_view && plan.int_view) || d.kind == BufferKind::Temps)
+      b_.decorate(buf.var, spirv::Decoration::Aliased);
+    name = d.kind == BufferKind::Temps ? "temps" : d.kind == BufferKind::Result ? "result" : d.name;
+  }
+  if (!name.empty()) b_.name(buf.var, name);
+  return views_[key] = buf;
+}
+
+const StorageBuffer &SpirvCodegen::int_view(int buffer, DataType t) { return view(buffer, int_type(t)); }
+
+const StorageBuffer &SpirvCodegen::float_view(int buffer, DataType t) { return view(buffer, mem_type(t)); }
+
+const StorageBuffer &SpirvCodegen::plain_view(int buffer, DataType t) {
+  if (is_real(t) && view_plans_[buffer].int_view) return int_view(buffer, t);
+  return float_view(buffer, t);  // for non-floats simply the element type
+}
+
+const StorageBuffer &SpirvCodegen::words(int binding) { return view(binding, b_.t_u32()); }
+
+// Slot contents follow the host's layout: a value's little-endian bytes from the slot's start.
+SpirvCodegen::Id SpirvCodegen::load_slot(int binding, int64_t word, DataType t) {
+  const StorageBuffer &w = words(binding);
+  Id u32 = b_.t_u32();
+  auto word_at = [&](int64_t i) { return b_.load(u32, b_.element_ptr(w, b_.c_i32(static_cast<int32_t>(i)))); };
+  if (bit_width(t) == 64)
+    return b_.bitcast(type(t), b_.emit(Op::CompositeConstruct, b_.t_vector(u32, 2), word_at(word), word_at(word + 1)));
+  Id bits = word_at(word);
+  if (t == DataType::u1) return b_.ne(u32, bits, b_.c_u32(0));
+  if (t == DataType::f16) return b_.extract(type(t), b_.bitcast(b_.t_vector(type(t), 2), bits), 0);
+  if (bit_width(t) == 32) return t == DataType::u32 ? bits : b_.bitcast(type(t), bits);
+  return b_.convert(type(t), u32, bits);  // 8 / 16-bit ints: the low bits
+}
+
+void SpirvCodegen::store_slot(int binding, int64_t word, DataType t, Id v) {
+  const StorageBuffer &w = words(binding);
+  Id u32 = b_.t_u32();
+  auto store_word = [&](int64_t i, Id bits) {
+    b_.store(b_.element_ptr(w, b_.c_i32(static_cast<int32_t>(i))), bits);
+  };
+  if (bit_width(t) == 64) {
+    Id pair = b_.bitcast(b_.t_vector(u32, 2), v);
+    store_word(word, b_.extract(u32, pair, 0));
+    store_word(word + 1, b_.extract(u32, pair, 1));
+    return;
+  }
+  Id bits;
+  if (t == DataType::u1) {
+    bits = b_.select(u32, v, b_.c_u32(1), b_.c_u32(0));
+  } else if (t == DataType::f16) {
+    Id pair = b_.emit(Op::CompositeConstruct, b_.t_vector(type(t), 2), v, b_.c_float(type(t), 0));
+    bits = b_.bitcast(u32, pair);
+  } else if (bit_width(t) == 32) {
+    bits = t == DataType::u32 ? v : b_.bitcast(u32, v);
+  } else {  // narrow ints widen with their sign, so the low bytes are the value's
+    Id wide = b_.t_int(32, is_signed(t));
+    bits = b_.bitcast(u32, b_.convert(wide, type(t), v));
+  }
+  store_word(word, bits);
+}
+
+SpirvCodegen::Id SpirvCodegen::arg_value(int slot, DataType t) { return load_slot(args_binding_, 2 * slot, t); }
+
+// Row-major linear element index, in i32 (buffers hold fewer than 2^31 elements).
+SpirvCodegen::Address SpirvCodegen::global_address(const Stmt &s) {
+  Address a;
+  a.buffer = static_cast<int>(s.ival);
+  const BufferDesc &d = k_.buffers[a.buffer];
+  if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) {
+    a.byte_offset = s.byte_offset;
+    return a;
+  }
+  Id i32 = b_.t_i32();
+  size_t runtime_dims = d.ndim - d.static_tail.size();
+  Id linear = b_.c_i32(0);
+  for (size_t i = 0; i < s.operands.size(); i++) {
+    Id idx = value(s.operands[i]);
+    if (i == 0) {
+      linear = idx;
+      continue;
+    }
+    Id dim;
+    if (d.kind == BufferKind::Field) dim = b_.c_i32(static_cast<int32_t>(d.shape[i]));
+    else if (i < runtime_dims) dim = arg_value(d.shape_arg_slot + static_cast<int>(i), DataType::i32);
+    else dim = b_.c_i32(static_cast<int32_t>(d.static_tail[i - runtime_dims]));
+    linear = b_.add(i32, b_.mul(i32, linear, dim), idx);
+  }
+  a.index = linear;
+  return a;
+}
+
+SpirvCodegen::Id SpirvCodegen::element_ptr(const StorageBuffer &v, const Address &a) {
+  return b_.element_ptr(v, a.index);
+}
+
+SpirvCodegen::Id SpirvCodegen::load(const Stmt &s) {
+  const Address &a = addresses_.at(s.operands[0]);
+  const BufferDesc &d = k_.buffers[a.buffer];
+  if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) return load_slot(a.buffer, a.byte_offset / 4, s.dtype);
+  const StorageBuffer &v = plain_view(a.buffer, d.dtype);
+  Id ptr = element_ptr(v, a);
+  // volatile_load: OpLoad with the Volatile memory access, so every use re-reads memory.
+  Id raw = s.is_volatile ? b_.load_volatile(v.elem_type, ptr) : b_.load(v.elem_type, ptr);
+  if (d.dtype == DataType::u1) return b_.ne(v.elem_type, raw, b_.c_int(v.elem_type, 0));
+  return v.elem_type == type(d.dtype) ? raw : b_.bitcast(type(d.dtype), raw);
+}
+
+void SpirvCodegen::store(const Stmt &ptr_stmt, Id v) {
+  const Address &a = addresses_.at(&ptr_stmt);
+  const BufferDesc &d = k_.buffers[a.buffer];
+  if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result)
+    return store_slot(a.buffer, a.byte_offset / 4, ptr_stmt.dtype, v);
+  const StorageBuffer &view = plain_view(a.buffer, d.dtype);
+  Id raw = v;
+  if (d.dtype == DataType::u1) raw = b_.select(view.elem_type, v, b_.c_int(view.elem_type, 1), b_.c_int(view.elem_type, 0));
+  else if (view.elem_type != type(d.dtype)) raw = b_.bitcast(view.elem_type, v);
+  b_.store(element_ptr(view, a), raw);
+}
+
+}  // namespace qd

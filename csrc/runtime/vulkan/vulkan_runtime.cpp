@@ -1,0 +1,155 @@
+#include "runtime/vulkan/vulkan_runtime.h"
+
+#include <algorithm>
+#include <mutex>
+#include <variant>
+
+#include "codegen/spirv/codegen_spirv.h"
+#include "codegen/spirv/spirv_tools.h"
+#include "runtime/vulkan/range_length.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using vulkan::BufferId;
+using vulkan::VulkanDevice;
+
+struct VulkanTask {
+  vulkan::KernelId pipeline = 0;
+  const Task *task = nullptr;  // the IR, kept for the loop bounds
+  uint32_t block_dim = 1;
+};
+
+struct VulkanKernel : CompiledKernel {
+  std::weak_ptr<VulkanDevice> device;  // weak: a kernel cached across qd.init must not keep a device
+  std::unique_ptr<KernelIR> ir;
+  std::vector<VulkanTask> tasks;
+  BufferId args = 0, temps = 0, result = 0;  // per kernel: launches are synchronous
+  int num_slots = 0;
+
+  ~VulkanKernel() override {
+    if (auto d = device.lock())
+      for (BufferId id : {args, temps, result})
+        if (id) d->free_buffer(id);
+  }
+};
+
+std::string words_as_bytes(const std::vector<uint32_t> &words) {
+  return std::string(reinterpret_cast<const char *>(words.data()), words.size() * sizeof(uint32_t));
+}
+
+class VulkanRuntime : public Runtime {
+ public:
+  explicit VulkanRuntime(const RuntimeOptions &o) : device_(std::make_shared<VulkanDevice>(o.device)) {
+    device_->disable_caps(o.disabled_caps);
+    const vulkan::DeviceCaps &caps = device_->caps();
+    for (auto &[name, v] : vulkan::caps_list(caps))
+      if (const bool *on = std::get_if<bool>(&v); on && *on) features_.insert(name);
+    target_.backend = Backend::Vulkan;
+    target_.features = features_;
+    target_.device_features = true;
+    target_.max_block_dim = std::min(caps.max_workgroup_size_x, caps.max_workgroup_invocations);
+    // A CPU device (lavapipe) pays per workgroup, so it gets fewer, longer-running ones.
+    bool cpu = caps.device_type == "cpu";
+    max_groups_ = std::min<uint32_t>(caps.max_workgroup_count_x, cpu ? 1024 : 65535);
+    fill_groups_ = std::min<uint32_t>(max_groups_, cpu ? 64 : 4096);
+  }
+
+  Backend backend() const override { return Backend::Vulkan; }
+  const TargetFeatures &features() const override { return features_; }
+  const vulkan::DeviceCaps &caps() const { return device_->caps(); }
+
+  uint64_t allocate(size_t bytes) override { return device_->alloc_buffer(bytes); }
+  void deallocate(uint64_t h) override { device_->free_buffer(h); }
+  void write(uint64_t h, size_t off, const void *src, size_t n) override { device_->write_buffer(h, off, src, n); }
+  void read(uint64_t h, size_t off, void *dst, size_t n) override { device_->read_buffer(h, off, dst, n); }
+
+  std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
+    run_passes(*k, Backend::Vulkan, features_);
+    SpirvModule m = codegen_spirv(*k, target_);
+    auto out = std::make_shared<VulkanKernel>();
+    out->describe(*k);
+    out->artifacts["spirv"] = words_as_bytes(m.words);
+    out->artifacts["spirv_asm"] = spirv::disassemble(m.words);
+    out->num_slots = k->num_arg_slots;
+    out->device = device_;
+    for (size_t i = 0; i < k->tasks.size(); i++) {
+      if (!m.tasks[i].has_effects) continue;  // e.g. reading the scalar arguments, for nothing
+      out->tasks.push_back({device_->create_kernel(m.words, m.args_binding + 1, m.tasks[i].entry), &k->tasks[i],
+                            m.tasks[i].block_dim});
+    }
+    out->args = device_->alloc_buffer(8 * std::max(out->num_slots, 1));
+    if (k->temps_bytes) out->temps = device_->alloc_buffer(k->temps_bytes);
+    if (!k->returns.empty()) out->result = device_->alloc_buffer(8 * k->returns.size());
+    out->ir = std::move(k);
+    return out;
+  }
+
+  std::vector<uint64_t> launch(CompiledKernel &ck, const std::vector<uint64_t> &buffers,
+                               const std::vector<int64_t> &args) override {
+    auto &k = static_cast<VulkanKernel &>(ck);
+    if (k.device.lock() != device_) throw RuntimeError("kernel '" + k.name + "' was compiled for an earlier qd.init()");
+    std::lock_guard<std::mutex> lock(mu_);  // the kernel's args / temps / result buffers
+    size_t slots = std::min(args.size(), static_cast<size_t>(k.num_slots));
+    if (slots) device_->write_buffer(k.args, 0, args.data(), 8 * slots);
+    if (k.temps) device_->fill_buffer(k.temps, 0, k.temps_bytes, 0);
+    if (k.result) device_->fill_buffer(k.result, 0, 8 * k.returns.size(), 0);  // debug mode's error slots
+    std::vector<BufferId> table = binding_table(k, buffers);
+    std::vector<vulkan::Dispatch> dispatches;
+    for (const VulkanTask &t : k.tasks) {
+      uint32_t groups = t.task->parallel ? grid_size(t, args) : 1;
+      if (groups) dispatches.push_back({t.pipeline, table, groups});
+    }
+    device_->launch(dispatches);
+    std::vector<uint64_t> result(k.returns.size());
+    if (k.result) device_->read_buffer(k.result, 0, result.data(), 8 * result.size());
+    return result;
+  }
+
+ private:
+  std::vector<BufferId> binding_table(const VulkanKernel &k, const std::vector<uint64_t> &buffers) const {
+    std::vector<BufferId> table(k.buffers.size() + 1);
+    for (size_t i = 0; i < k.buffers.size(); i++) {
+      switch (k.buffers[i].kind) {
+        case BufferKind::Temps: table[i] = k.temps; break;
+        case BufferKind::Result: table[i] = k.result; break;
+        default:
+          if (i >= buffers.size() || !buffers[i])
+            throw RuntimeError("kernel '" + k.name + "': no memory given for buffer '" + k.buffers[i].name + "'");
+          table[i] = buffers[i];
+      }
+    }
+    table.back() = k.args;
+    return table;
+  }
+
+  // Workgroups for a parallel task: enough for one iteration per invocation, capped (the
+  // grid-stride loop does the rest); a device-filling grid when the bounds are not known here.
+  uint32_t grid_size(const VulkanTask &t, const std::vector<int64_t> &args) const {
+    std::optional<int64_t> n = range_length(*t.task, args);
+    if (!n) return fill_groups_;
+    int64_t groups = (*n + t.block_dim - 1) / t.block_dim;
+    return static_cast<uint32_t>(std::min<int64_t>(groups, max_groups_));
+  }
+
+  std::shared_ptr<VulkanDevice> device_;
+  TargetFeatures features_;
+  SpirvTarget target_;
+  uint32_t max_groups_ = 1, fill_groups_ = 1;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::unique_ptr<Runtime> create_vulkan_runtime(const RuntimeOptions &options) {
+  return std::make_unique<VulkanRuntime>(options);
+}
+
+const vulkan::DeviceCaps *vulkan_caps(const Runtime &r) {
+  auto *v = dynamic_cast<const VulkanRuntime *>(&r);
+  return v ? &v->caps() : nullptr;
+}
+
+}  // namespace qd

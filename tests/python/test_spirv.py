@@ -1,0 +1,376 @@
+"""The SPIR-V backends: lowering of every (op, dtype) read from the SPIR-V disassembly (no device
+needed), MSL for Metal, and the Vulkan runtime on a real device (lavapipe here): masked
+capabilities, device selection, grids, slots."""
+import re
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from quadrants import _core
+from test_utils import test
+
+INTS = [qd.i32, qd.u32, qd.i64, qd.u64]
+FLOATS = [qd.f16, qd.f32, qd.f64]
+OPS = ["add", "sub", "mul", "min", "max", "and", "or", "xor", "exchange", "cas"]
+CASES = [(op, t) for op in OPS for t in INTS + FLOATS if not (op in ("and", "or", "xor", "cas") and t.is_real)]
+CASE_IDS = [f"{o}-{t.name}" for o, t in CASES]
+
+# Vulkan capability sets: none at all, lavapipe's, the docs' desktop GPU, and everything.
+FEATURE_SETS = {
+    "none": [],
+    "lavapipe": ["float32_atomic_add_buffer", "float32_atomic_minmax_buffer", "int64_atomics_buffer"],
+    "desktop": list(_core.default_features("vulkan")),
+    "all": ["float16_atomic_add_buffer", "float32_atomic_add_buffer", "float64_atomic_add_buffer",
+            "int64_atomics_buffer"],
+}
+# The single SPIR-V instruction of each native op.
+NATIVE_INT = {"add": "OpAtomicIAdd", "sub": "OpAtomicISub", "and": "OpAtomicAnd", "or": "OpAtomicOr",
+              "xor": "OpAtomicXor", "exchange": "OpAtomicExchange", "cas": "OpAtomicCompareExchange"}
+RMW_OPCODES = ["OpAtomicIAdd", "OpAtomicISub", "OpAtomicSMin", "OpAtomicUMin", "OpAtomicSMax", "OpAtomicUMax",
+               "OpAtomicAnd", "OpAtomicOr", "OpAtomicXor", "OpAtomicExchange", "OpAtomicFAddEXT",
+               "OpAtomicFMinEXT", "OpAtomicFMaxEXT"]
+# Metal: the MSL function SPIRV-Cross writes for each native op.
+MSL_NATIVE = {"add": "atomic_fetch_add_explicit", "sub": "atomic_fetch_sub_explicit",
+              "min": "atomic_fetch_min_explicit", "max": "atomic_fetch_max_explicit",
+              "and": "atomic_fetch_and_explicit", "or": "atomic_fetch_or_explicit",
+              "xor": "atomic_fetch_xor_explicit", "exchange": "atomic_exchange_explicit",
+              "cas": "atomic_compare_exchange_weak_explicit"}
+
+
+def _native_opcode(op, t):
+    if t.is_real:
+        return "OpAtomicExchange" if op == "exchange" else "OpAtomicFAddEXT"
+    if op in ("min", "max"):
+        return f"OpAtomic{'S' if t.is_signed else 'U'}{op.capitalize()}"
+    return NATIVE_INT[op]
+
+
+def _one_atomic_kernel(op, t):
+    """A kernel with one atomic and no loop of its own: a loop in its code is the CAS loop."""
+    x = qd.field(t, shape=4)
+    out = qd.field(t, shape=1)
+    fn = getattr(qd, f"atomic_{op}")
+
+    @qd.kernel
+    def k(v: t):
+        if qd.static(op == "cas"):
+            out[0] = fn(x[1], v, v)
+        else:
+            out[0] = fn(x[1], v)
+
+    return k
+
+
+def _atomic_lines(asm):
+    return [line for line in asm.splitlines() if re.search(r"\bOpAtomic", line)]
+
+
+def _assert_device_scope(asm):
+    """Every atomic's Scope operand is Device (the spec's scope table)."""
+    for line in _atomic_lines(asm):
+        tokens = line.split()
+        i = next(i for i, tok in enumerate(tokens) if tok.startswith("OpAtomic"))
+        assert tokens[i + 3] == "%uint_1", line  # result type, pointer, then Scope = Device (1)
+
+
+@pytest.mark.parametrize("features", list(FEATURE_SETS), ids=list(FEATURE_SETS))
+@pytest.mark.parametrize("op, dtype", CASES, ids=CASE_IDS)
+@test(arch=qd.cpu)
+def test_vulkan_spirv_lowering_follows_support_table(op, dtype, features):
+    feats = FEATURE_SETS[features]
+    kind, reason = _core.atomic_lowering("vulkan", op, dtype.core, False, feats)
+    k = _one_atomic_kernel(op, dtype)
+    if kind == "rejected":
+        with pytest.raises(qd.QuadrantsTypeError, match=re.escape(reason.split(": ")[-1][:40])):
+            qd.compile(k, 1, arch=qd.vulkan, features=feats)
+        return
+    asm = qd.compile(k, 1, arch=qd.vulkan, features=feats).spirv_asm
+    _assert_device_scope(asm)
+    if kind == "native":
+        native = _native_opcode(op, dtype)
+        assert native in asm and "OpLoopMerge" not in asm, asm
+        others = [o for o in RMW_OPCODES + ["OpAtomicCompareExchange"] if o != native and o in asm]
+        assert not others, others
+        if dtype.is_real and op == "exchange":  # through the integer of the same width
+            width = {qd.f32: "uint", qd.f64: "ulong"}[dtype]
+            assert re.search(rf"OpAtomicExchange %{width} ", asm), asm
+    else:
+        assert "OpAtomicCompareExchange" in asm and "OpLoopMerge" in asm, asm
+        assert not [o for o in RMW_OPCODES if o in asm], asm
+        if dtype.is_real and op in ("min", "max"):  # minNum / maxNum payload
+            assert f"N{op.capitalize()}" in asm, asm
+
+
+def test_vulkan_and_metal_columns_are_the_spec():
+    """The SPIR-V column of the spec and footnotes [1]-[3], 3, with and without capabilities."""
+    for features in FEATURE_SETS.values():
+        f = set(features)
+        for op, t in CASES:
+            kind, _ = _core.atomic_lowering("vulkan", op, t.core, False, features)
+            int64 = "int64_atomics_buffer" in f
+            if t in (qd.i32, qd.u32):
+                want = "cas" if op == "mul" else "native"
+            elif t in (qd.i64, qd.u64):
+                want = ("cas" if op == "mul" else "native") if int64 else "rejected"
+            elif t is qd.f16:
+                want = "native" if op in ("add", "sub") and "float16_atomic_add_buffer" in f else "rejected"
+            elif op in ("add", "sub") and f"{t.name}_atomic_add_buffer".replace("f", "float", 1) in f:
+                want = "native"
+            elif t is qd.f64 and not int64:
+                want = "rejected"
+            else:
+                want = "native" if op == "exchange" else "rejected" if op == "cas" else "cas"
+            assert kind == want, (features, op, t)
+    for op, t in CASES:
+        kind, reason = _core.atomic_lowering("metal", op, t.core, False, [])
+        if t in (qd.i64, qd.u64):
+            assert kind == "rejected" and "not portable to Metal" in reason
+        elif t in (qd.f16, qd.f64) or op == "cas" and t.is_real:
+            assert kind == "rejected"
+        elif t.is_real:
+            assert kind == ("native" if op == "exchange" else "cas"), (op, t)
+        else:
+            assert kind == ("cas" if op == "mul" else "native"), (op, t)
+
+
+@pytest.mark.parametrize("op, dtype", CASES, ids=CASE_IDS)
+@test(arch=qd.cpu)
+def test_metal_msl_atomics(op, dtype):
+    kind, reason = _core.atomic_lowering("metal", op, dtype.core, False, [])
+    k = _one_atomic_kernel(op, dtype)
+    if kind == "rejected":
+        with pytest.raises(qd.QuadrantsTypeError) as e:
+            qd.compile(k, 1, arch=qd.metal)
+        assert reason in str(e.value)
+        if dtype in (qd.i64, qd.u64):
+            assert "not portable to Metal" in str(e.value) and "use i32/u32" in str(e.value)
+        return
+    art = qd.compile(k, 1, arch=qd.metal)
+    assert "OpAtomicFAddEXT" not in art.spirv_asm  # Debian's SPIRV-Cross writes invalid MSL for it
+    _assert_device_scope(art.spirv_asm)
+    msl = art.msl
+    assert "kernel void" in msl
+    if kind == "native":
+        assert MSL_NATIVE[op] in msl, msl
+        if dtype.is_real:  # exchange through the bits
+            assert "(device atomic_uint*)" in msl and "as_type<uint>" in msl, msl
+    else:
+        assert "atomic_compare_exchange_weak_explicit" in msl and "for (;;)" in msl, msl
+        assert not [f for o, f in MSL_NATIVE.items() if o not in ("cas", "exchange") and f in msl], msl
+
+
+@test(arch=qd.cpu)
+def test_metal_rejects_f64_and_keeps_bindings():
+    x = qd.field(qd.f64, shape=4)
+    y = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k64():
+        x[0] = 1.0
+
+    @qd.kernel
+    def k32(a: qd.f32) -> qd.f32:
+        y[1] = a
+        return y[0]
+
+    with pytest.raises(qd.QuadrantsTypeError, match="Metal has no 64-bit floats"):
+        qd.compile(k64, arch=qd.metal)
+    msl = qd.compile(k32, 1.0, arch=qd.metal).msl
+    # Binding i of the SPIR-V is [[buffer(i)]]: field, result, then the argument slots.
+    assert re.search(r"device \w+& field\d+ \[\[buffer\(0\)\]\]", msl), msl
+    assert re.search(r"device \w+& result \[\[buffer\(1\)\]\]", msl), msl
+    assert re.search(r"device \w+& args \[\[buffer\(2\)\]\]", msl), msl
+
+
+def test_metal_init_says_it_needs_macos():
+    if qd.is_arch_available(qd.metal):
+        pytest.skip("a Metal runtime is available")
+    with pytest.raises(RuntimeError, match="metal needs macOS"):
+        qd.init(arch=qd.metal)
+    qd.reset()
+
+
+@test(arch=qd.cpu)
+def test_qd_compile_spirv_artifacts():
+    x = qd.field(qd.i32, shape=8)
+
+    @qd.kernel
+    def k() -> qd.i32:
+        for i in range(8):
+            x[i] = i
+        return qd.volatile_load(x[3])
+
+    for arch in (qd.vulkan, qd.metal):
+        art = qd.compile(k, arch=arch)
+        assert isinstance(art.spirv, bytes) and art.spirv[:4] == b"\x03\x02\x23\x07"  # the magic, little-endian
+        assert "OpEntryPoint GLCompute" in art.spirv_asm and "LocalSize 128 1 1" in art.spirv_asm
+        # volatile_load: OpLoad with the Volatile memory access.
+        assert re.search(r"OpLoad %int %\w+ Volatile", art.spirv_asm), art.spirv_asm
+        assert ("msl" in dir(art)) == (arch is qd.metal)
+
+
+# ---- on a Vulkan device ----
+
+def _vulkan_or_skip(**options):
+    if not qd.is_arch_available(qd.vulkan):
+        pytest.skip("vulkan is not available on this machine")
+    qd.init(arch=qd.vulkan, **options)
+
+
+def _float_add_kernel(dtype, n, bins):
+    """n atomic adds of 0.5 over `bins` cells; returns (kernel, target, olds)."""
+    target = qd.field(dtype, shape=bins)
+    olds = qd.field(dtype, shape=n)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            olds[i] = qd.atomic_add(target[i % bins], 0.5)
+
+    return k, target, olds
+
+
+@pytest.mark.parametrize("dtype", [qd.f32, qd.f64], ids=lambda t: t.name)
+@pytest.mark.parametrize("masked", [False, True], ids=["native-if-device-has-it", "masked"])
+def test_vulkan_float_add_native_and_cas_paths_run(dtype, masked):
+    cap = f"float{dtype.bits}_atomic_add_buffer"
+    _vulkan_or_skip(vulkan_disable_caps=[cap] if masked else [])
+    try:
+        if masked:
+            assert qd.vulkan_caps()[cap] is False
+        native = cap in qd.lang.runtime.program().runtime.features
+        n, bins = 20000, 7
+        k, target, olds = _float_add_kernel(dtype, n, bins)
+        asm = qd.compile(k).spirv_asm
+        assert ("OpAtomicFAddEXT" in asm) == native
+        assert ("OpAtomicCompareExchange" in asm) == (not native)
+        k()
+        counts = np.bincount(np.arange(n) % bins, minlength=bins)
+        np.testing.assert_array_equal(target.to_numpy(), counts * 0.5)
+        # Every old value of a cell is a distinct step of the sum: no update was lost or doubled.
+        o = olds.to_numpy()
+        for b in range(bins):
+            np.testing.assert_array_equal(np.sort(o[b::bins]), np.arange(counts[b]) * 0.5)
+    finally:
+        qd.reset()
+
+
+def test_vulkan_caps_features_and_errors():
+    _vulkan_or_skip()
+    try:
+        caps = qd.vulkan_caps()
+        assert caps["device_name"] and caps["subgroup_size"] > 0 and caps["max_workgroup_count_x"] > 0
+        features = set(qd.lang.runtime.program().runtime.features)
+        assert features == {name for name, v in caps.items() if v is True}
+    finally:
+        qd.reset()
+    with pytest.raises(RuntimeError, match="not a boolean device cap"):
+        qd.init(arch=qd.vulkan, vulkan_disable_caps=["no_such_cap"])
+    with pytest.raises(RuntimeError, match="matches no device"):
+        qd.init(arch=qd.vulkan, device="no-such-gpu-anywhere")
+    qd.init(arch=qd.cpu)
+    with pytest.raises(RuntimeError, match="needs qd.init"):
+        qd.vulkan_caps()
+    qd.reset()
+
+
+def test_vulkan_device_selection_and_missing_types():
+    _vulkan_or_skip()
+    name = qd.vulkan_caps()["device_name"]
+    qd.init(arch=qd.vulkan, device=name.split()[0], vulkan_disable_caps=["shader_float64"])
+    try:
+        assert qd.vulkan_caps()["device_name"] == name and not qd.vulkan_caps()["shader_float64"]
+        x = qd.field(qd.f64, shape=2)
+
+        @qd.kernel
+        def k():
+            x[0] = 1.0
+
+        with pytest.raises(qd.QuadrantsTypeError, match="shader_float64"):
+            k()
+    finally:
+        qd.reset()
+
+
+@test(arch=qd.vulkan)
+def test_vulkan_block_dim_and_grid_stride():
+    n = 100000
+    x = qd.field(qd.i32, shape=n)
+    m = qd.field(qd.i32, shape=())
+    caps = qd.vulkan_caps()
+
+    def make(block_dim):
+        @qd.kernel
+        def k():
+            qd.loop_config(block_dim=block_dim)
+            for i in range(n):
+                x[i] = 3 * i
+
+        return k
+
+    for bd in (None, 1, 7, 256):
+        k = make(bd) if bd else make(0)
+        assert f"LocalSize {bd or 128} 1 1" in qd.compile(k).spirv_asm
+        x.fill(-1)
+        k()  # with block_dim 1 the grid (capped) is far smaller than n: the loop strides
+        np.testing.assert_array_equal(x.to_numpy(), 3 * np.arange(n))
+
+    too_big = make(caps["max_workgroup_invocations"] * 2)
+    with pytest.raises(qd.QuadrantsTypeError, match="exceeds the largest workgroup"):
+        too_big()
+
+    @qd.kernel
+    def from_memory():  # bounds read from memory: a device-filling grid covers them
+        for i in range(m[None]):
+            x[i] = -i
+
+    m[None] = n - 5
+    from_memory()
+    got = x.to_numpy()
+    np.testing.assert_array_equal(got[:n - 5], -np.arange(n - 5))
+    np.testing.assert_array_equal(got[n - 5:], 3 * np.arange(n - 5, n))
+
+
+@test(arch=qd.vulkan)
+def test_vulkan_slots_of_every_dtype():
+    """Arguments in, kernel-scope variables across tasks, and return values out, per dtype."""
+    dtypes = [qd.i8, qd.u8, qd.i16, qd.u16, qd.i32, qd.u32, qd.i64, qd.u64, qd.f16, qd.f32, qd.f64]
+    for t in dtypes:
+        x = qd.field(t, shape=4)
+
+        @qd.kernel
+        def k(a: t, b: qd.i32) -> (t, qd.i32):
+            s = a  # a temps slot: set here, read by the parallel loop and after it
+            for i in range(4):
+                x[i] = s + i
+            s = x[3]
+            return s, b
+
+        for a in ([-7, 100] if t.is_signed else [7, 100]):
+            got, b = k(a, -5)
+            want = t.np.type(a) + t.np.type(3)
+            assert got == want and type(got) is type(want.item()) and b == -5, (t, a, got)
+            np.testing.assert_array_equal(x.to_numpy(), np.array([a + i for i in range(4)], dtype=t.np))
+
+
+@test()
+def test_atomics_on_a_kernel_scope_variable_in_a_parallel_loop():
+    """qd.atomic_* on a kernel-scope variable inside the parallel loop stays atomic (every
+    iteration shares the variable)."""
+    out = qd.field(qd.i32, shape=2)
+    outf = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def k(n: qd.i32):
+        t = 0
+        f = 0.0
+        for j in range(n):
+            qd.atomic_add(t, 1)
+            qd.atomic_add(f, 0.5)
+            qd.atomic_max(out[1], j)
+        out[0] = t
+        outf[None] = f
+
+    k(100000)
+    assert list(out.to_numpy()) == [100000, 99999] and outf[None] == 50000.0

@@ -59,6 +59,8 @@ class KernelContext:
         self.fields = {}  # buffer index -> Field
         self.loop_config = {}
         self.walker = None  # the FunctionWalker currently emitting
+        self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
+        self.in_parallel_loop = False
 
     # --- errors ---------------------------------------------------------------------------------
     def syntax_error(self, msg):
@@ -205,6 +207,7 @@ class KernelContext:
             return MatrixValue([self.new_var(e, dtype) for e in value.entries], value.shape)
         v = self.scalar(value, dtype)
         var = Var(self.b.alloca((dtype or v.dtype).core), dtype or v.dtype)
+        var.kernel_scope = self.depth == 0  # shared by all iterations of the parallel loops
         self.b.local_store(var.stmt, v.stmt)
         return var
 
@@ -395,9 +398,12 @@ class FunctionWalker(ast.NodeVisitor):
         value = self.visit(node.value)
         if not self._is_lvalue(target):
             self.ctx.syntax_error("augmented assignment needs a variable or a memory element as its target")
-        is_global = any(isinstance(e, Ptr) for e in (target.entries if isinstance(target, MatrixValue) else [target]))
+        entries = target.entries if isinstance(target, MatrixValue) else [target]
+        # Global memory, and kernel-scope variables inside the parallel loop, are shared by the
+        # loop's iterations: their `+=` etc. must be atomic.
+        shared = any(isinstance(e, Ptr) or (self.ctx.in_parallel_loop and e.kernel_scope) for e in entries)
         atomic = ATOMIC_AUGASSIGN.get(type(node.op))
-        if is_global and atomic:
+        if shared and atomic:
             self.ctx.atomic(atomic, target, value)
         else:
             self.ctx.store(target, self.ctx.binary(_BINOPS[type(node.op)], target, value))
@@ -409,11 +415,13 @@ class FunctionWalker(ast.NodeVisitor):
             return
         s = self.b.begin_if(cond.stmt)
         self.depth += 1
+        self.ctx.depth += 1
         self.run_body(node.body)
         if node.orelse:
             self.b.begin_else(s)
             self.run_body(node.orelse)
         self.depth -= 1
+        self.ctx.depth -= 1
         self.b.end_if(s)
 
     def visit_While(self, node):
@@ -422,6 +430,7 @@ class FunctionWalker(ast.NodeVisitor):
         loop = self.b.begin_while()
         self.loops.append("while")
         self.depth += 1
+        self.ctx.depth += 1
         cond = self.ctx.truth(self.visit(node.test))
         if not isinstance(cond, bool):
             s = self.b.begin_if(self.ctx.unary("not_", cond).stmt)
@@ -431,6 +440,7 @@ class FunctionWalker(ast.NodeVisitor):
             self.b.break_()
         self.run_body(node.body)
         self.depth -= 1
+        self.ctx.depth -= 1
         self.loops.pop()
         self.b.end_while(loop)
 
@@ -518,7 +528,9 @@ class FunctionWalker(ast.NodeVisitor):
         zero = ctx.const(0)
         loop = self.b.begin_range_for(zero.stmt, total.stmt, not parallel, int(cfg.get("block_dim", 0) or 0))
         self.loops.append("parallel" if parallel else "serial")
+        outer_parallel, self.ctx.in_parallel_loop = self.ctx.in_parallel_loop, self.ctx.in_parallel_loop or parallel
         self.depth += 1
+        self.ctx.depth += 1
         self.scopes.append({})
         flat = ctx.expr(self.b.loop_index(loop))
         coords = []
@@ -541,7 +553,9 @@ class FunctionWalker(ast.NodeVisitor):
             self.visit(s)
         self.scopes.pop()
         self.depth -= 1
+        self.ctx.depth -= 1
         self.loops.pop()
+        self.ctx.in_parallel_loop = outer_parallel
         self.set_loc(node)
         self.b.end_range_for(loop)
 

@@ -11,6 +11,8 @@ class Expr:
 class Var:
     """A kernel local variable (an IR alloca)."""
 
+    kernel_scope = False  # defined outside every loop and branch of the kernel
+
     def __init__(self, stmt, dtype):
         self.stmt, self.dtype = stmt, dtype
 

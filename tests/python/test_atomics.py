@@ -389,3 +389,28 @@ def test_augmented_assignment_atomicity():
             x[5] *= 2
             x[5] //= 1
     assert "global atomic" not in qd.compile(plain).ir
+
+
+@test()
+def test_kernel_scope_variable_accumulated_in_parallel_loop():
+    """A variable defined outside the parallel loop is shared by its iterations: `+=` on it is atomic."""
+    n = 100000
+    out = qd.field(qd.i32, shape=2)
+
+    @qd.kernel
+    def k() -> qd.i32:
+        total = 0
+        bits = 0
+        for i in range(n):
+            total += 1
+            bits |= 1 << (i % 20)
+            local = 0
+            local += i           # a per-iteration variable stays a plain operation
+        out[0] = total
+        out[1] = bits
+        return total
+
+    assert k() == n
+    assert list(out.to_numpy()) == [n, 2**20 - 1]
+    ir = qd.compile(k).ir
+    assert "global atomic add" in ir and "global atomic or" in ir

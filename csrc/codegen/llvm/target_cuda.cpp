@@ -23,8 +23,9 @@ void CudaTarget::mark_kernel(llvm::Function &fn, int block_dim) {
   llvm_gpu::mark_nvptx_kernel(fn);
   // .maxntid: the launch never exceeds block_dim threads, which lets ptxas budget registers for it.
   llvm::LLVMContext &ctx = fn.getContext();
+  auto *threads = llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), block_dim);
   llvm::Metadata *ops[] = {llvm::ValueAsMetadata::get(&fn), llvm::MDString::get(ctx, "maxntidx"),
-                           llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), block_dim))};
+                           llvm::ConstantAsMetadata::get(threads)};
   fn.getParent()->getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(ctx, ops));
 }
 

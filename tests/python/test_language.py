@@ -146,8 +146,7 @@ def test_vectors_and_matrices():
     np.testing.assert_allclose(m.to_numpy(), [[7, 10], [15, 22]])
 
 
-@test(xfail={"vulkan": "GLSL.std.450 has no f64 sin/cos/exp/log/tanh/atan2: SPIR-V computes them in f32 "
-                       "(about 1e-7 relative error)"})
+@test()
 def test_math_functions():
     out = qd.field(qd.f64, shape=8)
 

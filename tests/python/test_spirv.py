@@ -374,3 +374,46 @@ def test_atomics_on_a_kernel_scope_variable_in_a_parallel_loop():
 
     k(100000)
     assert list(out.to_numpy()) == [100000, 99999] and outf[None] == 50000.0
+
+
+@test()
+def test_f64_math_within_a_few_ulp():
+    """f64 transcendentals (on SPIR-V our own: GLSL.std.450 has none) against numpy, specials included."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    x = np.concatenate([rng.uniform(-20, 20, n), rng.uniform(-1, 1, n), 10.0 ** rng.uniform(-300, 300, n),
+                        -(10.0 ** rng.uniform(-300, 300, n)),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310, 709.7, 710.0, -745.0, 1.0, -1.0, 0.5, -2.0]])
+    y = np.concatenate([rng.uniform(-5, 5, x.size - 4), [0.0, 3.0, -np.inf, 0.5]])
+    names = ["sin", "cos", "tan", "exp", "log", "tanh", "atan", "asin", "acos", "atan2", "pow"]
+    out = qd.field(qd.f64, shape=(len(names), x.size))
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f64, ndim=1), b: qd.types.ndarray(dtype=qd.f64, ndim=1)):
+        for i in range(a.shape[0]):
+            v = a[i]
+            out[0, i] = qd.sin(v)
+            out[1, i] = qd.cos(v)
+            out[2, i] = qd.tan(v)
+            out[3, i] = qd.exp(v)
+            out[4, i] = qd.log(v)
+            out[5, i] = qd.tanh(v)
+            out[6, i] = qd.atan(v)
+            out[7, i] = qd.asin(v)
+            out[8, i] = qd.acos(v)
+            out[9, i] = qd.atan2(v, b[i])
+            out[10, i] = qd.pow(v, b[i])
+
+    k(x, y)
+    got = out.to_numpy()
+    with np.errstate(all="ignore"):
+        refs = [np.sin(x), np.cos(x), np.tan(x), np.exp(x), np.log(x), np.tanh(x), np.arctan(x), np.arcsin(x),
+                np.arccos(x), np.arctan2(x, y), np.power(x, y)]
+    for name, g, r in zip(names, got, refs):
+        keep = np.abs(x) < 1e6 if name in ("sin", "cos", "tan") else np.ones(x.size, bool)  # reduction limit
+        g, r = g[keep], r[keep]
+        same = (g == r) | (np.isnan(g) & np.isnan(r))
+        assert np.all(same | np.isfinite(r)), (name, x[keep][~same & ~np.isfinite(r)])
+        with np.errstate(invalid="ignore"):
+            close = np.abs(g - r) <= 4 * np.spacing(np.abs(r))
+        assert np.all(same | close), (name, x[keep][~(same | close)][:5], g[~(same | close)][:5])

@@ -34,13 +34,13 @@ Id SpirvCodegen::constant(const Stmt &s) {
   return b_.c_int(type(s.dtype), s.ival);
 }
 
-// GLSL.std.450's transcendental functions take 16 / 32-bit floats only: f64 goes through f32.
-Id SpirvCodegen::math(GLSLstd450 inst, DataType t, const std::vector<Id> &args, bool has_f64) {
-  if (t != DataType::f64 || has_f64) return b_.glsl(inst, type(t), args);
-  Id f32 = b_.t_f32(), f64 = type(t);
-  std::vector<Id> narrow;
-  for (Id a : args) narrow.push_back(b_.convert(f32, f64, a));
-  return b_.convert(f64, f32, b_.glsl(inst, f32, narrow));
+Id SpirvCodegen::math(GLSLstd450 inst, DataType t, const std::vector<Id> &args) {
+  return b_.glsl(inst, type(t), args);
+}
+
+// GLSL.std.450's transcendental functions take 16 / 32-bit floats only: f64 has its own.
+Id SpirvCodegen::transcendental(UnaryOp op, GLSLstd450 inst, DataType t, Id x) {
+  return t == DataType::f64 ? f64_unary(op, x) : math(inst, t, {x});
 }
 
 Id SpirvCodegen::unary(const Stmt &s) {
@@ -56,19 +56,19 @@ Id SpirvCodegen::unary(const Stmt &s) {
     case UnaryOp::Abs:
       if (is_real(t)) return b_.glsl(GLSLstd450::FAbs, ty, {x});
       return is_signed(t) ? b_.glsl(GLSLstd450::SAbs, ty, {x}) : x;
-    case UnaryOp::Sqrt: return math(GLSLstd450::Sqrt, t, {x}, true);
-    case UnaryOp::Floor: return math(GLSLstd450::Floor, t, {x}, true);
-    case UnaryOp::Ceil: return math(GLSLstd450::Ceil, t, {x}, true);
-    case UnaryOp::Round: return math(GLSLstd450::RoundEven, t, {x}, true);  // rint: ties to even
-    case UnaryOp::Sin: return math(GLSLstd450::Sin, t, {x}, false);
-    case UnaryOp::Cos: return math(GLSLstd450::Cos, t, {x}, false);
-    case UnaryOp::Tan: return math(GLSLstd450::Tan, t, {x}, false);
-    case UnaryOp::Exp: return math(GLSLstd450::Exp, t, {x}, false);
-    case UnaryOp::Log: return math(GLSLstd450::Log, t, {x}, false);
-    case UnaryOp::Tanh: return math(GLSLstd450::Tanh, t, {x}, false);
-    case UnaryOp::Asin: return math(GLSLstd450::Asin, t, {x}, false);
-    case UnaryOp::Acos: return math(GLSLstd450::Acos, t, {x}, false);
-    case UnaryOp::Atan: return math(GLSLstd450::Atan, t, {x}, false);
+    case UnaryOp::Sqrt: return math(GLSLstd450::Sqrt, t, {x});
+    case UnaryOp::Floor: return math(GLSLstd450::Floor, t, {x});
+    case UnaryOp::Ceil: return math(GLSLstd450::Ceil, t, {x});
+    case UnaryOp::Round: return math(GLSLstd450::RoundEven, t, {x});  // rint: ties to even
+    case UnaryOp::Sin: return transcendental(UnaryOp::Sin, GLSLstd450::Sin, t, x);
+    case UnaryOp::Cos: return transcendental(UnaryOp::Cos, GLSLstd450::Cos, t, x);
+    case UnaryOp::Tan: return transcendental(UnaryOp::Tan, GLSLstd450::Tan, t, x);
+    case UnaryOp::Exp: return transcendental(UnaryOp::Exp, GLSLstd450::Exp, t, x);
+    case UnaryOp::Log: return transcendental(UnaryOp::Log, GLSLstd450::Log, t, x);
+    case UnaryOp::Tanh: return transcendental(UnaryOp::Tanh, GLSLstd450::Tanh, t, x);
+    case UnaryOp::Asin: return transcendental(UnaryOp::Asin, GLSLstd450::Asin, t, x);
+    case UnaryOp::Acos: return transcendental(UnaryOp::Acos, GLSLstd450::Acos, t, x);
+    case UnaryOp::Atan: return transcendental(UnaryOp::Atan, GLSLstd450::Atan, t, x);
   }
   return x;
 }
@@ -103,7 +103,7 @@ Id SpirvCodegen::safe_divisor(DataType t, Id a, Id b) {
 // Python's a // b: rounds towards minus infinity.
 Id SpirvCodegen::floor_div(DataType t, Id a, Id b) {
   Id ty = type(t);
-  if (is_real(t)) return math(GLSLstd450::Floor, t, {b_.div(ty, a, b)}, true);
+  if (is_real(t)) return math(GLSLstd450::Floor, t, {b_.div(ty, a, b)});
   b = safe_divisor(t, a, b);
   if (!is_signed(t)) return b_.div(ty, a, b);
   // Step down when the remainder is nonzero and the signs differ.
@@ -131,13 +131,14 @@ Id SpirvCodegen::float_mod(DataType t, Id a, Id b) {
   return b_.select(ty, adjust, b_.add(ty, r, b), r);
 }
 
-// GLSL's Pow is undefined for x < 0 and for 0 ** 0: give C's pow results there.
+// GLSL's Pow is undefined for x < 0 and for 0 ** 0: give C's pow results there (f64: its own).
 Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
+  if (t == DataType::f64) return f64_pow(a, b);
   Id ty = type(t), zero = b_.c_float(ty, 0);
-  Id mag = math(GLSLstd450::Pow, t, {b_.glsl(GLSLstd450::FAbs, ty, {a}), b}, false);
-  Id integral = b_.eq(ty, math(GLSLstd450::Trunc, t, {b}, true), b);
+  Id mag = math(GLSLstd450::Pow, t, {b_.glsl(GLSLstd450::FAbs, ty, {a}), b});
+  Id integral = b_.eq(ty, math(GLSLstd450::Trunc, t, {b}), b);
   Id half = b_.mul(ty, b, b_.c_float(ty, 0.5));
-  Id odd = b_.logical_and(integral, b_.ne(ty, math(GLSLstd450::Trunc, t, {half}, true), half));
+  Id odd = b_.logical_and(integral, b_.ne(ty, math(GLSLstd450::Trunc, t, {half}), half));
   Id negative = b_.select(ty, odd, b_.neg(ty, mag), mag);
   Id nan = b_.c_float(ty, std::nan(""));
   Id r = b_.select(ty, b_.lt(ty, a, zero), b_.select(ty, integral, negative, nan), mag);
@@ -169,7 +170,7 @@ Id SpirvCodegen::minmax(bool is_min, DataType t, Id a, Id b) {
   GLSLstd450 inst = is_real(t)    ? (is_min ? GLSLstd450::NMin : GLSLstd450::NMax)
                     : is_signed(t) ? (is_min ? GLSLstd450::SMin : GLSLstd450::SMax)
                                    : (is_min ? GLSLstd450::UMin : GLSLstd450::UMax);
-  return math(inst, t, {a, b}, true);
+  return math(inst, t, {a, b});
 }
 
 Id SpirvCodegen::binary(const Stmt &s) {
@@ -194,7 +195,7 @@ Id SpirvCodegen::binary(const Stmt &s) {
     case BinaryOp::BitXor: return b_.bit_xor(ty, a, c);
     case BinaryOp::Shl: return b_.shl(ty, a, b_.convert(ty, type(s.operands[1]->dtype), c));
     case BinaryOp::Shr: return b_.shr(ty, a, b_.convert(ty, type(s.operands[1]->dtype), c));
-    case BinaryOp::Atan2: return math(GLSLstd450::Atan2, ot, {a, c}, false);
+    case BinaryOp::Atan2: return ot == DataType::f64 ? f64_atan2(a, c) : math(GLSLstd450::Atan2, ot, {a, c});
     case BinaryOp::LogicalAnd:
       return from_bool(b_.logical_and(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);
     case BinaryOp::LogicalOr:

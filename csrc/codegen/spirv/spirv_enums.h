@@ -72,7 +72,7 @@ enum class StorageClass : uint32_t {
 
 enum class Decoration : uint32_t {
   Block = 2, ArrayStride = 6, BuiltIn = 11, Restrict = 19, Aliased = 20, Volatile = 21,
-  Coherent = 23, NonWritable = 24, NonReadable = 25, Binding = 33, DescriptorSet = 34,
+  Coherent = 23, NonWritable = 24, NonReadable = 25, NoContraction = 42, Binding = 33, DescriptorSet = 34,
   Offset = 35,
 };
 
@@ -119,7 +119,7 @@ enum class GLSLstd450 : uint32_t {
   Ceil = 9, Fract = 10, Sin = 13, Cos = 14, Tan = 15, Asin = 16, Acos = 17, Atan = 18,
   Tanh = 21, Atan2 = 25, Pow = 26, Exp = 27, Log = 28, Exp2 = 29, Log2 = 30, Sqrt = 31,
   InverseSqrt = 32, FMin = 37, UMin = 38, SMin = 39, FMax = 40, UMax = 41, SMax = 42,
-  FClamp = 43, UClamp = 44, SClamp = 45, Fma = 50, FindILsb = 73, FindSMsb = 74,
+  FClamp = 43, UClamp = 44, SClamp = 45, Fma = 50, Ldexp = 53, FindILsb = 73, FindSMsb = 74,
   FindUMsb = 75, NMin = 79, NMax = 80, NClamp = 81,
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/vulkan/vulkan_runtime.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <variant>
 
@@ -61,8 +62,33 @@ class VulkanRuntime : public Runtime {
   const TargetFeatures &features() const override { return features_; }
   const vulkan::DeviceCaps &caps() const { return device_->caps(); }
 
-  uint64_t allocate(size_t bytes) override { return device_->alloc_buffer(bytes); }
-  void deallocate(uint64_t h) override { device_->free_buffer(h); }
+  // Freed buffers are kept for reuse by size: numpy arrays passed to kernels are staged through a
+  // fresh buffer on every call, and a new device allocation costs far more than zeroing an old one.
+  uint64_t allocate(size_t bytes) override {
+    uint64_t limit = device_->caps().max_storage_buffer_range;
+    if (limit && bytes > limit)
+      throw RuntimeError("cannot allocate " + std::to_string(bytes) + " bytes: a kernel can only bind buffers up to " +
+                         std::to_string(limit) + " bytes on this Vulkan device (maxStorageBufferRange)");
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto it = pool_.find(bytes);
+      if (it != pool_.end()) {
+        BufferId id = it->second;
+        pool_.erase(it);
+        pooled_bytes_ -= bytes;
+        device_->fill_buffer(id, 0, bytes, 0);
+        return id;
+      }
+    }
+    return device_->alloc_buffer(bytes);
+  }
+  void deallocate(uint64_t h) override {
+    size_t bytes = device_->buffer_size(h);
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pooled_bytes_ + bytes > kMaxPooledBytes) return device_->free_buffer(h);
+    pool_.emplace(bytes, h);
+    pooled_bytes_ += bytes;
+  }
   void write(uint64_t h, size_t off, const void *src, size_t n) override { device_->write_buffer(h, off, src, n); }
   void read(uint64_t h, size_t off, void *dst, size_t n) override { device_->read_buffer(h, off, dst, n); }
 
@@ -134,8 +160,13 @@ class VulkanRuntime : public Runtime {
     return static_cast<uint32_t>(std::min<int64_t>(groups, max_groups_));
   }
 
+  static constexpr size_t kMaxPooledBytes = size_t(256) << 20;
+
   std::shared_ptr<VulkanDevice> device_;
   TargetFeatures features_;
+  std::mutex pool_mu_;
+  std::multimap<size_t, BufferId> pool_;
+  size_t pooled_bytes_ = 0;
   SpirvTarget target_;
   uint32_t max_groups_ = 1, fill_groups_ = 1;
   std::mutex mu_;

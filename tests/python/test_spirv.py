@@ -417,3 +417,26 @@ def test_f64_math_within_a_few_ulp():
         with np.errstate(invalid="ignore"):
             close = np.abs(g - r) <= 4 * np.spacing(np.abs(r))
         assert np.all(same | close), (name, x[keep][~(same | close)][:5], g[~(same | close)][:5])
+
+
+@test(arch=qd.cpu)
+def test_volatile_spin_wait_rereads_memory_in_spirv_and_msl():
+    flag = qd.field(qd.i32, shape=())
+    seen = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def k():
+        for i in range(2):
+            if i == 0:
+                while qd.volatile_load(flag[None]) == 0:
+                    pass
+                seen[None] = 1
+            else:
+                qd.atomic_exchange(flag[None], 1)
+
+    asm = qd.compile(k, arch=qd.vulkan).spirv_asm
+    spin = asm[asm.rindex("OpLoopMerge"):]  # the innermost loop is the last one
+    assert re.search(r"OpLoad %int %\w+ Volatile", spin[:spin.index("OpBranchConditional")]), asm
+    msl = qd.compile(k, arch=qd.metal).msl
+    inner = msl[msl.rindex("for (;;)"):]  # SPIRV-Cross re-reads the flag on every iteration
+    assert re.search(r"field\d+\._m0\[0\] == 0", inner[:inner.index("break")]), msl

@@ -3,7 +3,6 @@
 #include "codegen/spirv/codegen_spirv_impl.h"
 
 #include <algorithm>
-#include <set>
 
 #include "codegen/spirv/spirv_tools.h"
 
@@ -76,7 +75,6 @@ SpirvModule SpirvCodegen::run() {
 
 // A kernel that uses a type the device lacks fails here, naming the line, instead of at launch.
 void SpirvCodegen::check_types() {
-  std::set<std::string> reported;
   auto require = [&](const std::string &feature, DataType t, const Stmt &s, const char *where) {
     if (target_.backend == Backend::Metal && t == DataType::f64)
       type_error("f64 is not supported on metal: Metal has no 64-bit floats; use f32", s.loc);

@@ -158,6 +158,9 @@ TEST_CASE("gpu math: pow within 4 ulp, C99 special cases", "[gpu][math]") {
     for (double y : {2.0, 3.0, -3.0, 0.5, 7.0, 10.0}) check(x, y);
   for (double x : kSpecials)
     for (double y : {0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -3.0, 0.5, -0.5, kInf, -kInf, kNaN, 1e300}) check(x, y);
+  // Next to overflow and underflow (|y log x| in [708, 746)) the result still needs the tail term.
+  for (double y : samples(1021.5, 1023.99, 40, 14)) check(2.0, y), check(0.5, y);
+  for (double y : samples(-1074.5, -1020, 40, 15)) check(2.0, y);
   CHECK(worst <= 4);
 }
 

@@ -55,9 +55,7 @@ def test_annotated_locals_and_unsigned_wrap():
     assert list(out.to_numpy()) == [750, 4, 65535]
 
 
-@test(xfail={"vulkan": "`t += ...` on a kernel-scope variable inside the parallel loop is a plain read-modify-write "
-                       "(the front end makes only memory targets atomic), so the loop's invocations race on t; it "
-                       "passes on cpu because 10 iterations run on one thread"})
+@test()
 def test_control_flow():
     out = qd.field(qd.i32, shape=4)
 

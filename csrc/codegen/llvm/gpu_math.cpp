@@ -230,7 +230,8 @@ class MathBuilder {
     log_dd(fabs(x), lh, ll);
     Value *zh = mul(y, lh);
     Value *zl = add(fma(y, lh, neg(zh)), mul(y, ll));  // y*log|x| = zh + zl
-    zl = sel(lt(fabs(zh), c(708)), zl, c(0));             // no tail next to over/underflow, inf, NaN
+    // The tail matters up to the overflow/underflow edge (|y*log x| < 746); drop it beyond, and for inf/NaN.
+    zl = sel(both(lt(fabs(zh), c(746)), b_.CreateNot(is_nan(zl))), zl, c(0));
     Value *r = exp_with_tail(zh, zl);
     Value *half = mul(y, c(0.5));
     Value *y_odd = both(is_int(y), ne(floor(half), half));

@@ -10,50 +10,15 @@
 #include <cmath>
 #include <limits>
 
+#include "codegen/f64_math_constants.h"
+
 namespace qd::llvm_gpu {
 
 namespace {
 
 using llvm::Value;
 
-// pi/2 in three parts of 33, 33 and 53 bits: n * part is exact for |n| < 2^20.
-constexpr double kPio2_1 = 0x1.921fb544p+0;
-constexpr double kPio2_2 = 0x1.0b4611a6p-34;
-constexpr double kPio2_3 = 0x1.3198a2e037073p-69;
-constexpr double k2OverPi = 0x1.45f306dc9c883p-1;
-// ln 2 in two parts; the first has 32 bits, so e * kLn2Hi is exact for every binary exponent e.
-constexpr double kLn2Hi = 0x1.62e42ffp-1;
-constexpr double kLn2Lo = -0x1.718432a1b0e26p-35;
-constexpr double kLog2e = 0x1.71547652b82fep+0;
-constexpr double kPi = 0x1.921fb54442d18p+1;
-constexpr double kPi_2 = 0x1.921fb54442d18p+0;
-constexpr double kPi_4 = 0x1.921fb54442d18p-1;
-constexpr double k3Pi_4 = 0x1.2d97c7f3321d2p+1;
-constexpr double kPi_6 = 0x1.0c152382d7366p-1;
-constexpr double kSqrt3 = 0x1.bb67ae8584caap+0;
-constexpr double kTanPi_12 = 0x1.126145e9ecd56p-2;
-constexpr double kSqrt2 = 0x1.6a09e667f3bcdp+0;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Taylor coefficients sign_i / (k0 + step*i)!: sign_0 = first_sign, then alternating when
-// `alternate`. k! is exact in a double up to 22!, so each coefficient is rounded once.
-std::vector<double> inverse_factorials(int k0, int step, int count, double first_sign, bool alternate) {
-  std::vector<double> out;
-  for (int i = 0; i < count; i++) {
-    double f = 1;
-    for (int j = 2; j <= k0 + step * i; j++) f *= j;
-    out.push_back((alternate && i % 2 ? -first_sign : first_sign) / f);
-  }
-  return out;
-}
-
-// sign_k * 2 / (2k + 1) or sign_k / (2k + 1), k = 1..count: the atanh and atan series.
-std::vector<double> odd_reciprocals(int count, double numerator, bool alternate) {
-  std::vector<double> out;
-  for (int k = 1; k <= count; k++) out.push_back((alternate && k % 2 ? -numerator : numerator) / (2 * k + 1));
-  return out;
-}
+using namespace f64_math;
 
 class MathBuilder {
  public:

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "codegen/f64_math_constants.h"
 #include "codegen/spirv/codegen_spirv_impl.h"
 
 namespace qd {
@@ -16,41 +17,7 @@ using spirv::GLSLstd450;
 using spirv::Op;
 using Id = spirv::Id;
 
-constexpr double kPio2_1 = 0x1.921fb544p+0;  // pi/2 in parts of 33, 33 and 53 bits
-constexpr double kPio2_2 = 0x1.0b4611a6p-34;
-constexpr double kPio2_3 = 0x1.3198a2e037073p-69;
-constexpr double k2OverPi = 0x1.45f306dc9c883p-1;
-constexpr double kLn2Hi = 0x1.62e42ffp-1;  // 32 bits: e * kLn2Hi is exact
-constexpr double kLn2Lo = -0x1.718432a1b0e26p-35;
-constexpr double kLog2e = 0x1.71547652b82fep+0;
-constexpr double kPi = 0x1.921fb54442d18p+1;
-constexpr double kPi_2 = 0x1.921fb54442d18p+0;
-constexpr double kPi_4 = 0x1.921fb54442d18p-1;
-constexpr double k3Pi_4 = 0x1.2d97c7f3321d2p+1;
-constexpr double kPi_6 = 0x1.0c152382d7366p-1;
-constexpr double kSqrt3 = 0x1.bb67ae8584caap+0;
-constexpr double kTanPi_12 = 0x1.126145e9ecd56p-2;
-constexpr double kSqrt2 = 0x1.6a09e667f3bcdp+0;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// sign_i / (k0 + step*i)!, alternating signs when asked.
-std::vector<double> inverse_factorials(int k0, int step, int count, double first_sign, bool alternate) {
-  std::vector<double> out;
-  for (int i = 0; i < count; i++) {
-    double f = 1;
-    for (int j = 2; j <= k0 + step * i; j++) f *= j;
-    out.push_back((alternate && i % 2 ? -first_sign : first_sign) / f);
-  }
-  return out;
-}
-
-// numerator / (2k + 1), k = 1..count, alternating when asked: the atanh and atan series.
-std::vector<double> odd_reciprocals(int count, double numerator, bool alternate) {
-  std::vector<double> out;
-  for (int k = 1; k <= count; k++) out.push_back((alternate && k % 2 ? -numerator : numerator) / (2 * k + 1));
-  return out;
-}
+using namespace f64_math;
 
 class F64Math {
  public:

@@ -166,6 +166,12 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         prog = runtime.program()
         values = self._bind(args, kwargs)
+        # The runtime is not re-entrant (a kernel's scratch buffers, the JIT): one call at a time,
+        # even when Python threads call kernels concurrently (launches release the GIL).
+        with prog.lock:
+            return self._call(prog, values)
+
+    def _call(self, prog, values):
         key = (prog.generation, self._key(values))
         entry = self.cache.get(key)
         if entry is None:
@@ -186,7 +192,6 @@ class Kernel:
             f._check()
             buffers[idx] = f.handle
         copies = []  # (numpy array, staging buffer) to copy back after the launch
-        slot = 0
         for step, v in zip(entry.plan, values):
             if step[0] == "scalar":
                 slots[step[1]] = _to_slot(v, step[2])

@@ -1,5 +1,6 @@
 """qd.init / qd.reset / qd.sync and the current program (one runtime per init)."""
 import os
+import threading
 from dataclasses import dataclass, field as dc_field
 
 from quadrants import _core
@@ -48,6 +49,7 @@ class Program:
         self.generation = Program.next_generation
         Program.next_generation += 1
         self.compile_count = 0
+        self.lock = threading.Lock()
 
     next_generation = 0
 

@@ -158,3 +158,25 @@ def test_init_options_and_reset():
         out.to_numpy()
     with pytest.raises(TypeError, match="unknown option"):
         qd.init(arch=qd.cpu, no_such_option=1)
+
+
+@test(arch=qd.cpu)
+def test_kernels_called_from_python_threads():
+    import threading
+    counter = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def bump(n: qd.i32):
+        for i in range(n):
+            counter[None] += 1
+
+    def worker():
+        for _ in range(20):
+            bump(1000)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counter[None] == 4 * 20 * 1000

@@ -1,8 +1,26 @@
 #include "runtime/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace qd {
+
+namespace {
+
+// Polls `ready` for up to ~50 us; false if it never held (the caller then blocks).
+template <class F>
+bool spin_until(F ready) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  for (int i = 0;; i++) {
+    if (ready()) return true;
+    if (i % 64 == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < std::max(1, num_threads); i++) workers_.emplace_back([this] { worker_loop(); });
@@ -28,16 +46,17 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto has_job = [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(has_job)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      wake_.wait(lock, has_job);
     }
+    if (stop_) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunks();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_all();
+    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's predicate check
+      done_.notify_all();
     }
   }
 }
@@ -58,13 +77,16 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
     end_ = end;
     grain_ = grain;
     next_ = begin;
-    busy_ = static_cast<int>(workers_.size());
-    generation_++;
+    busy_.store(static_cast<int>(workers_.size()));
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_chunks();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return busy_ == 0; });
+  auto finished = [&] { return busy_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(finished)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, finished);
+  }
 }
 
 }  // namespace qd

@@ -1,6 +1,7 @@
 #pragma once
 // A persistent pool of worker threads running one parallel range at a time. The calling thread
-// works too; chunks are claimed from an atomic counter, so uneven iterations balance out.
+// works too; chunks are claimed from an atomic counter, so uneven iterations balance out. Threads
+// spin briefly before sleeping, so back-to-back launches do not pay a wake-up each.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,9 +27,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  int busy_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // changed under mutex_, read by spinning threads
+  std::atomic<int> busy_{0};             // workers that have not finished the current job
+  std::atomic<bool> stop_{false};
   // The current job.
   const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
   int64_t begin_ = 0, end_ = 0, grain_ = 1;

@@ -59,6 +59,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->op = s.op;
   c->cast_from = s.cast_from;
   c->is_volatile = s.is_volatile;
+  c->privatized = s.privatized;
   c->serialize = s.serialize;
   c->block_dim = s.block_dim;
   return c;
@@ -152,7 +153,7 @@ class Printer {
       case StmtKind::Select: os_ << "select " << ops(); break;
       case StmtKind::Atomic:
         os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")
-            << atomic_op_info(s.atomic_op()).name << " " << ops();
+            << atomic_op_info(s.atomic_op()).name << (s.privatized ? " privatized " : " ") << ops();
         break;
       case StmtKind::LoopIndex: os_ << "loop_index " << ops(); break;
       case StmtKind::Break: os_ << "break"; break;

@@ -64,6 +64,7 @@ struct Stmt {
   DataType cast_from = DataType::none;
   bool is_volatile = false;     // GlobalLoad
   bool serialize = false;       // RangeFor
+  bool privatized = false;      // Atomic: accumulated per thread, flushed once (Task::reductions)
   int block_dim = 0;            // RangeFor
   std::unique_ptr<Block> body, else_body;  // If (then/else), While/RangeFor (body)
 
@@ -92,6 +93,9 @@ struct Task {
   bool parallel = false;
   Block prologue;  // parallel: pure code computing the loop bounds (recomputed by every thread)
   Block body;      // serial: the code; parallel: exactly one RangeFor, whose operands live in prologue
+  // parallel: atomics whose old value is unused on a loop-invariant address, accumulated per
+  // thread and flushed with one atomic each (their pointers live in prologue)
+  std::vector<Stmt *> reductions;
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 

@@ -19,6 +19,10 @@ void demote_local_atomics(KernelIR &k);
 // when every access to x in the loop is x[i]).
 void demote_unique_atomics(KernelIR &k);
 
+// Atomics with unused results on loop-invariant addresses in a parallel loop are accumulated per
+// thread and applied once per thread (Task::reductions). For the LLVM backends.
+void privatize_reductions(KernelIR &k);
+
 // Raises QuadrantsTypeError (naming the source line) for atomics the backend cannot do.
 void check_atomics(KernelIR &k, Backend backend, const TargetFeatures &features);
 

@@ -414,3 +414,98 @@ def test_kernel_scope_variable_accumulated_in_parallel_loop():
     assert list(out.to_numpy()) == [n, 2**20 - 1]
     ir = qd.compile(k).ir
     assert "global atomic add" in ir and "global atomic or" in ir
+
+
+REDUCIBLE = [(op, t) for op, t in OP_DTYPES if op != "exchange"]
+
+
+@pytest.mark.parametrize("op, dtype", REDUCIBLE, ids=[f"{o}-{t.name}" for o, t in REDUCIBLE])
+@test()
+def test_one_address_reductions(op, dtype):
+    """`fn(total[None], v[i])` with the old value unused: exact against numpy (the LLVM backends
+    privatize these per thread; the result must not change)."""
+    if not supported(op, dtype):
+        pytest.skip(f"{op} on {dtype} is not available on {current_arch()}")
+    n = 3000 if dtype is qd.f16 else 30000  # f16 sums stay below 2048: exact in any order
+    rng = np.random.default_rng(7)
+    if op == "mul":
+        vals = rng.choice([1, -1] if dtype.is_signed or dtype.is_real else [1, 3], n).astype(dtype.np)
+        vals[rng.choice(n, 12, replace=False)] = 2
+    elif dtype is qd.f16:
+        vals = rng.integers(0, 2, n).astype(dtype.np)
+    else:
+        vals = (rng.integers(-64, 64, n) / 4 if dtype.is_real else
+                rng.integers(-1000 if dtype.is_signed else 0, 1000, n)).astype(dtype.np)
+    total = qd.field(dtype, shape=())
+    v = qd.field(dtype, shape=n)
+    v.from_numpy(vals)
+    fn = getattr(qd, f"atomic_{op}")
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            fn(total[None], v[i])
+
+    init = {"mul": 1, "and": -1 if dtype.is_signed else np.iinfo(dtype.np).max if not dtype.is_real else 0}.get(op, 0)
+    total[None] = init
+    k()
+    ref = dtype.np.type(init)
+    for x in vals:
+        ref = py_apply(op, ref, x, dtype)
+    assert total[None] == ref
+
+
+@test(arch=qd.cpu)
+def test_reduction_privatization_choices():
+    """Which atomics the LLVM backends privatize, read from the IR."""
+    n = 1000
+    total = qd.field(qd.f32, shape=2)
+    hist = qd.field(qd.i32, shape=8)
+    olds = qd.field(qd.f32, shape=n)
+
+    @qd.kernel
+    def reduce_all(x: qd.types.ndarray(dtype=qd.f32, ndim=1)) -> qd.f32:
+        acc = 0.0
+        for i in range(x.shape[0]):
+            total[0] += x[i]                 # invariant address, old value unused
+            qd.atomic_max(total[1], x[i])
+            acc += x[i]                      # a kernel-scope variable is a reduction too
+        return acc
+
+    @qd.kernel
+    def kept(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            olds[i] = qd.atomic_add(total[0], x[i])   # the old value is used
+            qd.atomic_add(hist[i % 8], 1)             # the address changes with i
+            qd.atomic_exchange(total[1], x[i])         # order-dependent
+
+    x = np.arange(n, dtype=np.float32)
+    ir = qd.compile(reduce_all, x).ir
+    assert ir.count("privatized") == 3
+    assert "privatized" not in qd.compile(kept, x).ir
+    assert reduce_all(x) == float(x.sum())
+    assert total[0] == float(x.sum()) and total[1] == n - 1
+    llvm = qd.compile(reduce_all, x).llvm_ir
+    assert "atomicrmw fadd" in llvm  # the flush: one atomic per thread and chunk
+
+
+@test()
+def test_privatized_min_keeps_nan_semantics():
+    """All-NaN operands leave a NaN in memory as NaN; a NaN operand loses to a number."""
+    nan = float("nan")
+    x = qd.field(qd.f32, shape=2)
+    v = qd.field(qd.f32, shape=64)
+
+    @qd.kernel
+    def k():
+        for i in range(64):
+            qd.atomic_min(x[0], v[i])
+            qd.atomic_max(x[1], v[i])
+
+    v.fill(nan)
+    x.fill(nan)
+    k()
+    assert np.isnan(x[0]) and np.isnan(x[1])
+    v[5] = 3.0
+    k()
+    assert x[0] == 3.0 and x[1] == 3.0

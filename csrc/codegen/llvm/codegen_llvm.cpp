@@ -32,6 +32,7 @@ void LlvmCodegen::begin_function(llvm::Function *fn) {
   b_.SetInsertPoint(entry_);
   values_.clear();
   bases_.clear();
+  reduction_accs_.clear();
 }
 
 llvm::Type *LlvmCodegen::type(DataType t) {
@@ -360,6 +361,7 @@ void LlvmCodegen::emit_serial_for(const Stmt &s) {
 }
 
 void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Value *step) {
+  begin_reductions(loop);
   llvm::IRBuilder<> eb(entry_, entry_->begin());
   Value *counter = eb.CreateAlloca(b_.getInt32Ty());
   b_.CreateStore(begin, counter);
@@ -380,6 +382,7 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Va
   b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), counter), step), counter);
   b_.CreateBr(cond);
   b_.SetInsertPoint(exit);
+  flush_reductions(loop);
 }
 
 void LlvmCodegen::emit_return(const Stmt &s) {

@@ -73,7 +73,11 @@ class LlvmCodegen {
   llvm::Value *safe_divisor(llvm::Value *a, llvm::Value *c, bool is_signed);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);
-  llvm::Value *atomic_native(const Stmt &s, llvm::Value *ptr, llvm::Value *val);
+  llvm::Value *atomic_rmw(AtomicOp op, DataType t, llvm::Value *ptr, llvm::Value *val);
+  llvm::Value *atomic_native(AtomicOp op, DataType t, llvm::Value *ptr, llvm::Value *val);
+  llvm::Value *identity(AtomicOp op, DataType t);
+  void begin_reductions(const Stmt &loop);
+  void flush_reductions(const Stmt &loop);
   llvm::Value *atomic_cas_loop(llvm::Value *ptr, DataType t, const std::function<llvm::Value *(llvm::Value *)> &update);
   llvm::Value *combine(AtomicOp op, DataType t, llvm::Value *old, llvm::Value *val);
   llvm::Value *math_call(const char *libm_name, llvm::Intrinsic::ID id, llvm::Value *x, DataType t);
@@ -92,6 +96,7 @@ class LlvmCodegen {
   llvm::BasicBlock *entry_ = nullptr;
   std::unordered_map<const Stmt *, llvm::Value *> values_;
   std::unordered_map<int, llvm::Value *> bases_;
+  std::unordered_map<const Stmt *, llvm::Value *> reduction_accs_;  // privatized atomic -> accumulator
   struct LoopTargets {
     llvm::BasicBlock *continue_bb, *break_bb;
   };

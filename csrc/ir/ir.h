@@ -96,6 +96,20 @@ struct Task {
   // parallel: atomics whose old value is unused on a loop-invariant address, accumulated per
   // thread and flushed with one atomic each (their pointers live in prologue)
   std::vector<Stmt *> reductions;
+  // parallel, cpu: small fields every access of which in the loop is one reducible atomic op with
+  // an unused result (a histogram): each thread accumulates into a private copy, flushed at the end
+  struct ArrayReduction {
+    int buffer;
+    AtomicOp op;
+    DataType dtype;
+    int64_t size;  // elements
+  };
+  std::vector<ArrayReduction> array_reductions;
+  int64_t min_chunk() const {  // iterations per thread chunk that amortise the private copies
+    int64_t n = 0;
+    for (auto &a : array_reductions) n += 4 * a.size;
+    return n;
+  }
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 

@@ -137,7 +137,8 @@ void run_passes(KernelIR &k, Backend backend, const TargetFeatures &features) {
   offload(k);
   check_atomics(k, backend, features);
   demote_unique_atomics(k);
-  if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu) privatize_reductions(k);
+  if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu)
+    privatize_reductions(k, /*arrays=*/backend == Backend::Cpu);
 }
 
 }  // namespace qd

@@ -21,7 +21,9 @@ void demote_unique_atomics(KernelIR &k);
 
 // Atomics with unused results on loop-invariant addresses in a parallel loop are accumulated per
 // thread and applied once per thread (Task::reductions). For the LLVM backends.
-void privatize_reductions(KernelIR &k);
+// With `arrays` (cpu), small fields updated only by such atomics (histograms) get a private copy
+// per thread (Task::array_reductions).
+void privatize_reductions(KernelIR &k, bool arrays);
 
 // Raises QuadrantsTypeError (naming the source line) for atomics the backend cannot do.
 void check_atomics(KernelIR &k, Backend backend, const TargetFeatures &features);

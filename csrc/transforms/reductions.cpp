@@ -91,9 +91,61 @@ class Privatizer {
 
 }  // namespace
 
-void privatize_reductions(KernelIR &k) {
-  for (Task &t : k.tasks)
-    if (t.parallel) Privatizer(k, t).run();
+namespace {
+
+constexpr int64_t kMaxPrivateElements = 4096;  // 16 KiB of i32 per thread: stays in L1
+
+// Fields whose every access in the loop is the same reducible atomic op, result unused.
+void privatize_arrays(KernelIR &k, Task &t) {
+  std::unordered_set<const Stmt *> used;
+  for_each_stmt(t.body, [&](Stmt &s) {
+    for (Stmt *o : s.operands) used.insert(o);
+  });
+  struct Use {
+    bool ok = true;
+    const Stmt *first = nullptr;
+    std::vector<Stmt *> atomics;
+  };
+  std::map<int64_t, Use> uses;
+  for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+    if (s.kind != StmtKind::GlobalPtr) return;
+    const BufferDesc &d = k.buffers[s.ival];
+    Use &u = uses[s.ival];
+    int64_t size = 1;
+    for (int64_t n : d.shape) size *= n;
+    if (d.kind != BufferKind::Field || size > kMaxPrivateElements) u.ok = false;
+    for_each_stmt(t.body, [&](Stmt &user) {
+      for (Stmt *o : user.operands) {
+        if (o != &s) continue;
+        bool good = user.kind == StmtKind::Atomic && user.operands[0] == &s && !user.privatized &&
+                    reducible(user.atomic_op()) && !used.count(&user) &&
+                    (!u.first || (u.first->atomic_op() == user.atomic_op() && u.first->dtype == user.dtype));
+        if (!good) {
+          u.ok = false;
+          continue;
+        }
+        if (!u.first) u.first = &user;
+        u.atomics.push_back(&user);
+      }
+    });
+  });
+  for (auto &[buffer, u] : uses) {
+    if (!u.ok || u.atomics.empty()) continue;
+    int64_t size = 1;
+    for (int64_t n : k.buffers[buffer].shape) size *= n;
+    t.array_reductions.push_back({static_cast<int>(buffer), u.first->atomic_op(), u.first->dtype, size});
+    for (Stmt *a : u.atomics) a->privatized = true;
+  }
+}
+
+}  // namespace
+
+void privatize_reductions(KernelIR &k, bool arrays) {
+  for (Task &t : k.tasks) {
+    if (!t.parallel) continue;
+    Privatizer(k, t).run();
+    if (arrays) privatize_arrays(k, t);
+  }
 }
 
 }  // namespace qd

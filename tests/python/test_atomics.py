@@ -476,8 +476,10 @@ def test_reduction_privatization_choices():
     def kept(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
         for i in range(x.shape[0]):
             olds[i] = qd.atomic_add(total[0], x[i])   # the old value is used
-            qd.atomic_add(hist[i % 8], 1)             # the address changes with i
             qd.atomic_exchange(total[1], x[i])         # order-dependent
+            qd.atomic_add(hist[i % 8], 1)             # a small field updated only by adds: a private copy (cpu)
+            if hist[0] < 0:                           # ... unless the loop also reads it
+                pass
 
     x = np.arange(n, dtype=np.float32)
     ir = qd.compile(reduce_all, x).ir
@@ -509,3 +511,32 @@ def test_privatized_min_keeps_nan_semantics():
     v[5] = 3.0
     k()
     assert x[0] == 3.0 and x[1] == 3.0
+
+
+@pytest.mark.parametrize("op, dtype", [("add", qd.i32), ("add", qd.f32), ("max", qd.f32), ("min", qd.i64),
+                                       ("or", qd.u32), ("mul", qd.i32)], ids=lambda v: getattr(v, "name", v))
+@test()
+def test_histogram_reductions(op, dtype):
+    """A small field updated at data-dependent indices only by one reducible op: exact results
+    (the cpu accumulates a private copy per thread and flushes the touched bins)."""
+    n, bins = 50000, 37
+    rng = np.random.default_rng(11)
+    idx = rng.integers(0, bins, n).astype(np.int32)
+    vals = (rng.choice([1, 2, 3], n) if op == "mul" else rng.integers(0, 1000, n)).astype(dtype.np)
+    hist = qd.field(dtype, shape=bins)
+    fn = getattr(qd, f"atomic_{op}")
+
+    @qd.kernel
+    def k(ix: qd.types.ndarray(dtype=qd.i32, ndim=1), v: qd.types.ndarray(dtype=dtype, ndim=1)):
+        for i in range(ix.shape[0]):
+            fn(hist[ix[i]], v[i])
+
+    init = {"mul": 1, "min": 10**6, "max": -1}.get(op, 0)
+    hist.fill(init)
+    k(idx, vals)
+    ref = np.full(bins, init, dtype=dtype.np)
+    for i, v in zip(idx, vals):
+        ref[i] = py_apply(op, ref[i], v, dtype)
+    np.testing.assert_array_equal(hist.to_numpy(), ref)
+    if current_arch() is qd.cpu:
+        assert "privatized" in qd.compile(k, idx, vals).ir

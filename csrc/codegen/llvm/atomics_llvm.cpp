@@ -30,7 +30,7 @@ Value *LlvmCodegen::atomic(const Stmt &s) {
   AtomicOp op = s.atomic_op();
   if (s.privatized) {
     // A per-thread partial result (transforms/reductions.cpp); emit_index_loop flushes it.
-    Value *acc = reduction_accs_.at(&s);
+    Value *acc = private_slot(s);
     AtomicOp accumulate = op == AtomicOp::Sub ? AtomicOp::Add : op;
     b_.CreateStore(combine(accumulate, s.dtype, b_.CreateLoad(type(s.dtype), acc), val), acc);
     return nullptr;
@@ -59,52 +59,6 @@ Value *LlvmCodegen::atomic_native(AtomicOp op, DataType t, Value *ptr, Value *va
     val = b_.CreateFNeg(val);
   }
   return b_.CreateAtomicRMW(rmw_op(op, t), ptr, val, llvm::MaybeAlign(), seq, target_.atomic_scope(ctx_));
-}
-
-// The value that leaves `x` unchanged under `op`: where a thread's partial result starts.
-Value *LlvmCodegen::identity(AtomicOp op, DataType t) {
-  llvm::Type *ty = type(t);
-  bool fp = is_real(t), sg = is_signed(t);
-  int bits = bit_width(t);
-  switch (op) {
-    case AtomicOp::Add: case AtomicOp::Sub:  // -0.0: x + -0.0 is x for every x, -0.0 included
-      return fp ? llvm::ConstantFP::get(ty, -0.0) : llvm::ConstantInt::get(ty, 0);
-    case AtomicOp::Mul: return fp ? llvm::ConstantFP::get(ty, 1.0) : llvm::ConstantInt::get(ty, 1);
-    // NaN is minNum/maxNum's identity: a NaN operand loses, and all-NaN stays NaN as it would
-    // without privatization (+-inf would turn a NaN in memory into inf).
-    case AtomicOp::Min:
-      if (fp) return llvm::ConstantFP::getNaN(ty);
-      return llvm::ConstantInt::get(ty, sg ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits));
-    case AtomicOp::Max:
-      if (fp) return llvm::ConstantFP::getNaN(ty);
-      return llvm::ConstantInt::get(ty, sg ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits));
-    case AtomicOp::And: return llvm::ConstantInt::get(ty, llvm::APInt::getAllOnes(bits));
-    case AtomicOp::Or: case AtomicOp::Xor: return llvm::ConstantInt::get(ty, 0);
-    default: throw std::runtime_error("internal: atomic op without an identity");
-  }
-}
-
-void LlvmCodegen::begin_reductions(const Stmt &loop) {
-  for (const Task &t : k_.tasks) {
-    if (!t.parallel || t.loop() != &loop) continue;
-    llvm::IRBuilder<> eb(entry_, entry_->begin());
-    for (const Stmt *r : t.reductions) {
-      Value *acc = eb.CreateAlloca(type(r->dtype));
-      b_.CreateStore(identity(r->atomic_op(), r->dtype), acc);
-      reduction_accs_[r] = acc;
-    }
-  }
-}
-
-// One real atomic per reduction and thread, after its share of the loop.
-void LlvmCodegen::flush_reductions(const Stmt &loop) {
-  for (const Task &t : k_.tasks) {
-    if (!t.parallel || t.loop() != &loop) continue;
-    for (const Stmt *r : t.reductions) {
-      Value *acc = b_.CreateLoad(type(r->dtype), reduction_accs_.at(r));
-      atomic_rmw(r->atomic_op(), r->dtype, value(r->operands[0]), acc);
-    }
-  }
 }
 
 // The value a CAS-loop op writes back, given the current one.

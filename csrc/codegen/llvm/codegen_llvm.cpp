@@ -33,6 +33,7 @@ void LlvmCodegen::begin_function(llvm::Function *fn) {
   values_.clear();
   bases_.clear();
   reduction_accs_.clear();
+  array_accs_.clear();
 }
 
 llvm::Type *LlvmCodegen::type(DataType t) {

@@ -24,6 +24,7 @@ struct CpuTask {
   void *body;
   BoundsFn bounds;
   int block_dim;
+  int64_t min_chunk;  // private field copies are set up per chunk: keep chunks long enough
 };
 
 struct CpuKernel : CompiledKernel {
@@ -90,7 +91,8 @@ class CpuRuntime : public Runtime {
     jit_.add(std::move(g.module), std::move(g.ctx));
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
-      CpuTask ct{t.parallel, jit_.lookup(g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0};
+      CpuTask ct{t.parallel, jit_.lookup(g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
+                 t.min_chunk()};
       if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_.lookup(g.symbols[i].bounds));
       out->tasks.push_back(ct);
     }
@@ -120,7 +122,10 @@ class CpuRuntime : public Runtime {
       int64_t range[2];
       t.bounds(bufs, a, range);
       auto body = reinterpret_cast<BodyFn>(t.body);
-      pool_.parallel_for(range[0], range[1], t.block_dim,
+      int64_t n = range[1] - range[0];
+      int64_t grain = t.block_dim ? t.block_dim
+                                  : std::max(t.min_chunk, n / (8 * static_cast<int64_t>(pool_.num_threads())));
+      pool_.parallel_for(range[0], range[1], grain,
                          [&](int64_t lo, int64_t hi) { body(bufs, a, lo, hi); });
     }
     return k.result;

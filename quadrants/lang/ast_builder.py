@@ -382,6 +382,8 @@ class FunctionWalker(ast.NodeVisitor):
             items = value.entries if isinstance(value, MatrixValue) else list(value)
             if len(items) != len(target.elts):
                 self.ctx.syntax_error(f"cannot unpack {len(items)} values into {len(target.elts)} targets")
+            # Read every value before storing any: `a, b = b, a` swaps.
+            items = [self.ctx.rvalue(v) for v in items]
             for t, v in zip(target.elts, items):
                 self.assign(t, v)
         else:

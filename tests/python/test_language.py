@@ -276,3 +276,20 @@ def test_integer_division_by_zero_does_not_crash():
     assert out[2] == 3
     k(7, -2)
     assert list(out.to_numpy()) == [-4, -1, 3]
+
+
+@test()
+def test_tuple_assignment_reads_every_value_first():
+    x = qd.field(qd.i32, shape=2)
+
+    @qd.kernel
+    def k() -> qd.i32:
+        a = 1
+        b = 2
+        a, b = b, a
+        x[0], x[1] = 5, 6
+        x[0], x[1] = x[1], x[0]
+        return a * 10 + b
+
+    assert k() == 21
+    assert list(x.to_numpy()) == [6, 5]

@@ -332,6 +332,24 @@ def test_vulkan_block_dim_and_grid_stride():
     np.testing.assert_array_equal(got[n - 5:], 3 * np.arange(n - 5, n))
 
 
+@test()
+def test_grid_stride_loop_ending_near_int32_max():
+    """The last grid-stride steps of a range ending near 2**31 must not wrap past INT_MAX to a
+    negative index (which is below the end again and would rerun the range)."""
+    c = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def k(b: qd.i32, n: qd.i32):
+        for i in range(b, n):
+            if i >= n - 10:
+                qd.atomic_add(c[None], 1)
+
+    for b in (0, 2**31 - 300):
+        c[None] = 0
+        k(b, 2**31 - 1000 if b == 0 else 2**31 - 1)
+        assert c[None] == 10
+
+
 @test(arch=qd.vulkan)
 def test_vulkan_slots_of_every_dtype():
     """Arguments in, kernel-scope variables across tasks, and return values out, per dtype."""

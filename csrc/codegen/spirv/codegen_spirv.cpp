@@ -114,18 +114,24 @@ void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
   const Stmt &loop = *task.loop();
   Id i32 = b_.t_i32(), u32 = b_.t_u32();
   Id begin = value(loop.operands[0]), end = value(loop.operands[1]);
-  Id gid = b_.bitcast(i32, b_.load_builtin(BuiltIn::GlobalInvocationId, 0));
-  Id groups = b_.load_builtin(BuiltIn::NumWorkgroups, 0);
-  Id stride = b_.bitcast(i32, b_.mul(u32, groups, b_.c_u32(block_dim)));
+  Id gid = b_.load_builtin(BuiltIn::GlobalInvocationId, 0);
+  Id stride = b_.mul(u32, b_.load_builtin(BuiltIn::NumWorkgroups, 0), b_.c_u32(block_dim));
+  // i32 arithmetic wraps, so neither the first index nor a step may pass `end`: an index that
+  // overflowed past INT_MAX would be negative, below `end` again, and rerun the range. The
+  // distance end - i, for i < end, fits in u32.
+  auto left = [&](Id i) { return b_.bitcast(u32, b_.sub(i32, end, i)); };
+  auto advance = [&](Id i, Id by) {
+    return b_.select(i32, b_.gt(u32, left(i), by), b_.add(i32, i, b_.bitcast(i32, by)), end);
+  };
   Id counter = b_.local_var(i32);
-  b_.store(counter, b_.add(i32, begin, gid));
+  b_.store(counter, b_.select(i32, b_.lt(i32, begin, end), advance(begin, gid), end));
   b_.begin_loop();
   Id i = b_.load(i32, counter);
   b_.loop_condition(b_.lt(i32, i, end));
   values_[&loop] = i;
   emit_block(*loop.body);
   b_.begin_continue();
-  b_.store(counter, b_.add(i32, b_.load(i32, counter), stride));
+  b_.store(counter, advance(b_.load(i32, counter), stride));
   b_.end_loop();
 }
 

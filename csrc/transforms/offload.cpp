@@ -98,6 +98,13 @@ void offload(KernelIR &k) {
     t.body.push(std::move(s));
   }
   k.body.stmts.clear();
+  // A `return` ends only its own task: the parallel loops after it would still run.
+  for (size_t i = 0; i + 1 < tasks.size(); i++)
+    for_each_stmt(tasks[i].body, [](Stmt &s) {
+      if (s.kind == StmtKind::Return)
+        syntax_error("a kernel cannot 'return' before a parallel loop; store the result and return it at the end",
+                     s.loc);
+    });
   for (Task &t : tasks) {
     if (t.parallel) {
       CrossTaskValues(t.body, t.prologue).fix(t.body);

@@ -165,3 +165,31 @@ def test_debug_mode_bounds_checks():
     nd(a, 8)
     with pytest.raises(IndexError, match="index 8 out of range for axis 0 of 'a'"):
         nd(a, 9)
+
+
+@test()
+def test_return_before_a_parallel_loop_is_rejected():
+    x = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def k(n: qd.i32) -> qd.i32:
+        if n > 0:
+            return 1
+        for i in range(4):
+            x[i] = 7
+        return 0
+
+    # The return would end only the code before the loop: the loop would still run and the
+    # final `return 0` would overwrite the result.
+    _raises(qd.QuadrantsSyntaxError, k, 5, match="before a parallel loop", line="return 1")
+    assert list(x.to_numpy()) == [0, 0, 0, 0]
+
+    @qd.kernel
+    def ok(n: qd.i32) -> qd.i32:
+        for i in range(4):
+            x[i] = n
+        if n > 0:
+            return 1
+        return 0
+
+    assert ok(3) == 1 and ok(-1) == 0 and list(x.to_numpy()) == [-1] * 4

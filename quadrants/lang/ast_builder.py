@@ -523,6 +523,8 @@ class FunctionWalker(ast.NodeVisitor):
         if step != 1:
             b0, e0 = bounds[0]
             sizes[0] = ctx.binary("floordiv", ctx.binary("add", ctx.binary("sub", e0, b0), step - (1 if step > 0 else -1)), step)
+        if len(sizes) > 1:  # an empty axis empties the product: two negative sizes must not multiply
+            sizes = [ctx.binary("max", s, 0) for s in sizes]
         total = sizes[0]
         for s in sizes[1:]:
             total = ctx.binary("mul", total, s)

@@ -293,3 +293,20 @@ def test_tuple_assignment_reads_every_value_first():
 
     assert k() == 21
     assert list(x.to_numpy()) == [6, 5]
+
+
+@test()
+def test_ndrange_with_empty_axes_runs_no_iteration():
+    c = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.i32):
+        for i, j in qd.ndrange((a, b), (a, b)):  # both axes empty: not (b - a) ** 2 iterations
+            c[None] += 1
+        for i, j in qd.ndrange((5, 0), 3):
+            c[None] += 100
+
+    k(5, 0)
+    assert c[None] == 0
+    k(0, 2)
+    assert c[None] == 4

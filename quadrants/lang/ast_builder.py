@@ -663,6 +663,14 @@ class FunctionWalker(ast.NodeVisitor):
             idx = index if isinstance(index, tuple) else (index,)
             if not all(isinstance(i, (int, np.integer)) for i in idx):
                 self.ctx.syntax_error("vector/matrix indices must be compile-time integers (use qd.static)")
+            if len(idx) > len(base.shape):
+                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+            # Python's rules per axis: negative counts from the end, out of range is an error (a
+            # flat offset would silently land on another entry).
+            for i, n in zip(idx, base.shape):
+                if not -n <= i < n:
+                    self.ctx.syntax_error(f"index {i} out of range for a vector/matrix of shape {base.shape}")
+            idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
             if len(idx) != len(base.shape):
                 if len(idx) == 1 and len(base.shape) == 2:  # a matrix row
                     m = base.shape[1]

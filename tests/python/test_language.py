@@ -310,3 +310,28 @@ def test_ndrange_with_empty_axes_runs_no_iteration():
     assert c[None] == 0
     k(0, 2)
     assert c[None] == 4
+
+
+@test()
+def test_matrix_indices_follow_python_rules():
+    out = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def k():
+        m = qd.Matrix([[1, 2, 3], [4, 5, 6]])
+        v = qd.Vector([7, 8, 9])
+        out[0] = m[1, -1]
+        out[1] = m[-1, 0]
+        out[2] = v[-1]
+        out[3] = m[-1].sum()
+
+    k()
+    assert list(out.to_numpy()) == [6, 4, 9, 15]
+
+    @qd.kernel
+    def bad() -> qd.i32:
+        m = qd.Matrix([[1, 2], [3, 4]])
+        return m[0, 2]  # not m[1, 0]
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="out of range"):
+        bad()

@@ -525,7 +525,7 @@ class FunctionWalker(ast.NodeVisitor):
             sizes[0] = ctx.binary("floordiv", ctx.binary("add", ctx.binary("sub", e0, b0), step - (1 if step > 0 else -1)), step)
         if len(sizes) > 1:  # an empty axis empties the product: two negative sizes must not multiply
             sizes = [ctx.binary("max", s, 0) for s in sizes]
-        total = sizes[0]
+        total = sizes[0] if sizes else 1  # a 0-D field has one element
         for s in sizes[1:]:
             total = ctx.binary("mul", total, s)
         total = ctx.scalar(total)
@@ -547,7 +547,7 @@ class FunctionWalker(ast.NodeVisitor):
             coords.append(ctx.binary("add", ctx.binary("mul", local, step), b) if step != 1 else
                           ctx.binary("add", local, b) if not (is_py_scalar(b) and b == 0) else local)
         coords.reverse()
-        if grouped or (isinstance(node.target, ast.Name) and len(coords) > 1):
+        if grouped or (isinstance(node.target, ast.Name) and len(coords) != 1):
             self.assign_loop_target(node.target, MatrixValue(coords, (len(coords),)))
         elif isinstance(node.target, ast.Name) and len(coords) == 1:
             self.bind(node.target.id, coords[0])

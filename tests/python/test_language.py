@@ -335,3 +335,21 @@ def test_matrix_indices_follow_python_rules():
 
     with pytest.raises(qd.QuadrantsSyntaxError, match="out of range"):
         bad()
+
+
+@test()
+def test_struct_for_over_a_0d_field_runs_once():
+    c = qd.field(qd.i32, shape=())
+    v = qd.Vector.field(2, qd.f32, shape=())
+
+    @qd.kernel
+    def k():
+        for I in c:
+            c[I] += 5
+        for I in qd.grouped(v):
+            v[I] += qd.Vector([1.0, 2.0])
+
+    c[None] = 1
+    k()
+    assert c[None] == 6
+    np.testing.assert_allclose(v.to_numpy(), [1.0, 2.0])

@@ -129,6 +129,7 @@ class Kernel:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"kernel '{self.__name__}': {e}") from None
+        bound.apply_defaults()
         return list(bound.arguments.values())
 
     def build(self, values, config):
@@ -192,9 +193,13 @@ class Kernel:
             f._check()
             buffers[idx] = f.handle
         copies = []  # (numpy array, staging buffer) to copy back after the launch
-        for step, v in zip(entry.plan, values):
+        for param, step, v in zip(self.params, entry.plan, values):
             if step[0] == "scalar":
-                slots[step[1]] = _to_slot(v, step[2])
+                try:
+                    slots[step[1]] = _to_slot(v, step[2])
+                except (TypeError, ValueError, OverflowError, struct.error):
+                    raise QuadrantsTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
+                                             f"({step[2]}), got {type(v).__name__} {v!r}") from None
             elif step[0] == "ndarray":
                 _, buf, ndim, elem = step
                 buffers[buf] = self._ndarray_handle(prog, v, copies)

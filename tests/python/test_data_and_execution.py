@@ -180,3 +180,28 @@ def test_kernels_called_from_python_threads():
     for t in threads:
         t.join()
     assert counter[None] == 4 * 20 * 1000
+
+
+@test()
+def test_kernel_default_arguments():
+    @qd.kernel
+    def k(a: qd.i32, b: qd.i32 = 5, c: qd.f32 = 0.5) -> qd.f32:
+        return a * 10 + b + c
+
+    assert k(1) == 15.5
+    assert k(a=2) == 25.5
+    assert k(1, c=1.0) == 16.0
+    assert k(1, 2, 3.0) == 15.0
+
+
+@test(arch=qd.cpu)
+def test_scalar_argument_of_a_wrong_type_names_the_argument():
+    @qd.kernel
+    def k(a: qd.i32, b: qd.f32) -> qd.f32:
+        return a + b
+
+    for bad in ("x", None, np.array([1, 2])):
+        with pytest.raises(qd.QuadrantsTypeError, match="argument 'a' expects a number"):
+            k(bad, 1.0)
+    with pytest.raises(qd.QuadrantsTypeError, match="argument 'b' expects a number"):
+        k(1, "y")

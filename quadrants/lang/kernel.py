@@ -42,8 +42,14 @@ def _ndarray_parts(value, param, kernel_name):
     ann = param.annotation
     if isinstance(value, Ndarray):
         dtype, shape, elem = value.dtype, value.shape, value.element_shape
+        if ann.element_shape and tuple(elem) != tuple(ann.element_shape):
+            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects elements of shape "
+                                     f"{tuple(ann.element_shape)}, got {tuple(elem)}")
     elif isinstance(value, np.ndarray):
         dtype, elem = T.from_numpy(value.dtype), tuple(ann.element_shape)
+        if value.ndim < len(elem) or tuple(value.shape[value.ndim - len(elem):]) != elem:
+            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects elements of shape "
+                                     f"{elem} (the trailing axes), got an array of shape {value.shape}")
         shape = value.shape[:value.ndim - len(elem)]
     else:
         raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects an ndarray "

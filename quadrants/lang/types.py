@@ -76,6 +76,8 @@ class NdarrayType:
     def __init__(self, dtype=None, ndim=None, element_shape=()):
         self.dtype = dtype
         self.ndim = ndim
+        if not element_shape and isinstance(dtype, (VectorType, MatrixType)):
+            element_shape = dtype.shape  # a numpy argument's trailing axes are the elements
         self.element_shape = tuple(element_shape)
 
     def __repr__(self):

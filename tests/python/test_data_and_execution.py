@@ -205,3 +205,27 @@ def test_scalar_argument_of_a_wrong_type_names_the_argument():
             k(bad, 1.0)
     with pytest.raises(qd.QuadrantsTypeError, match="argument 'b' expects a number"):
         k(1, "y")
+
+
+@test()
+def test_numpy_argument_for_a_vector_ndarray():
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.types.vector(3, qd.f32), ndim=1)):
+        for i in a:
+            a[i] = a[i] * 2.0 + qd.Vector([0.0, 1.0, 2.0])
+
+    @qd.kernel
+    def m(a: qd.types.ndarray(dtype=qd.types.matrix(2, 2, qd.i32))):
+        for i in a:
+            a[i] = a[i].transpose()
+
+    x = np.ones((4, 3), np.float32)
+    k(x)  # the trailing axis holds the vector
+    np.testing.assert_allclose(x, [[2.0, 3.0, 4.0]] * 4)
+    y = np.arange(8, dtype=np.int32).reshape(2, 2, 2)
+    m(y)
+    np.testing.assert_array_equal(y, np.arange(8).reshape(2, 2, 2).transpose(0, 2, 1))
+    with pytest.raises(qd.QuadrantsTypeError, match=r"elements of shape \(3,\)"):
+        k(np.ones((4, 2), np.float32))
+    with pytest.raises(qd.QuadrantsTypeError, match=r"elements of shape \(3,\)"):
+        k(qd.Vector.ndarray(2, qd.f32, 4))

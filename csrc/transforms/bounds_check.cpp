@@ -19,11 +19,22 @@ class Checker {
     const BufferDesc &d = k_.buffers[ptr->ival];
     for (size_t axis = 0; axis < ptr->operands.size(); axis++) {
       Stmt *idx = ptr->operands[axis];
-      Stmt *dim = dimension(ptr, d, axis);
-      Stmt *below = add(ptr, StmtKind::Binary, DataType::i32, {idx, constant(ptr, 0)}, int(BinaryOp::Lt));
-      Stmt *above = add(ptr, StmtKind::Binary, DataType::i32, {idx, dim}, int(BinaryOp::Ge));
+      // The builder narrows every index to i32; an i64, u64 or u32 index is checked as written
+      // (2**32 + 3 must not pass as 3), in i64.
+      Stmt *written = idx;
+      if (idx->kind == StmtKind::Unary && idx->op == int(UnaryOp::Cast) &&
+          (idx->cast_from == DataType::i64 || idx->cast_from == DataType::u64 || idx->cast_from == DataType::u32))
+        written = idx->operands[0];
+      DataType t = written == idx ? DataType::i32 : DataType::i64;
+      Stmt *checked = written;
+      if (written->dtype != t) {  // u64 keeps its bits (huge values read as negative); u32 zero-extends
+        checked = add(ptr, StmtKind::Unary, t, {written}, int(UnaryOp::Cast));
+        checked->cast_from = written->dtype;
+      }
+      Stmt *below = add(ptr, StmtKind::Binary, DataType::i32, {checked, constant(ptr, 0, t)}, int(BinaryOp::Lt));
+      Stmt *above = add(ptr, StmtKind::Binary, DataType::i32, {checked, dimension(ptr, d, axis, t)}, int(BinaryOp::Ge));
       Stmt *bad = add(ptr, StmtKind::Binary, DataType::i32, {below, above}, int(BinaryOp::LogicalOr));
-      report(ptr, bad, idx, message(ptr, d, axis));
+      report(ptr, bad, checked, message(ptr, d, axis));
       ptr->operands[axis] = add(ptr, StmtKind::Select, DataType::i32, {bad, constant(ptr, 0), idx});
     }
   }
@@ -43,11 +54,11 @@ class Checker {
     return c;
   }
 
-  Stmt *dimension(Stmt *anchor, const BufferDesc &d, size_t axis) {
-    if (d.kind == BufferKind::Field) return constant(anchor, d.shape[axis]);
+  Stmt *dimension(Stmt *anchor, const BufferDesc &d, size_t axis, DataType t) {
+    if (d.kind == BufferKind::Field) return constant(anchor, d.shape[axis], t);
     size_t runtime_dims = d.ndim - d.static_tail.size();
-    if (axis >= runtime_dims) return constant(anchor, d.static_tail[axis - runtime_dims]);
-    Stmt *slot = add(anchor, StmtKind::Arg, DataType::i32, {});
+    if (axis >= runtime_dims) return constant(anchor, d.static_tail[axis - runtime_dims], t);
+    Stmt *slot = add(anchor, StmtKind::Arg, t, {});  // the 8-byte slot holds the shape at any width
     slot->ival = d.shape_arg_slot + static_cast<int64_t>(axis);
     return slot;
   }
@@ -56,8 +67,11 @@ class Checker {
   void report(Stmt *anchor, Stmt *bad, Stmt *idx, const std::string &msg) {
     k_.error_messages.push_back(msg);
     Stmt *code = constant(anchor, static_cast<int64_t>(k_.error_messages.size()));
-    Stmt *wide = add(anchor, StmtKind::Unary, DataType::i64, {idx}, int(UnaryOp::Cast));
-    wide->cast_from = DataType::i32;
+    Stmt *wide = idx;
+    if (idx->dtype != DataType::i64) {
+      wide = add(anchor, StmtKind::Unary, DataType::i64, {idx}, int(UnaryOp::Cast));
+      wide->cast_from = idx->dtype;
+    }
     auto branch = std::make_unique<Stmt>(StmtKind::If, DataType::none);
     branch->operands = {bad};
     branch->loc = anchor->loc;

@@ -1,4 +1,5 @@
 """Bad kernels raise the documented exception, naming the source line."""
+import numpy as np
 import pytest
 
 import quadrants as qd
@@ -165,6 +166,35 @@ def test_debug_mode_bounds_checks():
     nd(a, 8)
     with pytest.raises(IndexError, match="index 8 out of range for axis 0 of 'a'"):
         nd(a, 9)
+
+
+@test(debug=True)
+def test_debug_bounds_checks_see_wide_and_unsigned_indices():
+    x = qd.field(qd.i32, shape=10)
+
+    @qd.kernel
+    def wide(i: qd.i64) -> qd.i32:
+        return x[i]
+
+    @qd.kernel
+    def unsigned(i: qd.u32) -> qd.i32:
+        return x[i]
+
+    assert wide(3) == 0 and unsigned(3) == 0
+    # Both used to be narrowed to i32 before the check: 2**32 + 3 passed as 3.
+    with pytest.raises(IndexError, match=f"index {2**32 + 3} out of range"):
+        wide(2**32 + 3)
+    with pytest.raises(IndexError, match=f"index {2**31 + 5} out of range"):
+        unsigned(2**31 + 5)
+
+    @qd.kernel
+    def nd(a: qd.types.ndarray(dtype=qd.f32, ndim=1), i: qd.i64) -> qd.f32:
+        return a[i]
+
+    a = np.arange(4, dtype=np.float32)
+    assert nd(a, 3) == 3.0
+    with pytest.raises(IndexError, match=f"index {2**32 + 1} out of range for axis 0 of 'a'"):
+        nd(a, 2**32 + 1)
 
 
 @test()

@@ -46,6 +46,11 @@ ATOMIC_AUGASSIGN = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 
 
+def _fits(v, dtype):
+    info = np.iinfo(dtype.np)
+    return int(info.min) <= v <= int(info.max)
+
+
 def is_py_scalar(v):
     return isinstance(v, (bool, int, float, np.integer, np.floating))
 
@@ -77,7 +82,7 @@ class KernelContext:
         if isinstance(v, (bool, np.bool_)):
             v = int(v)
         if isinstance(v, (int, np.integer)):
-            dtype = dtype or self.config.default_ip
+            dtype = dtype or self._int_literal_type(int(v))
             return self.expr(self.b.const_int(dtype.core, int(v)) if not dtype.is_real
                              else self.b.const_float(dtype.core, float(v)))
         if isinstance(v, (float, np.floating)):
@@ -132,7 +137,15 @@ class KernelContext:
     def _literal_type(self, lit, other):
         if isinstance(lit, (float, np.floating)) and not other.is_real:
             return self.config.default_fp
+        if not other.is_real and not _fits(int(lit), other):
+            return self._int_literal_type(int(lit))  # promotion then widens the other operand
         return other
+
+    def _int_literal_type(self, v):
+        for t in (self.config.default_ip, T.i64, T.u64):
+            if _fits(v, t):
+                return t
+        self.type_error(f"integer {v} does not fit in 64 bits")
 
     def unary(self, op, v):
         v = self.rvalue(v)

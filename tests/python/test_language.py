@@ -353,3 +353,18 @@ def test_struct_for_over_a_0d_field_runs_once():
     k()
     assert c[None] == 6
     np.testing.assert_allclose(v.to_numpy(), [1.0, 2.0])
+
+
+@test()
+def test_integer_literal_too_wide_for_the_other_operand_widens():
+    out = qd.field(qd.i64, shape=4)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.u8):
+        out[0] = a + 2**40       # not a + (2**40 wrapped to i32)
+        out[1] = 2**40 + 1       # a lone literal that does not fit default_ip is i64
+        out[2] = b + 300         # 300 does not fit u8
+        out[3] = b + 1           # fits: stays u8 and wraps
+
+    k(1, 255)
+    assert list(out.to_numpy()) == [2**40 + 1, 2**40 + 1, 555, 0]

@@ -7,6 +7,8 @@ from quadrants import _core
 class DataType:
     """A primitive dtype such as qd.f32. Calling it inside a kernel casts: qd.f32(x)."""
 
+    _qd_builtin = True  # the kernel front end calls it with kernel values
+
     def __init__(self, name, np_dtype):
         self.name = name
         self.core = getattr(_core.DataType, name)

@@ -368,3 +368,17 @@ def test_integer_literal_too_wide_for_the_other_operand_widens():
 
     k(1, 255)
     assert list(out.to_numpy()) == [2**40 + 1, 2**40 + 1, 555, 0]
+
+
+@test()
+def test_calling_a_dtype_casts_in_kernels():
+    out = qd.field(qd.f32, shape=3)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.f32):
+        out[0] = qd.f32(a) / 2
+        out[1] = qd.i32(b) + qd.u8(a + 254)
+        out[2] = qd.f16(1.5)
+
+    k(3, 2.75)
+    assert list(out.to_numpy()) == [1.5, 2.0 + 1.0, 1.5]

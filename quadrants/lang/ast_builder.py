@@ -280,7 +280,7 @@ class FunctionWalker(ast.NodeVisitor):
                 except ValueError:
                     pass
         self.lineno = self.fdef.lineno
-        self.loops = []  # "parallel" / "serial" / "while"
+        self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
         self.return_value = None
 
@@ -462,10 +462,18 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Break(self, node):
         if self.loops and self.loops[-1] == "parallel":
             self.ctx.syntax_error("'break' is not allowed in the outermost (parallel) loop of a kernel")
+        self._not_in_unrolled_loop("break")
         self.b.break_()
 
     def visit_Continue(self, node):
+        self._not_in_unrolled_loop("continue")
         self.b.continue_()
+
+    def _not_in_unrolled_loop(self, what):
+        # The unrolled copies are not a loop at run time: the jump would leave the enclosing loop.
+        if self.loops and self.loops[-1] == "static":
+            self.ctx.syntax_error(f"'{what}' is not supported in a loop unrolled at compile time (qd.static or "
+                                  f"a Python sequence)")
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
@@ -474,7 +482,7 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.syntax_error("a @qd.func may only return as its last statement")
             self.return_value = self.ctx.rvalue(value)
             return
-        if self.loops:
+        if any(l != "static" for l in self.loops):
             self.ctx.syntax_error("'return' inside a loop is not supported in kernels")
         if value is None:
             self.ctx.syntax_error("a kernel 'return' needs a value (and a return annotation)")
@@ -507,11 +515,13 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.syntax_error(f"cannot iterate over {type(iterable).__name__} in a kernel")
 
     def unroll(self, node, values):
+        self.loops.append("static")
         for v in values:
             self.scopes.append({})
             self.assign_loop_target(node.target, v)
             self.run_body(node.body, new_scope=False)
             self.scopes.pop()
+        self.loops.pop()
 
     def assign_loop_target(self, target, value):
         if isinstance(target, ast.Name):

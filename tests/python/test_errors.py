@@ -223,3 +223,40 @@ def test_return_before_a_parallel_loop_is_rejected():
         return 0
 
     assert ok(3) == 1 and ok(-1) == 0 and list(x.to_numpy()) == [-1] * 4
+
+
+@test(arch=qd.cpu)
+def test_break_and_continue_in_unrolled_loops_are_rejected():
+    @qd.kernel
+    def k(n: qd.i32) -> qd.i32:
+        s = 0
+        for i in range(n):
+            for j in qd.static(range(4)):
+                if j == 1:
+                    continue  # would continue the `i` loop, skipping j = 2, 3
+                s += 1
+        return s
+
+    _raises(qd.QuadrantsSyntaxError, k, 3, match="unrolled", line="continue")
+
+    @qd.kernel
+    def b(n: qd.i32) -> qd.i32:
+        s = 0
+        for i in range(n):
+            for j in qd.static(range(4)):
+                if i == j:
+                    while True:
+                        break  # leaves the while: fine
+                s += 1
+        return s
+
+    assert b(3) == 12
+
+    @qd.kernel
+    def r(n: qd.i32) -> qd.i32:
+        for j in qd.static(range(3)):
+            if n == j:
+                return j * 10
+        return -1
+
+    assert r(2) == 20 and r(5) == -1

@@ -218,6 +218,12 @@ TEST_CASE("vulkan atomic counter: every invocation gets a distinct old value", "
     std::vector<uint32_t> expected(n);
     std::iota(expected.begin(), expected.end(), 0u);
     REQUIRE(olds == expected);
+    // Two references: the pipeline outlives the first release and goes with the second.
+    dev->release_kernel(kernel);
+    dev->dispatch(kernel, {buf}, groups_for(n));
+    dev->release_kernel(kernel);
+    REQUIRE_THROWS_AS(dev->dispatch(kernel, {buf}, groups_for(n)), qd::vulkan::VulkanError);
+    REQUIRE(dev->create_kernel(words, 1) != kernel);  // built afresh
     dev->free_buffer(buf);
   }
 }

@@ -110,6 +110,9 @@ class VulkanDevice {
   // declares `num_buffers` storage buffers in set 0, bindings 0 .. num_buffers-1.
   KernelId create_kernel(const std::vector<uint32_t> &spirv, uint32_t num_buffers,
                          const std::string &entry = "main");
+  // Drops one create_kernel reference (each call, cached or not, is one); the pipeline is
+  // destroyed with the last, so compiling kernel after kernel does not grow the device forever.
+  void release_kernel(KernelId id);
   // Records all dispatches in one command buffer, with a compute -> compute barrier between
   // them, submits and waits ($QD_VULKAN_TIMEOUT_S, default 300 s).
   void launch(const std::vector<Dispatch> &dispatches);
@@ -130,6 +133,8 @@ class VulkanDevice {
     VkPipelineLayout layout = VK_NULL_HANDLE;
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
     uint32_t num_buffers = 0;
+    int refs = 0;
+    std::string cache_key;
   };
   struct Layout {
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;

@@ -44,7 +44,10 @@ KernelId VulkanDevice::create_kernel(const std::vector<uint32_t> &spirv, uint32_
                                      const std::string &entry) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string key = cache_key(spirv, num_buffers, entry);
-  if (auto it = kernel_cache_.find(key); it != kernel_cache_.end()) return it->second;
+  if (auto it = kernel_cache_.find(key); it != kernel_cache_.end()) {
+    kernels_.at(it->second).refs++;
+    return it->second;
+  }
   // Drivers may crash on malformed SPIR-V, so nothing reaches them unvalidated.
   std::string error = spirv::validate(spirv, target_env());
   if (!error.empty()) fail("invalid SPIR-V for entry point '" + entry + "': " + error);
@@ -68,9 +71,22 @@ KernelId VulkanDevice::create_kernel(const std::vector<uint32_t> &spirv, uint32_
   if (r != VK_SUCCESS) dfn_.vkDestroyShaderModule(device_, k.module, nullptr);
   check(r, "vkCreateComputePipelines");
   KernelId id = next_kernel_++;
+  k.refs = 1;
+  k.cache_key = key;
   kernels_[id] = k;
   kernel_cache_[key] = id;
   return id;
+}
+
+void VulkanDevice::release_kernel(KernelId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kernels_.find(id);
+  if (it == kernels_.end()) fail("release_kernel: no kernel with id " + std::to_string(id));
+  if (--it->second.refs > 0 || hung_) return;  // after a hang the driver may still use it
+  dfn_.vkDestroyPipeline(device_, it->second.pipeline, nullptr);  // launches have all waited
+  dfn_.vkDestroyShaderModule(device_, it->second.module, nullptr);
+  kernel_cache_.erase(it->second.cache_key);
+  kernels_.erase(it);
 }
 
 void VulkanDevice::validate_dispatches(const std::vector<Dispatch> &dispatches) {

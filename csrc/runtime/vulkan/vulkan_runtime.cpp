@@ -31,9 +31,11 @@ struct VulkanKernel : CompiledKernel {
   int num_slots = 0;
 
   ~VulkanKernel() override {
-    if (auto d = device.lock())
+    if (auto d = device.lock()) {
       for (BufferId id : {args, temps, result})
         if (id) d->free_buffer(id);
+      for (const VulkanTask &t : tasks) d->release_kernel(t.pipeline);
+    }
   }
 };
 

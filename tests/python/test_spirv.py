@@ -1,6 +1,7 @@
 """The SPIR-V backends: lowering of every (op, dtype) read from the SPIR-V disassembly (no device
 needed), MSL for Metal, and the Vulkan runtime on a real device (lavapipe here): masked
 capabilities, device selection, grids, slots."""
+import math
 import re
 
 import numpy as np
@@ -348,6 +349,44 @@ def test_grid_stride_loop_ending_near_int32_max():
         c[None] = 0
         k(b, 2**31 - 1000 if b == 0 else 2**31 - 1)
         assert c[None] == 10
+
+
+@test()
+def test_float_pow_and_mod_special_cases_follow_c_and_python():
+    """GLSL leaves pow(0, y <= 0) undefined and lavapipe gives NaN for pow(1, inf); Vulkan's FRem
+    is NaN for an infinite divisor. Results must be C's pow and Python's %."""
+    inf, nan = math.inf, math.nan
+    pows = [(0.0, -1.0), (-0.0, -1.0), (0.0, -2.0), (0.0, -0.5), (0.0, -inf), (-0.0, 3.0), (1.0, inf),
+            (1.0, nan), (-1.0, inf), (-1.0, -inf), (-inf, 0.5), (-inf, 3.0), (-8.0, 3.0), (-2.0, 0.5)]
+    mods = [(7.0, inf), (-7.0, inf), (7.0, -inf), (-7.0, -inf), (inf, inf), (7.5, -2.0)]
+
+    def c_pow(x, y):  # C's pow, where math.pow raises
+        if x == 0 and y < 0:
+            return math.copysign(inf, x) if y % 2 == 1 else inf
+        return nan if x < 0 and math.isfinite(x) and math.isfinite(y) and y != int(y) else math.pow(x, y)
+    for t in (qd.f16, qd.f32, qd.f64):
+        n = len(pows) + len(mods)
+        a = qd.field(t, shape=n)
+        b = qd.field(t, shape=n)
+        r = qd.field(t, shape=n)
+
+        @qd.kernel
+        def k():
+            for i in range(n):
+                if i < len(pows):
+                    r[i] = a[i] ** b[i]
+                else:
+                    r[i] = a[i] % b[i]
+
+        a.from_numpy(np.array([x for x, _ in pows + mods], dtype=t.np))
+        b.from_numpy(np.array([y for _, y in pows + mods], dtype=t.np))
+        k()
+        got = r.to_numpy()
+        want = [c_pow(x, y) for x, y in pows] + [x % y if not math.isinf(x) else nan for x, y in mods]
+        for i, w in enumerate(want):
+            g = float(got[i])
+            assert (math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1, g) == math.copysign(1, w)), \
+                (t, (pows + mods)[i], g, w)
 
 
 @test(arch=qd.vulkan)

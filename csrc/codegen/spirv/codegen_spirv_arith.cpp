@@ -124,25 +124,34 @@ Id SpirvCodegen::int_mod(DataType t, Id a, Id b) {
 
 // Python's float a % b: the result takes the divisor's sign.
 Id SpirvCodegen::float_mod(DataType t, Id a, Id b) {
-  Id ty = type(t), zero = b_.c_float(ty, 0);
-  Id r = b_.rem(ty, a, b);
+  Id ty = type(t), zero = b_.c_float(ty, 0), bool_t = b_.t_bool();
+  // Vulkan's OpFRem may be a - b * trunc(a / b), which is NaN for an infinite b; fmod gives a.
+  Id inf_divisor = b_.logical_and(b_.emit(Op::IsInf, bool_t, b), b_.logical_not(b_.emit(Op::IsInf, bool_t, a)));
+  Id r = b_.select(ty, inf_divisor, a, b_.rem(ty, a, b));
   Id signs_differ = b_.logical_not(b_.emit(Op::LogicalEqual, b_.t_bool(), b_.lt(ty, r, zero), b_.lt(ty, b, zero)));
   Id adjust = b_.logical_and(b_.emit(Op::FOrdNotEqual, b_.t_bool(), r, zero), signs_differ);
   return b_.select(ty, adjust, b_.add(ty, r, b), r);
 }
 
-// GLSL's Pow is undefined for x < 0 and for 0 ** 0: give C's pow results there (f64: its own).
+// GLSL's Pow is undefined for x < 0 and for x == 0, y <= 0, and drivers differ for |x| == 1 and
+// an infinite or NaN y: give C's pow results there (f64: its own).
 Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
   if (t == DataType::f64) return f64_pow(a, b);
-  Id ty = type(t), zero = b_.c_float(ty, 0);
-  Id mag = math(GLSLstd450::Pow, t, {b_.glsl(GLSLstd450::FAbs, ty, {a}), b});
+  Id ty = type(t), zero = b_.c_float(ty, 0), one = b_.c_float(ty, 1);
+  Id inf = b_.c_float(ty, INFINITY), nan = b_.c_float(ty, std::nan(""));
+  Id abs_a = b_.glsl(GLSLstd450::FAbs, ty, {a});
+  Id mag = math(GLSLstd450::Pow, t, {abs_a, b});
+  mag = b_.select(ty, b_.eq(ty, abs_a, one), one, mag);
+  mag = b_.select(ty, b_.eq(ty, abs_a, zero), b_.select(ty, b_.lt(ty, b, zero), inf, zero), mag);
   Id integral = b_.eq(ty, math(GLSLstd450::Trunc, t, {b}), b);
   Id half = b_.mul(ty, b, b_.c_float(ty, 0.5));
   Id odd = b_.logical_and(integral, b_.ne(ty, math(GLSLstd450::Trunc, t, {half}), half));
-  Id negative = b_.select(ty, odd, b_.neg(ty, mag), mag);
-  Id nan = b_.c_float(ty, std::nan(""));
-  Id r = b_.select(ty, b_.lt(ty, a, zero), b_.select(ty, integral, negative, nan), mag);
-  return b_.select(ty, b_.eq(ty, b, zero), b_.c_float(ty, 1), r);
+  // The sign bit of a, -0.0 included (1 / -0.0 is -inf).
+  Id sign = b_.logical_or(b_.lt(ty, a, zero), b_.lt(ty, b_.div(ty, one, a), zero));
+  Id r = b_.select(ty, b_.logical_and(sign, odd), b_.neg(ty, mag), mag);
+  Id finite_negative = b_.logical_and(b_.lt(ty, a, zero), b_.ne(ty, a, b_.neg(ty, inf)));
+  r = b_.select(ty, b_.logical_and(finite_negative, b_.logical_not(integral)), nan, r);
+  return b_.select(ty, b_.eq(ty, b, zero), one, r);
 }
 
 // Square-and-multiply; a negative exponent gives 0, as in the LLVM backend.

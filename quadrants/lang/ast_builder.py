@@ -43,7 +43,6 @@ _PYOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": 
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 # Augmented assignments on global memory that are atomic; the others are plain read-modify-writes.
 ATOMIC_AUGASSIGN = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
-_SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 
 
 def _fits(v, dtype):
@@ -632,8 +631,11 @@ class FunctionWalker(ast.NodeVisitor):
             right = self.visit(right_node)
             name = _CMPOPS.get(type(op))
             if name is None:
-                if isinstance(op, (ast.Is, ast.IsNot)) and not isinstance(left, (Expr, Var, Ptr)):
-                    r = (left is right) if isinstance(op, ast.Is) else (left is not right)
+                compile_time = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+                if type(op) in compile_time and not any(isinstance(v, (Expr, Var, Ptr, MatrixValue))
+                                                        for v in (left, right)):
+                    r = compile_time[type(op)](left, right)
                 else:
                     self.ctx.syntax_error(f"unsupported comparison '{type(op).__name__}' in a kernel")
             else:

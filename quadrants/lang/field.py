@@ -89,6 +89,9 @@ class Field(RuntimeArray):
 
 
 def field(dtype, shape=None, name=None):
+    """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape)."""
+    if isinstance(dtype, (T.VectorType, T.MatrixType)):
+        return Field(dtype.dtype, shape, element_shape=dtype.shape, name=name)
     return Field(dtype, shape, name=name)
 
 

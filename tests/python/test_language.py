@@ -382,3 +382,43 @@ def test_calling_a_dtype_casts_in_kernels():
 
     k(3, 2.75)
     assert list(out.to_numpy()) == [1.5, 2.0 + 1.0, 1.5]
+
+
+@test()
+def test_casts_to_f16_from_every_type_round_like_numpy():
+    """f64 -> f16 has no x86 instruction: the JIT supplies the conversion, correctly rounded."""
+    rng = np.random.default_rng(5)
+    src = np.concatenate([rng.standard_normal(300) * 10.0 ** rng.integers(-9, 6, 300),
+                          [0.0, -0.0, 65504.0, 65520.0, 1e6, -1e6, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 5.96e-8,
+                           np.inf, -np.inf, 1 + 2.0**-11, 1 + 3 * 2.0**-12]])
+    out = qd.field(qd.f16, shape=src.size)
+    for dtype in (qd.f64, qd.f32, qd.i32, qd.i64):
+        vals = src.astype(dtype.np) if dtype.is_real else np.clip(np.nan_to_num(src), -1e9, 1e9).astype(dtype.np)
+
+        @qd.kernel
+        def k(a: qd.types.ndarray(dtype=dtype, ndim=1)):
+            for i in range(a.shape[0]):
+                out[i] = qd.cast(a[i], qd.f16)
+
+        k(vals)
+        with np.errstate(over="ignore"):  # numpy warns where it rounds to inf, as we do
+            np.testing.assert_array_equal(out.to_numpy(), vals.astype(np.float16))
+
+
+@test()
+def test_field_of_vector_dtype_and_static_membership():
+    v = qd.field(qd.types.vector(3, qd.f32), shape=2)
+    assert v.element_shape == (3,)
+
+    @qd.kernel
+    def k(op: qd.template()):
+        for i in range(2):
+            if qd.static(op in ("a", "b")):
+                v[i] = qd.Vector([1.0, 2.0, 3.0])
+            if qd.static(op not in ("a", "b")):
+                v[i] = qd.Vector([0.0, 0.0, 0.0])
+
+    k("a")
+    np.testing.assert_array_equal(v.to_numpy(), [[1, 2, 3]] * 2)
+    k("c")
+    np.testing.assert_array_equal(v.to_numpy(), [[0, 0, 0]] * 2)

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "runtime/cpu/half_builtins.h"
 
 namespace qd {
 
@@ -44,6 +45,13 @@ CpuJit::CpuJit() {
                        jit_->getDataLayout().getGlobalPrefix()),
                    "opening the process symbols");
   jit_->getMainJITDylib().addGenerator(std::move(gen));
+  // compiler-rt's f64 -> f16 conversion, which LLVM calls and the process may lack.
+  auto &es = jit_->getExecutionSession();
+  llvm::orc::SymbolMap builtins;
+  builtins[es.intern("__truncdfhf2")] = {llvm::orc::ExecutorAddr::fromPtr(&qd_truncdfhf2),
+                                        llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  if (auto err = jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(builtins))))
+    throw RuntimeError("registering JIT builtins: " + llvm::toString(std::move(err)));
 }
 
 void CpuJit::optimize_for_host(llvm::Module &m) {

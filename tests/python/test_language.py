@@ -422,3 +422,21 @@ def test_field_of_vector_dtype_and_static_membership():
     np.testing.assert_array_equal(v.to_numpy(), [[1, 2, 3]] * 2)
     k("c")
     np.testing.assert_array_equal(v.to_numpy(), [[0, 0, 0]] * 2)
+
+
+@test()
+def test_integer_power_with_negative_exponent():
+    """base ** -n is 1 / base ** n in integer division: 1 for base 1, +-1 for base -1, else 0."""
+    out = qd.field(qd.i32, shape=6)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.i32, c: qd.i32, e: qd.i32):
+        out[0] = a ** e        # 1 ** -3
+        out[1] = b ** e        # (-1) ** -3
+        out[2] = b ** (e + 1)  # (-1) ** -2
+        out[3] = c ** e        # 2 ** -3
+        out[4] = c ** (e + 5)  # 2 ** 2
+        out[5] = b ** 0
+
+    k(1, -1, 2, -3)
+    assert list(out.to_numpy()) == [1, -1, 1, 0, 4, 1]

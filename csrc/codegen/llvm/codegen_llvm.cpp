@@ -215,7 +215,7 @@ Value *LlvmCodegen::unary(const Stmt &s) {
 }
 
 Value *LlvmCodegen::int_pow(Value *base, Value *exp, DataType t) {
-  // Square-and-multiply; a negative exponent gives 0 for |base| > 1, as integer division would.
+  // Square-and-multiply.
   llvm::BasicBlock *pre = b_.GetInsertBlock();
   auto *loop = llvm::BasicBlock::Create(ctx_, "pow.loop", fn_);
   auto *done = llvm::BasicBlock::Create(ctx_, "pow.done", fn_);
@@ -236,8 +236,13 @@ Value *LlvmCodegen::int_pow(Value *base, Value *exp, DataType t) {
   e->addIncoming(e2, b_.GetInsertBlock());
   b_.CreateCondBr(more, loop, done);
   b_.SetInsertPoint(done);
-  Value *neg = is_signed(t) ? b_.CreateICmpSLT(exp, llvm::ConstantInt::get(ty, 0)) : b_.getFalse();
-  return b_.CreateSelect(neg, llvm::ConstantInt::get(ty, 0), r2);
+  if (!is_signed(t)) return r2;
+  // A negative exponent: 1 / base**-exp in integer division, so 1 for base 1, +-1 for base -1, else 0.
+  auto k = [&](int64_t v) { return llvm::ConstantInt::getSigned(ty, v); };
+  Value *exp_odd = b_.CreateICmpNE(b_.CreateAnd(exp, k(1)), k(0));
+  Value *inverse = b_.CreateSelect(b_.CreateICmpEQ(base, k(1)), k(1),
+                                   b_.CreateSelect(b_.CreateICmpEQ(base, k(-1)), b_.CreateSelect(exp_odd, k(-1), k(1)), k(0)));
+  return b_.CreateSelect(b_.CreateICmpSLT(exp, k(0)), inverse, r2);
 }
 
 // x86 traps on an integer division by zero and on INT_MIN / -1, which would kill the user's

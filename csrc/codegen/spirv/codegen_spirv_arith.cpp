@@ -154,7 +154,7 @@ Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
   return b_.select(ty, b_.eq(ty, b, zero), one, r);
 }
 
-// Square-and-multiply; a negative exponent gives 0, as in the LLVM backend.
+// Square-and-multiply; negative exponents as in the LLVM backend.
 Id SpirvCodegen::int_pow(DataType t, Id base, Id exp) {
   Id ty = type(t), zero = b_.c_int(ty, 0), one = b_.c_int(ty, 1);
   Id r = b_.local_var(ty), x = b_.local_var(ty), e = b_.local_var(ty);
@@ -171,7 +171,12 @@ Id SpirvCodegen::int_pow(DataType t, Id base, Id exp) {
   b_.end_loop();
   Id result = b_.load(ty, r);
   if (!is_signed(t)) return result;
-  return b_.select(ty, b_.lt(ty, exp, zero), zero, result);
+  // A negative exponent: 1 / base**-exp in integer division, so 1 for base 1, +-1 for base -1, else 0.
+  Id minus_one = b_.c_int(ty, -1);
+  Id exp_odd = b_.ne(ty, b_.bit_and(ty, exp, one), zero);
+  Id inverse = b_.select(ty, b_.eq(ty, base, one), one,
+                         b_.select(ty, b_.eq(ty, base, minus_one), b_.select(ty, exp_odd, minus_one, one), zero));
+  return b_.select(ty, b_.lt(ty, exp, zero), inverse, result);
 }
 
 // Floats: NMin / NMax, i.e. minNum / maxNum (a NaN operand loses), like LLVM's minnum.

@@ -7,7 +7,6 @@ cached call overhead of a small kernel, measured in one run.
 import os
 import time
 
-import numpy as np
 
 import quadrants as qd
 

@@ -3,7 +3,6 @@ import functools
 import inspect
 import os
 
-import numpy as np
 import pytest
 
 import quadrants as qd

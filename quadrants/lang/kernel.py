@@ -9,7 +9,6 @@ from quadrants import _core
 from quadrants.lang import ast_builder, runtime
 from quadrants.lang import types as T
 from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
-from quadrants.lang.field import Field
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.values import NdarrayArg
 

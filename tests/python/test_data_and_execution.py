@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import quadrants as qd
-from test_utils import approx, current_arch, test
+from test_utils import test
 
 
 @test()

@@ -56,8 +56,6 @@ def test_missing_and_wrong_annotation():
         def k2(a: str):
             pass
 
-    x = qd.field(qd.f32, shape=4)
-
     @qd.kernel
     def k3(a: qd.types.ndarray(dtype=qd.f32, ndim=1)):
         for i in range(4):

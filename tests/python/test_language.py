@@ -440,3 +440,23 @@ def test_integer_power_with_negative_exponent():
 
     k(1, -1, 2, -3)
     assert list(out.to_numpy()) == [1, -1, 1, 0, 4, 1]
+
+
+@test()
+def test_shifts_by_the_bit_width_or_more():
+    """Out-of-range shift amounts are defined: 0, or the sign for an arithmetic right shift."""
+    out = qd.field(qd.i64, shape=8)
+
+    @qd.kernel
+    def k(a: qd.i32, u: qd.u8, n: qd.i32, m: qd.i32):
+        out[0] = a << n          # 1 << 32
+        out[1] = a >> n
+        out[2] = -a >> n         # arithmetic: the sign
+        out[3] = u << m          # u8 << 8
+        out[4] = u >> m
+        out[5] = a << -1
+        out[6] = a << (n - 29)   # in range: 1 << 3
+        out[7] = -a >> (n - 31)  # -1 >> 1
+
+    k(1, 200, 32, 8)
+    assert list(out.to_numpy()) == [0, 0, -1, 0, 0, 0, 8, -1]

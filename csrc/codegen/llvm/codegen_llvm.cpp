@@ -258,6 +258,19 @@ Value *LlvmCodegen::safe_divisor(Value *a, Value *c, bool is_signed) {
   return b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), c);
 }
 
+// Shifts by the bit width or more (or by a negative amount) are poison in LLVM; here they give
+// what PTX does: 0, or the sign for an arithmetic right shift.
+Value *LlvmCodegen::shift(BinaryOp op, Value *a, Value *amount, bool is_signed) {
+  llvm::Type *t = a->getType();
+  unsigned bits = t->getIntegerBitWidth();
+  Value *too_far = b_.CreateICmpUGE(amount, llvm::ConstantInt::get(amount->getType(), bits));
+  Value *n = b_.CreateSelect(too_far, llvm::ConstantInt::get(t, is_signed && op == BinaryOp::Shr ? bits - 1 : 0),
+                             b_.CreateZExtOrTrunc(amount, t));
+  if (op == BinaryOp::Shl) return b_.CreateSelect(too_far, llvm::ConstantInt::get(t, 0), b_.CreateShl(a, n));
+  if (is_signed) return b_.CreateAShr(a, n);
+  return b_.CreateSelect(too_far, llvm::ConstantInt::get(t, 0), b_.CreateLShr(a, n));
+}
+
 Value *LlvmCodegen::binary(const Stmt &s) {
   DataType ot = s.operands[0]->dtype;
   Value *a = value(s.operands[0]), *c = value(s.operands[1]);
@@ -310,11 +323,7 @@ Value *LlvmCodegen::binary(const Stmt &s) {
     case BinaryOp::BitAnd: return b_.CreateAnd(a, c);
     case BinaryOp::BitOr: return b_.CreateOr(a, c);
     case BinaryOp::BitXor: return b_.CreateXor(a, c);
-    case BinaryOp::Shl: return b_.CreateShl(a, b_.CreateIntCast(c, a->getType(), is_signed(s.operands[1]->dtype)));
-    case BinaryOp::Shr: {
-      Value *amount = b_.CreateIntCast(c, a->getType(), is_signed(s.operands[1]->dtype));
-      return sg ? b_.CreateAShr(a, amount) : b_.CreateLShr(a, amount);
-    }
+    case BinaryOp::Shl: case BinaryOp::Shr: return shift(static_cast<BinaryOp>(s.op), a, c, sg);
     case BinaryOp::Atan2: {
       if (Value *v = target_.emit_math(*this, "atan2", {a, c})) return v;
       std::string name = ot == DataType::f64 ? "atan2" : "atan2f";

@@ -71,6 +71,7 @@ class LlvmCodegen {
   llvm::Value *binary(const Stmt &s);
   llvm::Value *int_pow(llvm::Value *base, llvm::Value *exp, DataType t);
   llvm::Value *safe_divisor(llvm::Value *a, llvm::Value *c, bool is_signed);
+  llvm::Value *shift(BinaryOp op, llvm::Value *a, llvm::Value *amount, bool is_signed);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);
   llvm::Value *atomic_rmw(AtomicOp op, DataType t, llvm::Value *ptr, llvm::Value *val);

@@ -187,6 +187,18 @@ Id SpirvCodegen::minmax(bool is_min, DataType t, Id a, Id b) {
   return math(inst, t, {a, b});
 }
 
+// Shifts by the bit width or more (or by a negative amount) are undefined in SPIR-V; as in the
+// LLVM backends they give 0, or the sign for an arithmetic right shift.
+Id SpirvCodegen::shift(BinaryOp op, DataType t, Id a, DataType amount_type, Id amount) {
+  Id ty = type(t), aty = type(amount_type);
+  int bits = bit_width(t);
+  Id too_far = b_.emit(Op::UGreaterThanEqual, b_.t_bool(), amount, b_.c_int(aty, bits));
+  bool arithmetic = op == BinaryOp::Shr && is_signed(t);
+  Id n = b_.select(ty, too_far, b_.c_int(ty, arithmetic ? bits - 1 : 0), b_.convert(ty, aty, amount));
+  Id shifted = op == BinaryOp::Shl ? b_.shl(ty, a, n) : b_.shr(ty, a, n);
+  return arithmetic ? shifted : b_.select(ty, too_far, b_.c_int(ty, 0), shifted);
+}
+
 Id SpirvCodegen::binary(const Stmt &s) {
   auto op = static_cast<BinaryOp>(s.op);
   if (is_comparison(op)) return compare(s);
@@ -207,8 +219,7 @@ Id SpirvCodegen::binary(const Stmt &s) {
     case BinaryOp::BitAnd: return b_.bit_and(ty, a, c);
     case BinaryOp::BitOr: return b_.bit_or(ty, a, c);
     case BinaryOp::BitXor: return b_.bit_xor(ty, a, c);
-    case BinaryOp::Shl: return b_.shl(ty, a, b_.convert(ty, type(s.operands[1]->dtype), c));
-    case BinaryOp::Shr: return b_.shr(ty, a, b_.convert(ty, type(s.operands[1]->dtype), c));
+    case BinaryOp::Shl: case BinaryOp::Shr: return shift(static_cast<BinaryOp>(s.op), ot, a, s.operands[1]->dtype, c);
     case BinaryOp::Atan2: return ot == DataType::f64 ? f64_atan2(a, c) : math(GLSLstd450::Atan2, ot, {a, c});
     case BinaryOp::LogicalAnd:
       return from_bool(b_.logical_and(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);

@@ -79,6 +79,7 @@ class SpirvCodegen {
   Id float_mod(DataType t, Id a, Id b);
   Id float_pow(DataType t, Id a, Id b);
   Id int_pow(DataType t, Id a, Id b);
+  Id shift(BinaryOp op, DataType t, Id a, DataType amount_type, Id amount);
   Id minmax(bool is_min, DataType t, Id a, Id b);
 
   // codegen_spirv_math.cpp: f64 sin, exp, log, pow, ..., which GLSL.std.450 lacks.

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 
 from quadrants import _core
-from quadrants.lang import ast_builder, runtime
+from quadrants.lang import ast_builder, context, runtime
 from quadrants.lang import types as T
 from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.ndarray import Ndarray
@@ -139,7 +139,7 @@ class Kernel:
 
     def build(self, values, config):
         """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan)."""
-        ctx = ast_builder.KernelContext(self.__name__, config)
+        ctx = context.KernelContext(self.__name__, config)
         plan, bound = [], {}
         for p, v in zip(self.params, values):
             if p.kind == "scalar":
@@ -158,7 +158,7 @@ class Kernel:
         num_slots = ctx.b.num_arg_slots()
         ctx.b.set_returns([r.core for r in self.returns])
         ctx.b.set_debug(bool(config.debug))
-        prev, ast_builder._current = ast_builder._current, ctx
+        prev, context._current = context._current, ctx
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
             walker.set_loc(walker.fdef)
@@ -166,7 +166,7 @@ class Kernel:
             args = {n: (ctx.expr(ctx.b.arg(v[1], v[2].core)) if isinstance(v, tuple) else v) for n, v in bound.items()}
             walker.emit(args)
         finally:
-            ast_builder._current = prev
+            context._current = prev
         return ctx.b, ctx.fields, num_slots, plan
 
     def __call__(self, *args, **kwargs):

@@ -1,7 +1,7 @@
 """qd.Vector / qd.Matrix: small vectors and matrices, element-wise in kernels; fields of them."""
 import numpy as np
 
-from quadrants.lang.ast_builder import current
+from quadrants.lang.context import current
 from quadrants.lang.field import Field
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.values import MatrixValue

@@ -6,7 +6,7 @@ import builtins
 import itertools
 
 from quadrants import _core
-from quadrants.lang.ast_builder import current, is_py_scalar, require
+from quadrants.lang.context import current, is_py_scalar, require
 from quadrants.lang.field import Field
 from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 

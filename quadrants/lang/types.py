@@ -30,9 +30,9 @@ class DataType:
         return self.name
 
     def __call__(self, value):
-        from quadrants.lang import ast_builder
+        from quadrants.lang import context
 
-        ctx = ast_builder.current()
+        ctx = context.current()
         if ctx is None:
             return self.np.type(value)
         return ctx.cast(value, self)

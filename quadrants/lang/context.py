@@ -1,0 +1,242 @@
+"""The state of one kernel being built: how front-end values become IR statements (constants,
+loads, promotion of Python numbers, element-wise vectors), memory accesses and atomics. The AST
+walker (ast_builder.py) and the intrinsics (ops.py) both go through it.
+"""
+import operator
+
+import numpy as np
+
+from quadrants import _core
+from quadrants.lang import types as T
+from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.lang.field import Field
+from quadrants.lang.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
+
+_current = None
+
+
+def current():
+    """The kernel being built, or None outside kernels."""
+    return _current
+
+
+def require(name):
+    if _current is None:
+        raise RuntimeError(f"{name} can only be used inside a @qd.kernel or @qd.func")
+    return _current
+
+
+_PYOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+          "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "bit_and": operator.and_,
+          "bit_or": operator.or_, "bit_xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
+          "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+          "ge": operator.ge, "min": min, "max": max, "and_": lambda a, b: int(bool(a and b)),
+          "or_": lambda a, b: int(bool(a or b))}
+
+
+def _fits(v, dtype):
+    info = np.iinfo(dtype.np)
+    return int(info.min) <= v <= int(info.max)
+
+
+def is_py_scalar(v):
+    return isinstance(v, (bool, int, float, np.integer, np.floating))
+
+
+class KernelContext:
+    """State shared by the kernel and every @qd.func inlined into it."""
+
+    def __init__(self, name, config):
+        self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
+        self.config = config
+        self.fields = {}  # buffer index -> Field
+        self.loop_config = {}
+        self.walker = None  # the FunctionWalker currently emitting
+        self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
+        self.in_parallel_loop = False
+
+    # --- errors ---------------------------------------------------------------------------------
+    def syntax_error(self, msg):
+        raise QuadrantsSyntaxError(self.walker.located(msg) if self.walker else msg)
+
+    def type_error(self, msg):
+        raise QuadrantsTypeError(self.walker.located(msg) if self.walker else msg)
+
+    # --- values ---------------------------------------------------------------------------------
+    def expr(self, stmt):
+        return Expr(stmt, T.from_core(stmt.dtype))
+
+    def const(self, v, dtype=None):
+        if isinstance(v, (bool, np.bool_)):
+            v = int(v)
+        if isinstance(v, (int, np.integer)):
+            dtype = dtype or self._int_literal_type(int(v))
+            return self.expr(self.b.const_int(dtype.core, int(v)) if not dtype.is_real
+                             else self.b.const_float(dtype.core, float(v)))
+        if isinstance(v, (float, np.floating)):
+            dtype = dtype or self.config.default_fp
+            return self.expr(self.b.const_float(dtype.core, float(v)))
+        self.type_error(f"expected a number, got {type(v).__name__}")
+
+    def rvalue(self, v):
+        """Loads variables and memory; leaves Python values and matrices of rvalues."""
+        if isinstance(v, Var):
+            return self.expr(self.b.local_load(v.stmt))
+        if isinstance(v, Ptr):
+            return self.expr(self.b.global_load(v.stmt, False))
+        if isinstance(v, MatrixValue):
+            return MatrixValue([self.rvalue(e) for e in v.entries], v.shape)
+        return v
+
+    def scalar(self, v, dtype=None):
+        """An Expr for `v`; Python numbers become constants of `dtype` (default: their default type)."""
+        v = self.rvalue(v)
+        if isinstance(v, Expr):
+            return v
+        if is_py_scalar(v):
+            return self.const(v, dtype)
+        if isinstance(v, MatrixValue):
+            self.type_error("expected a scalar, got a vector/matrix")
+        self.type_error(f"expected a scalar value, got {type(v).__name__}")
+
+    def cast(self, v, dtype):
+        v = self.rvalue(v)
+        if isinstance(v, MatrixValue):
+            return MatrixValue([self.cast(e, dtype) for e in v.entries], v.shape)
+        if is_py_scalar(v):
+            return self.const(v, dtype) if not isinstance(v, float) or dtype.is_real else self.const(int(v), dtype)
+        return self.expr(self.b.cast(self.scalar(v).stmt, dtype.core))
+
+    def binary(self, op, a, c):
+        a, c = self.rvalue(a), self.rvalue(c)
+        if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):
+            return self.elementwise(lambda x, y: self.binary(op, x, y), a, c)
+        if not isinstance(a, Expr) and not isinstance(c, Expr):
+            return _PYOPS[op](a, c)  # compile-time values: Python computes it
+        # A Python number takes the dtype of the other operand when that loses nothing.
+        if is_py_scalar(a):
+            a = self.const(a, self._literal_type(a, c.dtype))
+        if is_py_scalar(c):
+            c = self.const(c, self._literal_type(c, a.dtype))
+        if not isinstance(a, Expr) or not isinstance(c, Expr):
+            self.type_error(f"operator '{op}' does not apply to {type(a).__name__} and {type(c).__name__}")
+        return self.expr(self.b.binary(getattr(_core.BinaryOp, op.rstrip("_")), a.stmt, c.stmt))
+
+    def _literal_type(self, lit, other):
+        if isinstance(lit, (float, np.floating)) and not other.is_real:
+            return self.config.default_fp
+        if not other.is_real and not _fits(int(lit), other):
+            return self._int_literal_type(int(lit))  # promotion then widens the other operand
+        return other
+
+    def _int_literal_type(self, v):
+        for t in (self.config.default_ip, T.i64, T.u64):
+            if _fits(v, t):
+                return t
+        self.type_error(f"integer {v} does not fit in 64 bits")
+
+    def unary(self, op, v):
+        v = self.rvalue(v)
+        if isinstance(v, MatrixValue):
+            return MatrixValue([self.unary(op, e) for e in v.entries], v.shape)
+        return self.expr(self.b.unary(getattr(_core.UnaryOp, op.rstrip("_")), self.scalar(v).stmt))
+
+    def elementwise(self, f, a, c):
+        shape = a.shape if isinstance(a, MatrixValue) else c.shape
+        if isinstance(a, MatrixValue) and isinstance(c, MatrixValue) and a.shape != c.shape:
+            self.type_error(f"shape mismatch: {a.shape} vs {c.shape}")
+        ea = a.entries if isinstance(a, MatrixValue) else [a] * len(c.entries)
+        ec = c.entries if isinstance(c, MatrixValue) else [c] * len(a.entries)
+        return MatrixValue([f(x, y) for x, y in zip(ea, ec)], shape)
+
+    def truth(self, v):
+        """An Expr usable as a condition, or a Python bool for compile-time conditions."""
+        v = self.rvalue(v)
+        if is_py_scalar(v) or v is None or isinstance(v, (str, tuple, list)):
+            return bool(v)
+        if isinstance(v, MatrixValue):
+            self.type_error("a vector/matrix cannot be used as a condition")
+        return self.scalar(v)
+
+    # --- memory ---------------------------------------------------------------------------------
+    def field_buffer(self, f):
+        f._check()
+        idx = self.b.add_field(f.id, f.dtype.core, list(f.full_shape), f.name)
+        self.fields[idx] = f
+        return idx
+
+    def element(self, base, indices):
+        """base[indices] for a field or an ndarray argument: a Ptr, or a MatrixValue of Ptrs."""
+        if isinstance(base, Field):
+            buf, dtype, elem, name, nd = self.field_buffer(base), base.dtype, base.element_shape, base.name, len(base.shape)
+        else:
+            buf, dtype, elem, name = base.buffer, base.dtype, base.element_shape, base.name
+            nd = base.ndim - len(elem)
+        if len(indices) != nd:
+            self.syntax_error(f"'{name}' has {nd} dimension(s) but is indexed with {len(indices)} index(es)")
+        idx = [self.scalar(i).stmt for i in indices]
+        if not elem:
+            return Ptr(self.b.global_ptr(buf, idx), dtype)
+        ptrs = []
+        for e in np.ndindex(*elem):
+            tail = [self.b.const_int(_core.DataType.i32, int(k)) for k in e]
+            ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype))
+        return MatrixValue(ptrs, elem)
+
+    def store(self, target, value):
+        if isinstance(target, MatrixValue):
+            value = self.rvalue(value)
+            if isinstance(value, MatrixValue):
+                if value.shape != target.shape:
+                    self.type_error(f"cannot assign a {value.shape} value to a {target.shape} target")
+                for t, v in zip(target.entries, value.entries):
+                    self.store(t, v)
+            else:
+                for t in target.entries:
+                    self.store(t, value)
+            return
+        if isinstance(target, Ptr):
+            self.b.global_store(target.stmt, self.scalar(value, target.dtype).stmt)
+        elif isinstance(target, Var):
+            self.b.local_store(target.stmt, self.scalar(value, target.dtype).stmt)
+        else:
+            self.syntax_error("cannot assign to this expression: the target is not a variable or memory element")
+
+    def new_var(self, value, dtype=None):
+        value = self.rvalue(value)
+        if isinstance(value, MatrixValue):
+            return MatrixValue([self.new_var(e, dtype) for e in value.entries], value.shape)
+        v = self.scalar(value, dtype)
+        var = Var(self.b.alloca((dtype or v.dtype).core), dtype or v.dtype)
+        var.kernel_scope = self.depth == 0  # shared by all iterations of the parallel loops
+        self.b.local_store(var.stmt, v.stmt)
+        return var
+
+    # --- atomics --------------------------------------------------------------------------------
+    def atomic(self, op, target, value, desired=None):
+        if isinstance(target, MatrixValue):
+            # Fan-out: one scalar atomic per component, a scalar operand broadcast.
+            value = self.rvalue(value)
+            vals = value.entries if isinstance(value, MatrixValue) else [value] * len(target.entries)
+            if isinstance(value, MatrixValue) and value.shape != target.shape:
+                self.type_error(f"qd.atomic_{op}: operand shape {value.shape} does not match target {target.shape}")
+            return MatrixValue([self.atomic(op, t, v, desired) for t, v in zip(target.entries, vals)], target.shape)
+        if not isinstance(target, (Ptr, Var)):
+            what = "a whole field" if isinstance(target, (Field, NdarrayArg)) else \
+                "a constant" if is_py_scalar(target) else "an expression"
+            self.syntax_error(f"qd.atomic_{op}: the target must be a writable lvalue (a field or ndarray element, "
+                              f"a vector/matrix slot, or a variable), got {what}")
+        v = self.scalar(value, target.dtype)
+        d = self.scalar(desired, target.dtype).stmt if desired is not None else None
+        return self.expr(self.b.atomic(op, target.stmt, v.stmt, d))
+
+    def volatile_load(self, target):
+        if isinstance(target, MatrixValue):
+            return MatrixValue([self.volatile_load(t) for t in target.entries], target.shape)
+        if isinstance(target, Ptr):
+            return self.expr(self.b.global_load(target.stmt, True))
+        if isinstance(target, Var):
+            self.type_error("qd.volatile_load needs a global lvalue (a field or ndarray element): a local variable "
+                            "cannot be observed by another thread")
+        self.type_error("qd.volatile_load needs a global lvalue (a field or ndarray element), got "
+                        + ("a constant" if is_py_scalar(target) else type(target).__name__))

@@ -1,11 +1,10 @@
 // HIP runtime through dlopen. The declarations mirror hip_runtime_api.h for the calls we use.
 #include "runtime/amdgpu/hip_driver.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
 #include "common/error.h"
+#include "runtime/dynamic_library.h"
 
 namespace qd::amdgpu {
 
@@ -41,28 +40,15 @@ struct Library {
 
 template <typename F>
 void resolve(void *lib, const char *symbol, F &slot, std::string &error) {
-  slot = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!slot && error.empty()) error = std::string("libamdhip64 lacks ") + symbol;
-}
-
-void *open_library(std::string &error) {
-  // The unversioned name is a dev symlink that runtime-only installs may lack.
-  for (const char *name : {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5",
-                           "/opt/rocm/lib/libamdhip64.so"}) {
-    if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return lib;
-    const char *e = dlerror();
-    if (error.empty() && e) error = e;
-  }
-  error = "cannot load libamdhip64.so (no ROCm HIP runtime?): " + error;
-  return nullptr;
+  resolve_symbol(lib, symbol, slot, "libamdhip64", error);
 }
 
 Library load_library() {
   Library l;
-  void *lib = open_library(l.error);
+  // The unversioned name is a dev symlink that runtime-only installs may lack.
+  void *lib = open_first_library({"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so"},
+                                 "cannot load libamdhip64.so (no ROCm HIP runtime?)", l.error);
   if (!lib) return l;
-  l.error.clear();
-  // Never dlclose'd: the runtime keeps threads and state alive until the process exits.
   Api &a = l.api;
   std::string &e = l.error;
   resolve(lib, "hipInit", a.hipInit, e);

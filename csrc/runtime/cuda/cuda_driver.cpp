@@ -2,11 +2,10 @@
 // the versioned names (_v2) are the ones cuda.h's macros select since CUDA 4 / 11.
 #include "runtime/cuda/cuda_driver.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
 #include "common/error.h"
+#include "runtime/dynamic_library.h"
 
 namespace qd::cuda {
 
@@ -50,23 +49,14 @@ struct Library {
 };
 
 template <typename F>
-bool resolve(void *lib, const char *symbol, F &slot, std::string &error) {
-  slot = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!slot && error.empty()) error = std::string("libcuda lacks ") + symbol;
-  return slot != nullptr;
+void resolve(void *lib, const char *symbol, F &slot, std::string &error) {
+  resolve_symbol(lib, symbol, slot, "libcuda", error);
 }
 
 Library load_library() {
   Library l;
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char *e = dlerror();  // the reason for the name that matters, before it is overwritten
-    l.error = std::string("cannot load libcuda.so.1 (no NVIDIA driver?): ") + (e ? e : "");
-    lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return l;
-    l.error.clear();
-  }
-  // Never dlclose'd: the driver keeps threads and state alive until the process exits.
+  void *lib = open_first_library({"libcuda.so.1", "libcuda.so"}, "cannot load libcuda.so.1 (no NVIDIA driver?)", l.error);
+  if (!lib) return l;
   Api &a = l.api;
   std::string &e = l.error;
   resolve(lib, "cuInit", a.cuInit, e);

@@ -209,7 +209,7 @@ class Kernel:
                 _, buf, ndim, elem = step
                 buffers[buf] = self._ndarray_handle(prog, v, copies)
                 shape = v.shape if isinstance(v, Ndarray) else v.shape[:ndim]
-                first = self._shape_slot(entry, buf)
+                first = entry.compiled.shape_slot(buf)
                 for k, n in enumerate(tuple(shape) + tuple(elem)):
                     slots[first + k] = int(n)
         ret = prog.runtime.launch(entry.compiled, buffers, slots)
@@ -225,10 +225,6 @@ class Kernel:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             return out[0] if len(out) == 1 else tuple(out)
         return None
-
-    @staticmethod
-    def _shape_slot(entry, buf):
-        return entry.compiled.shape_slot(buf)
 
     @staticmethod
     def _ndarray_handle(prog, v, copies):

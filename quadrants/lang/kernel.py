@@ -157,7 +157,7 @@ class Kernel:
                 bound[p.name] = v
         num_slots = ctx.b.num_arg_slots()
         ctx.b.set_returns([r.core for r in self.returns])
-        ctx.b.set_debug(bool(config.debug))
+        ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
         prev, context._current = context._current, ctx
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)

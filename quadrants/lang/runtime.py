@@ -39,6 +39,11 @@ class Config:
     cpu_max_num_threads: int = 0
     disabled_caps: list = dc_field(default_factory=list)
     device: str = ""
+    check_out_of_bound: bool = False  # the index checks alone; debug=True turns them on too
+
+    @property
+    def bounds_checks(self):
+        return bool(self.debug or self.check_out_of_bound)
 
 
 class Program:
@@ -76,7 +81,7 @@ def _try_start(config):
 
 
 def init(arch=None, debug=False, print_ir=False, default_ip=T.i32, default_fp=T.f32, cpu_max_num_threads=None,
-         fallback_to_cpu=False, vulkan_disable_caps=(), device="", **unknown):
+         fallback_to_cpu=False, vulkan_disable_caps=(), device="", check_out_of_bound=False, **unknown):
     """Starts Quadrants on `arch` (default cpu; a list such as qd.gpu means the first that works).
 
     Asking for an arch that is not available raises RuntimeError, unless fallback_to_cpu=True.
@@ -94,7 +99,7 @@ def init(arch=None, debug=False, print_ir=False, default_ip=T.i32, default_fp=T.
         if isinstance(a, str):
             a = arch_from_name(a)
         cfg = Config(a, debug, print_ir, T.to_dtype(default_ip), T.to_dtype(default_fp), cpu_max_num_threads or 0,
-                     list(vulkan_disable_caps), device)
+                     list(vulkan_disable_caps), device, bool(check_out_of_bound))
         result = _try_start(cfg)
         if isinstance(result, Program):
             _program = result
@@ -102,7 +107,7 @@ def init(arch=None, debug=False, print_ir=False, default_ip=T.i32, default_fp=T.
         errors.append(f"{a.name}: {result}")
     if fallback_to_cpu:
         _program = Program(Config(cpu, debug, print_ir, T.to_dtype(default_ip), T.to_dtype(default_fp),
-                                  cpu_max_num_threads or 0))
+                                  cpu_max_num_threads or 0, check_out_of_bound=bool(check_out_of_bound)))
         return
     raise RuntimeError("no requested arch is available:\n  " + "\n  ".join(errors))
 

@@ -166,6 +166,47 @@ def test_debug_mode_bounds_checks():
         nd(a, 9)
 
 
+@test(check_out_of_bound=True)
+def test_check_out_of_bound_alone_turns_on_the_index_checks():
+    from quadrants.lang import runtime
+    assert not runtime.program().config.debug
+    x = qd.field(qd.i32, shape=(4, 3))
+
+    @qd.kernel
+    def k(i: qd.i32, j: qd.i32) -> qd.i32:
+        return x[i, j]
+
+    @qd.kernel
+    def nd(a: qd.types.ndarray(dtype=qd.f32, ndim=1), i: qd.i32):
+        qd.atomic_add(a[i], 1.0)
+
+    assert k(3, 2) == 0
+    with pytest.raises(IndexError, match=r"index 4 out of range for axis 0 of 'field\d+' with shape \(4, 3\)"):
+        k(4, 0)
+    a = np.zeros(2, np.float32)
+    nd(a, 1)
+    assert a[1] == 1.0
+    with pytest.raises(IndexError, match="index 2 out of range for axis 0 of 'a'"):
+        nd(a, 2)
+
+
+@test()
+def test_index_checks_are_off_by_default():
+    # Without debug / check_out_of_bound no check is compiled in: the IR has no error slot.
+    x = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def k(i: qd.i32) -> qd.i32:
+        return x[i]
+
+    plain = qd.compile(k, 0).ir
+    from quadrants.lang import runtime
+    qd.init(arch=runtime.program().config.arch, check_out_of_bound=True)
+    x = qd.field(qd.i32, shape=4)
+    checked = qd.compile(k, 0).ir
+    assert plain != checked
+
+
 @test(debug=True)
 def test_debug_bounds_checks_see_wide_and_unsigned_indices():
     x = qd.field(qd.i32, shape=10)

@@ -8,6 +8,7 @@ import os as _os
 if _os.environ.get("QD_CORE_DIR"):  # development: a _core built elsewhere
     __path__.insert(0, _os.environ["QD_CORE_DIR"])
 
+from quadrants._version import __version__  # noqa: E402
 from quadrants.lang import math  # noqa: E402
 from quadrants.lang.exception import QuadrantsCompilationError, QuadrantsSyntaxError, QuadrantsTypeError  # noqa
 from quadrants.lang.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: E402
@@ -21,6 +22,7 @@ from quadrants.lang.ops import (  # noqa: E402
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS  # noqa: E402
 from quadrants.lang.runtime import amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan  # noqa
 from quadrants.lang.runtime import vulkan_caps  # noqa: E402
+from quadrants.lang.support import atomic_support  # noqa: E402
 from quadrants.lang.types import (  # noqa: E402
     f16, f32, f64, i8, i16, i32, i64, template, types, u1, u8, u16, u32, u64,
 )

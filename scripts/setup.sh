@@ -25,7 +25,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-$PY -m pip install -q --disable-pip-version-check numpy pytest pybind11 scikit-build-core
+# Run time + tests + build (pybind11, scikit-build-core); notebooks in CI (nbclient, ipykernel, matplotlib);
+# the type check of examples/ (mypy).
+$PY -m pip install -q --disable-pip-version-check numpy pytest pybind11 scikit-build-core \
+  nbclient ipykernel matplotlib mypy
 
 LAUNCHER=()
 if command -v ccache >/dev/null; then LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi

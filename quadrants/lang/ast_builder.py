@@ -7,6 +7,7 @@ import ast
 import builtins
 import inspect
 import operator
+import sys
 import textwrap
 
 import numpy as np
@@ -25,6 +26,14 @@ _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "
 ATOMIC_AUGASSIGN = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
 
 
+def source_name(path):
+    """How errors name a source file: a Jupyter/IPython cell reads "Cell In[3]", as in IPython's tracebacks."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    label = getattr(getattr(shell, "compile", None), "format_code_name", lambda _: None)(path)
+    return f"{label[0]} {label[1]}" if label else path
+
+
 class FunctionWalker(ast.NodeVisitor):
     """Emits one Python function (the kernel, or an inlined @qd.func) into the context's builder."""
 
@@ -35,7 +44,7 @@ class FunctionWalker(ast.NodeVisitor):
         self.source = textwrap.dedent("".join(lines))
         self.lines = self.source.splitlines()
         self.line_offset = first - 1
-        self.file = inspect.getsourcefile(func) or "<unknown>"
+        self.file = source_name(inspect.getsourcefile(func) or "<unknown>")
         self.tree = ast.parse(self.source)
         self.fdef = self.tree.body[0]
         self.scopes = [{}]

@@ -113,6 +113,8 @@ class KernelContext:
             return self.elementwise(lambda x, y: self.binary(op, x, y), a, c)
         if not isinstance(a, Expr) and not isinstance(c, Expr):
             return _PYOPS[op](a, c)  # compile-time values: Python computes it
+        if op in ("and_", "or_"):  # on truth values (x != 0; NaN is true), not on operands cast to i32
+            a, c = (self.binary("ne", x, 0) if isinstance(x, Expr) else int(bool(x)) for x in (a, c))
         # A Python number takes the dtype of the other operand when that loses nothing.
         if is_py_scalar(a):
             a = self.const(a, self._literal_type(a, c.dtype))

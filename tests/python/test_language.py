@@ -460,3 +460,24 @@ def test_shifts_by_the_bit_width_or_more():
 
     k(1, 200, 32, 8)
     assert list(out.to_numpy()) == [0, 0, -1, 0, 0, 0, 8, -1]
+
+
+@test()
+def test_and_or_not_take_the_truth_of_any_value():
+    # Found by the differential fuzzer: `and`/`or` converted their operands to i32 first, so a
+    # fraction, a NaN or an i64 with only high bits set counted as false.
+    out = qd.field(qd.i32, shape=8)
+
+    @qd.kernel
+    def k(h: qd.f32, big: qd.i64, nan: qd.f64):
+        out[0] = h and 1
+        out[1] = 0 or h
+        out[2] = big and big
+        out[3] = nan and 1
+        out[4] = (h - h) or 0
+        out[5] = not big
+        out[6] = 1 if (h and big) else 0
+        out[7] = qd.f32(-0.0) or h * 0
+
+    k(0.5, 2 ** 40, float("nan"))
+    assert list(out.to_numpy()) == [1, 1, 1, 1, 0, 0, 1, 0]

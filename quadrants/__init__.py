@@ -8,9 +8,15 @@ import os as _os
 if _os.environ.get("QD_CORE_DIR"):  # development: a _core built elsewhere
     __path__.insert(0, _os.environ["QD_CORE_DIR"])
 
-from quadrants._version import __version__  # noqa: E402
+from quadrants._version import __version__ as __version_str__  # noqa: E402
+
+__version__ = tuple(int(p) for p in __version_str__.split("."))  # (major, minor, patch), as Quadrants has it
 from quadrants.lang import math  # noqa: E402
-from quadrants.lang.exception import QuadrantsCompilationError, QuadrantsSyntaxError, QuadrantsTypeError  # noqa
+from quadrants.lang.exception import (  # noqa: E402
+    QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
+    QuadrantsOutOfBoundsError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+    QuadrantsTypeError,
+)
 from quadrants.lang.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: E402
 from quadrants.lang.kernel import compile, func, kernel  # noqa: E402
 from quadrants.lang.matrix import Matrix, Vector  # noqa: E402
@@ -24,8 +30,10 @@ from quadrants.lang.runtime import amdgpu, cpu, cuda, gpu, init, is_arch_availab
 from quadrants.lang.runtime import vulkan_caps  # noqa: E402
 from quadrants.lang.support import atomic_support  # noqa: E402
 from quadrants.lang.types import (  # noqa: E402
-    f16, f32, f64, i8, i16, i32, i64, template, types, u1, u8, u16, u32, u64,
+    Template, f16, f32, f64, i8, i16, i32, i64, template, types, u1, u8, u16, u32, u64,
 )
+from quadrants import _lib  # noqa: E402
+from quadrants.lang import exception, impl  # noqa: E402,F401  (qd.lang.impl, qd.lang.exception)
 
 globals().update({f"atomic_{_name}": _fn for _name, _fn in _ATOMIC_OPS.items()})
 
@@ -33,3 +41,13 @@ int8, int16, int32, int64 = i8, i16, i32, i64
 uint8, uint16, uint32, uint64 = u8, u16, u32, u64
 float16, float32, float64 = f16, f32, f64
 half = f16
+x64 = x86_64 = cpu
+extension = _lib.core.Extension
+
+
+def __getattr__(name):
+    if name == "cfg":  # the current qd.init()'s configuration, None before qd.init()
+        from quadrants.lang import runtime as _runtime
+
+        return _runtime._program.config if _runtime._program is not None else None
+    raise AttributeError(f"module 'quadrants' has no attribute '{name}'")

@@ -1,11 +1,19 @@
-"""Test helpers: @test(...) parametrises a kernel test over the available arches."""
+"""Test helpers: @test(...) runs a kernel test once per arch, with qd.init before and qd.reset after.
+
+The helpers have the names and arguments of Quadrants' own tests/test_utils.py, so test files
+written for Quadrants run unchanged with this file as their harness (docs/getting_started.md).
+QD_WANTED_ARCHS=cpu,vulkan limits the arches ("^cuda" excludes, "gpu" means every GPU arch).
+"""
 import functools
 import inspect
 import os
+import platform
+import tempfile
 
 import pytest
 
 import quadrants as qd
+from quadrants._lib import core as _core_lib
 
 _ARCH_NAMES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
 _available = {}
@@ -18,35 +26,66 @@ def _is_available(arch):
 
 
 def _wanted():
-    env = os.environ.get("QD_WANTED_ARCHS")
-    if not env:
+    """The arch names QD_WANTED_ARCHS asks for (all when unset)."""
+    env = os.environ.get("QD_WANTED_ARCHS", "")
+    exclude = env.startswith("^")
+    names = set()
+    for n in (n.strip() for n in env.lstrip("^").split(",")):
+        if not n:
+            continue
+        if n == "gpu":
+            names.update(a.name for a in qd.gpu)
+        elif n in _ARCH_NAMES:
+            names.add(n)
+        else:
+            raise ValueError(f"QD_WANTED_ARCHS: unknown arch '{n}'; choose from {_ARCH_NAMES} or 'gpu'")
+    if not names:
         return list(_ARCH_NAMES)
-    names = [n.strip() for n in env.split(",") if n.strip()]
-    for n in names:
-        if n not in _ARCH_NAMES:
-            raise ValueError(f"QD_WANTED_ARCHS: unknown arch '{n}'")
-    return names
+    return [n for n in _ARCH_NAMES if (n in names) != exclude]
 
 
-def expected_archs(arch=None, exclude=None, require=None):
-    """The arches a test runs on: those asked (default all), wanted by QD_WANTED_ARCHS, and available."""
-    asked = arch if arch is not None else [getattr(qd, n) for n in _ARCH_NAMES]
-    asked = asked if isinstance(asked, (list, tuple)) else [asked]
-    exclude = exclude if isinstance(exclude, (list, tuple)) else [exclude] if exclude else []
-    wanted = _wanted()
-    return [a for a in asked if a.name in wanted and a not in exclude]
+def expected_archs():
+    """The arches tests run on here: those QD_WANTED_ARCHS asks for that this machine has."""
+    return [getattr(qd, n) for n in _wanted() if _is_available(getattr(qd, n))]
+
+
+def _as_list(x):
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _excluded(arch, exclude):
+    """exclude: arches, (arch,) or (arch, platform.system()) pairs; None in a pair matches any."""
+    system = platform.system()
+    for item in _as_list(exclude):
+        if isinstance(item, (list, tuple)):
+            ex_arch, ex_system = (tuple(item) + (None,))[:2]
+        else:
+            ex_arch, ex_system = item, None
+        if (ex_arch is None or ex_arch is arch) and (ex_system is None or ex_system == system):
+            return True
+    return False
 
 
 def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
     """Runs the decorated test once per arch: qd.init(arch=..., **init_options) before, qd.reset() after.
 
-    An arch that is asked for but not available on this machine is skipped with the reason.
-    `require` names a capability (or a list) the device must report, e.g. "int64_atomics_buffer".
-    `xfail` maps an arch name to why the test cannot pass there: a reason, or (reason, False) for a
-    test that must not even run there (it could hang).
+    arch: an arch or a list (qd.gpu); default every arch. exclude: arches or (arch, platform.system())
+    pairs to leave out. require: qd.extension members the arch must have, or device capability names
+    (e.g. "int64_atomics_buffer", see qd.vulkan_caps()) the device must report; the test is skipped
+    where they are missing. An arch asked for but not available on this machine is skipped with the
+    reason. `xfail` maps an arch name to why the test cannot pass there: a reason, or (reason, False)
+    for a test that must not even run there (it could hang).
     """
-    archs = expected_archs(arch, exclude)
+    wanted = _wanted()
+    extensions = [r for r in _as_list(require) if isinstance(r, _core_lib.Extension)]
+    capabilities = [r for r in _as_list(require) if not isinstance(r, _core_lib.Extension)]
+    archs = [a for a in (_as_list(arch) or [getattr(qd, n) for n in _ARCH_NAMES])
+             if a.name in wanted and not _excluded(a, exclude)
+             and all(_core_lib.is_extension_supported(a, e) for e in extensions)]
     params = [_with_xfail(a, (xfail or {}).get(a.name)) for a in archs]
+    init_options.setdefault("enable_fallback", False)
 
     def decorator(fn):
         @functools.wraps(fn)
@@ -55,10 +94,10 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
                 pytest.skip(f"{qd_arch.name} is not available on this machine")
             qd.init(arch=qd_arch, **init_options)
             try:
-                if require:
+                if capabilities:
                     from quadrants.lang import runtime
                     have = set(runtime.program().runtime.features)
-                    missing = [r for r in ([require] if isinstance(require, str) else require) if r not in have]
+                    missing = [r for r in capabilities if r not in have]
                     if missing:
                         pytest.skip(f"{qd_arch.name} lacks {missing}")
                 return fn(*args, **kwargs)
@@ -75,6 +114,9 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
     return decorator
 
 
+test.__test__ = False  # the decorator, not a test
+
+
 def _with_xfail(arch, why):
     if why is None:
         return arch
@@ -82,11 +124,60 @@ def _with_xfail(arch, why):
     return pytest.param(arch, marks=pytest.mark.xfail(reason=reason, run=run))
 
 
-def approx(expected, rel=1e-6, abs=1e-6, **kwargs):
-    return pytest.approx(expected, rel=rel, abs=abs, **kwargs)
-
-
 def current_arch():
-    from quadrants.lang import runtime
-    return runtime.program().config.arch
-test.__test__ = False  # the decorator, not a test
+    return qd.lang.impl.current_cfg().arch
+
+
+def get_rel_eps():
+    """The relative tolerance float results are compared with on the current arch."""
+    cfg = qd.cfg
+    return 1e-4 if cfg is not None and cfg.arch is qd.metal else 1e-6
+
+
+class _BoolApprox:
+    def __init__(self, value):
+        self.value = bool(value)
+
+    def __eq__(self, other):
+        return self.value == bool(other)
+
+    def __ne__(self, other):
+        return self.value != bool(other)
+
+    def __repr__(self):
+        return f"approx({self.value})"
+
+
+def approx(expected, **kwargs):
+    """pytest.approx with a relative tolerance of at least get_rel_eps(); a bool compares as truthiness."""
+    if isinstance(expected, bool):
+        return _BoolApprox(expected)
+    kwargs["rel"] = max(kwargs.get("rel", 1e-6), get_rel_eps())
+    return pytest.approx(expected, **kwargs)
+
+
+def allclose(x, y, **kwargs):
+    """x == approx(y, **kwargs)."""
+    return x == approx(y, **kwargs)
+
+
+def skip_if_f64_unsupported(dtype):
+    """Skips the running test when `dtype` is qd.f64 and the current device has no 64-bit floats."""
+    if dtype is not qd.f64:
+        return
+    arch = current_arch()
+    if arch is qd.metal:
+        pytest.skip("Metal has no f64")
+    if arch is qd.vulkan and not qd.vulkan_caps()["shader_float64"]:
+        pytest.skip("this Vulkan device has no shaderFloat64")
+
+
+def make_temp_file(*args, **kwargs):
+    """A new empty temporary file (tempfile.mkstemp's arguments); returns its path."""
+    fd, name = tempfile.mkstemp(*args, **kwargs)
+    os.close(fd)
+    return name
+
+
+def mkdir_p(path):
+    os.makedirs(path, exist_ok=True)

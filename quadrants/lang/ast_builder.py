@@ -14,7 +14,8 @@ import numpy as np
 
 from quadrants.lang import types as T
 from quadrants.lang.context import is_py_scalar
-from quadrants.lang.exception import QuadrantsCompilationError, QuadrantsSyntaxError
+from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
+                                      QuadrantsSyntaxError)
 from quadrants.lang.field import Field
 from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
@@ -103,7 +104,7 @@ class FunctionWalker(ast.NodeVisitor):
             return self.globals[node.id]
         if hasattr(builtins, node.id):
             return getattr(builtins, node.id)
-        self.ctx.syntax_error(f"name '{node.id}' is not defined")
+        raise QuadrantsNameError(self.located(f"name '{node.id}' is not defined"))
 
     def run_body(self, stmts, new_scope=True):
         if new_scope:
@@ -471,7 +472,8 @@ class FunctionWalker(ast.NodeVisitor):
             # flat offset would silently land on another entry).
             for i, n in zip(idx, base.shape):
                 if not -n <= i < n:
-                    self.ctx.syntax_error(f"index {i} out of range for a vector/matrix of shape {base.shape}")
+                    raise QuadrantsIndexError(self.located(f"index {i} out of range for a vector/matrix of shape "
+                                                           f"{base.shape}"))
             idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
             if len(idx) != len(base.shape):
                 if len(idx) == 1 and len(base.shape) == 2:  # a matrix row

@@ -86,6 +86,8 @@ class KernelContext:
             return self.expr(self.b.global_load(v.stmt, False))
         if isinstance(v, MatrixValue):
             return MatrixValue([self.rvalue(e) for e in v.entries], v.shape)
+        if isinstance(v, np.ndarray) and v.ndim in (1, 2):
+            return MatrixValue(v.reshape(-1).tolist(), v.shape)  # qd.Vector / qd.Matrix made outside kernels
         return v
 
     def scalar(self, v, dtype=None):
@@ -226,8 +228,9 @@ class KernelContext:
         if not isinstance(target, (Ptr, Var)):
             what = "a whole field" if isinstance(target, (Field, NdarrayArg)) else \
                 "a constant" if is_py_scalar(target) else "an expression"
-            self.syntax_error(f"qd.atomic_{op}: the target must be a writable lvalue (a field or ndarray element, "
-                              f"a vector/matrix slot, or a variable), got {what}")
+            self.syntax_error(f"cannot use a non-writable target as the first operand of qd.atomic_{op}: it must be "
+                              f"a writable lvalue (a field or ndarray element, a vector/matrix slot, or a variable), "
+                              f"got {what}")
         v = self.scalar(value, target.dtype)
         d = self.scalar(desired, target.dtype).stmt if desired is not None else None
         return self.expr(self.b.atomic(op, target.stmt, v.stmt, d))
@@ -239,6 +242,9 @@ class KernelContext:
             return self.expr(self.b.global_load(target.stmt, True))
         if isinstance(target, Var):
             self.type_error("qd.volatile_load needs a global lvalue (a field or ndarray element): a local variable "
-                            "cannot be observed by another thread")
-        self.type_error("qd.volatile_load needs a global lvalue (a field or ndarray element), got "
-                        + ("a constant" if is_py_scalar(target) else type(target).__name__))
+                            "or local array cannot be observed by another thread")
+        if isinstance(target, (Field, NdarrayArg)):
+            self.syntax_error("qd.volatile_load cannot take a Field directly (or a whole ndarray): pass one element, "
+                              "e.g. qd.volatile_load(x[i])")
+        self.syntax_error("qd.volatile_load needs a global lvalue (a field or ndarray element), got "
+                          + ("a constant" if is_py_scalar(target) else "an expression"))

@@ -8,7 +8,8 @@ import numpy as np
 from quadrants import _core
 from quadrants.lang import ast_builder, context, runtime
 from quadrants.lang import types as T
-from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.lang.exception import (QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+                                      QuadrantsTypeError)
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.values import NdarrayArg
 
@@ -21,7 +22,7 @@ class _Param:
         if annotation is inspect.Parameter.empty:
             raise QuadrantsSyntaxError(f"kernel '{kernel_name}': argument '{name}' needs a type annotation "
                                        f"(e.g. qd.i32, qd.types.ndarray(), qd.template())")
-        if isinstance(annotation, T.Template) or annotation is T.template:
+        if T.is_template(annotation):
             self.kind = "template"
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
@@ -203,7 +204,7 @@ class Kernel:
                 try:
                     slots[step[1]] = _to_slot(v, step[2])
                 except (TypeError, ValueError, OverflowError, struct.error):
-                    raise QuadrantsTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
+                    raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
                                              f"({step[2]}), got {type(v).__name__} {v!r}") from None
             elif step[0] == "ndarray":
                 _, buf, ndim, elem = step
@@ -220,7 +221,7 @@ class Kernel:
             prog.runtime.deallocate(handle)
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
-            raise IndexError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
+            raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
         if entry.returns:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             return out[0] if len(out) == 1 else tuple(out)
@@ -264,7 +265,7 @@ class Func:
         values = {}
         for name, v in bound.arguments.items():
             ann = self.signature.parameters[name].annotation
-            values[name] = v if isinstance(ann, T.Template) or ann is T.template else ctx.rvalue(v)
+            values[name] = v if T.is_template(ann) else ctx.rvalue(v)
         return walker.emit(values)
 
 

@@ -1,9 +1,10 @@
 """qd.init / qd.reset / qd.sync and the current program (one runtime per init)."""
 import os
 import threading
-from dataclasses import dataclass, field as dc_field
+import warnings
 
 from quadrants import _core
+from quadrants.lang import options as options_mod
 from quadrants.lang import types as T
 
 
@@ -29,34 +30,43 @@ def arch_from_name(name):
     raise ValueError(f"unknown arch '{name}'; choose one of {[a.name for a in ALL_ARCHS]}")
 
 
-@dataclass
 class Config:
-    arch: Arch = cpu
-    debug: bool = False
-    print_ir: bool = False
-    default_ip: T.DataType = T.i32
-    default_fp: T.DataType = T.f32
-    cpu_max_num_threads: int = 0
-    disabled_caps: list = dc_field(default_factory=list)
-    device: str = ""
-    check_out_of_bound: bool = False  # the index checks alone; debug=True turns them on too
+    """The options of one qd.init(), as qd.cfg shows them: .arch, .debug, .default_fp, ... (every
+    name in quadrants/lang/options.py)."""
+
+    def __init__(self, arch=cpu, **options):
+        self.arch = arch
+        for name, value in options_mod.parse(options).items():
+            setattr(self, name, value)
+        self.default_ip = self.default_ip or T.i32
+        self.default_fp = self.default_fp or T.f32
 
     @property
     def bounds_checks(self):
         return bool(self.debug or self.check_out_of_bound)
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"qd.cfg({fields})"
 
 
 class Program:
     def __init__(self, config):
         self.config = config
         self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
-                                     list(config.disabled_caps), config.device)
+                                     list(config.vulkan_disable_caps), config.device)
         self.generation = Program.next_generation
         Program.next_generation += 1
         self.compile_count = 0
         self.lock = threading.Lock()
 
     next_generation = 0
+
+    def get_device_caps(self):
+        """The device's capabilities: .get(qd._lib.core.DeviceCapability.x) -> int."""
+        from quadrants._lib import core
+
+        return core.device_caps(self)
 
 
 _program = None
@@ -80,15 +90,17 @@ def _try_start(config):
         return e
 
 
-def init(arch=None, debug=False, print_ir=False, default_ip=T.i32, default_fp=T.f32, cpu_max_num_threads=None,
-         fallback_to_cpu=False, vulkan_disable_caps=(), device="", check_out_of_bound=False, **unknown):
-    """Starts Quadrants on `arch` (default cpu; a list such as qd.gpu means the first that works).
+def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, **options):
+    """Starts Quadrants on `arch` (default cpu, or $QD_ARCH; a list such as qd.gpu: the first that works).
 
-    Asking for an arch that is not available raises RuntimeError, unless fallback_to_cpu=True.
+    An arch that is not available falls back to cpu with a warning, or raises RuntimeError with
+    enable_fallback=False. Every option is listed in docs/getting_started.md; an unknown one raises
+    KeyError naming it.
     """
     global _program
-    if unknown:
-        raise TypeError(f"qd.init() got unknown option(s): {', '.join(sorted(unknown))}")
+    # Checked before anything is torn down: a mistyped option leaves the current program alone.
+    options.update(default_fp=default_fp, default_ip=default_ip, enable_fallback=enable_fallback)
+    Config(cpu, **options)
     reset()
     env_arch = os.environ.get("QD_ARCH")
     if arch is None:
@@ -98,16 +110,17 @@ def init(arch=None, debug=False, print_ir=False, default_ip=T.i32, default_fp=T.
     for a in candidates:
         if isinstance(a, str):
             a = arch_from_name(a)
-        cfg = Config(a, debug, print_ir, T.to_dtype(default_ip), T.to_dtype(default_fp), cpu_max_num_threads or 0,
-                     list(vulkan_disable_caps), device, bool(check_out_of_bound))
-        result = _try_start(cfg)
+        result = _try_start(Config(a, **options))
         if isinstance(result, Program):
             _program = result
             return
+        if (options.get("device") or options.get("vulkan_disable_caps")) and is_arch_available(a):
+            raise result  # the arch is there: the options are wrong, which no fallback should hide
         errors.append(f"{a.name}: {result}")
-    if fallback_to_cpu:
-        _program = Program(Config(cpu, debug, print_ir, T.to_dtype(default_ip), T.to_dtype(default_fp),
-                                  cpu_max_num_threads or 0, check_out_of_bound=bool(check_out_of_bound)))
+    if enable_fallback:
+        warnings.warn("qd.init: no requested arch is available, falling back to cpu (enable_fallback=False makes "
+                      "this an error):\n  " + "\n  ".join(errors), RuntimeWarning, stacklevel=2)
+        _program = Program(Config(cpu, **dict(options, device="", vulkan_disable_caps=())))
         return
     raise RuntimeError("no requested arch is available:\n  " + "\n  ".join(errors))
 

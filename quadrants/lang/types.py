@@ -86,8 +86,11 @@ class NdarrayType:
         return f"ndarray(dtype={self.dtype}, ndim={self.ndim})"
 
 
-class _NDArrayAlias:
-    """qd.types.NDArray[qd.f32, 1]."""
+class _NDArrayAlias(NdarrayType):
+    """qd.types.NDArray[qd.f32, 1]; bare qd.types.NDArray takes any dtype and ndim."""
+
+    def __init__(self):
+        super().__init__()
 
     def __getitem__(self, item):
         dtype, ndim = item if isinstance(item, tuple) else (item, None)
@@ -103,6 +106,11 @@ class Template:
 
 def template():
     return Template()
+
+
+def is_template(annotation):
+    """qd.template(), qd.template or qd.Template."""
+    return isinstance(annotation, Template) or annotation is template or annotation is Template
 
 
 class VectorType:

@@ -98,11 +98,17 @@ def test_volatile_load_ir_and_errors():
     def const_target():
         qd.volatile_load(3)
 
+    @qd.kernel
+    def whole_field():
+        qd.volatile_load(x)
+
     for kern in (local_target, local_array):
-        with pytest.raises(qd.QuadrantsTypeError, match="cannot be observed by another thread"):
+        with pytest.raises(qd.QuadrantsTypeError, match="local variable or local array cannot be observed"):
             kern()
-    with pytest.raises(qd.QuadrantsTypeError, match="needs a global lvalue"):
+    with pytest.raises(qd.QuadrantsSyntaxError, match="needs a global lvalue .* got a constant"):
         const_target()
+    with pytest.raises(qd.QuadrantsSyntaxError, match="cannot take a Field directly"):
+        whole_field()
 
 
 @test(arch=qd.cpu, cpu_max_num_threads=2)

@@ -41,7 +41,10 @@ def test_unsupported_call_and_names():
     def k2():
         x = undefined_name + 1  # noqa: F821
 
-    _raises(qd.QuadrantsSyntaxError, k2, match="undefined_name", line="x = undefined_name + 1")
+    # A NameError and a compilation error (Python cannot make it a SyntaxError as well).
+    _raises(qd.QuadrantsNameError, k2, match="undefined_name", line="x = undefined_name + 1")
+    assert issubclass(qd.QuadrantsNameError, NameError) and issubclass(qd.QuadrantsNameError,
+                                                                        qd.QuadrantsCompilationError)
 
 
 @test(arch=qd.cpu)
@@ -132,8 +135,9 @@ def test_unavailable_arch_raises_clearly():
         if qd.is_arch_available(arch):
             continue
         with pytest.raises(RuntimeError, match=arch.name):
+            qd.init(arch=arch, enable_fallback=False)
+        with pytest.warns(RuntimeWarning, match=f"(?s)falling back to cpu.*{arch.name}: "):
             qd.init(arch=arch)
-        qd.init(arch=arch, fallback_to_cpu=True)
         from quadrants.lang import runtime
         assert runtime.program().config.arch is qd.cpu
         qd.reset()

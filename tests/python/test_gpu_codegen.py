@@ -342,7 +342,7 @@ def test_init_without_a_driver_is_a_clear_error(arch, driver):
     if qd.is_arch_available(a):
         pytest.skip(f"{arch} is available here")
     with pytest.raises(RuntimeError, match=f"{arch}: {driver} unavailable"):
-        qd.init(arch=a)
+        qd.init(arch=a, enable_fallback=False)
     qd.init(arch=[a, qd.cpu])  # a list falls through to the next arch
     x = qd.field(qd.i32, shape=2)
 

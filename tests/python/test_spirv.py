@@ -188,7 +188,7 @@ def test_metal_init_says_it_needs_macos():
     if qd.is_arch_available(qd.metal):
         pytest.skip("a Metal runtime is available")
     with pytest.raises(RuntimeError, match="metal needs macOS"):
-        qd.init(arch=qd.metal)
+        qd.init(arch=qd.metal, enable_fallback=False)
     qd.reset()
 
 

@@ -1,0 +1,82 @@
+"""Introspection under the names Quadrants code uses: qd.lang.impl.current_cfg(),
+qd.lang.impl.get_runtime().prog.get_device_caps(), get_max_shared_memory_bytes(), ..."""
+import ctypes
+
+from quadrants.lang import runtime
+from quadrants.lang.exception import QuadrantsRuntimeError
+
+
+class _RuntimeHandle:
+    """What get_runtime() returns: .prog is the current program (qd.init() first)."""
+
+    @property
+    def _prog(self):
+        return runtime._program
+
+    @property
+    def prog(self):
+        if runtime._program is None:
+            raise QuadrantsRuntimeError("Quadrants is not initialized: call qd.init() first")
+        return runtime._program
+
+
+_handle = _RuntimeHandle()
+
+
+def get_runtime():
+    return _handle
+
+
+def current_cfg():
+    """The configuration of the current qd.init() (the same object as qd.cfg)."""
+    return get_runtime().prog.config
+
+
+def default_cfg():
+    """A configuration with every option at its default."""
+    return runtime.Config()
+
+
+def get_max_shared_memory_bytes(*, is_lowerbound_ok):
+    """The most shared (workgroup) memory one block can use, in bytes, on the current arch.
+
+    Exact on cuda and vulkan. Elsewhere, with is_lowerbound_ok=True, a value every device of the
+    arch provides (0 on cpu, which has no shared memory); with False, RuntimeError.
+    """
+    prog = get_runtime().prog
+    arch = prog.config.arch
+    if arch is runtime.vulkan:
+        return int(prog.runtime.vulkan_caps["max_shared_memory_bytes"])
+    if arch is runtime.cuda:
+        return _cuda_attribute(_CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    if is_lowerbound_ok:
+        return {runtime.cpu: 0, runtime.amdgpu: 64 * 1024, runtime.metal: 32 * 1024}[arch]
+    raise RuntimeError(f"get_max_shared_memory_bytes: the exact value is not known on arch {arch.name}; "
+                       f"pass is_lowerbound_ok=True for a lower bound")
+
+
+def get_cuda_compute_capability():
+    """The CUDA device's compute capability as major * 10 + minor (90 for sm_90). Needs a CUDA driver."""
+    return (_cuda_attribute(_CU_COMPUTE_CAPABILITY_MAJOR) * 10 + _cuda_attribute(_CU_COMPUTE_CAPABILITY_MINOR))
+
+
+_CU_COMPUTE_CAPABILITY_MAJOR = 75
+_CU_COMPUTE_CAPABILITY_MINOR = 76
+_CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+
+
+def _cuda_attribute(attribute):
+    """cuDeviceGetAttribute on the device qd.init(device=...) chose (default 0), through the driver API."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise RuntimeError(f"CUDA unavailable: cannot load libcuda.so.1 ({e})") from None
+    cfg = runtime.config()
+    ordinal = int(cfg.device) if cfg.arch is runtime.cuda and cfg.device.isdigit() else 0
+    device, value = ctypes.c_int(), ctypes.c_int()
+    for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(device), ordinal)),
+                       ("cuDeviceGetAttribute", (ctypes.byref(value), attribute, device))):
+        code = getattr(lib, call)(*args)
+        if code != 0:
+            raise RuntimeError(f"CUDA unavailable: {call} failed with error {code}")
+    return value.value

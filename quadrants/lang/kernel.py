@@ -11,6 +11,7 @@ from quadrants.lang import types as T
 from quadrants.lang.exception import (QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
 from quadrants.lang.ndarray import Ndarray
+from quadrants.lang.runtime_array import external_array
 from quadrants.lang.values import NdarrayArg
 
 
@@ -113,6 +114,7 @@ class Kernel:
         ret = self.signature.return_annotation
         self.returns = [] if ret in (inspect.Signature.empty, None) else [T.to_dtype(r) for r in
                                                                           (ret if isinstance(ret, tuple) else (ret,))]
+        self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind == "ndarray"]
         self.cache = {}
         self.num_compilations = 0
 
@@ -130,13 +132,19 @@ class Kernel:
 
     def _bind(self, args, kwargs):
         if not kwargs and len(args) == len(self.params):
-            return args  # the common case, without inspect's binding
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"kernel '{self.__name__}': {e}") from None
-        bound.apply_defaults()
-        return list(bound.arguments.values())
+            values = args  # the common case, without inspect's binding
+        else:
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"kernel '{self.__name__}': {e}") from None
+            bound.apply_defaults()
+            values = list(bound.arguments.values())
+        for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
+            if not isinstance(values[i], (Ndarray, np.ndarray)) and hasattr(values[i], "__dlpack__"):
+                values = list(values)
+                values[i] = external_array(values[i], self.__name__, self.params[i].name)
+        return values
 
     def build(self, values, config):
         """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan)."""

@@ -1,8 +1,20 @@
 """What fields and ndarrays share: memory owned by the runtime of one qd.init(), copied to and
-from numpy."""
+from numpy and torch, copied between arrays, and exported through DLPack."""
 import numpy as np
 
 from quadrants.lang import runtime
+from quadrants.lang.exception import QuadrantsTypeError
+
+_COPY_FALSE_NEEDS_CPU = "a zero-copy view needs arch=qd.cpu (other arches keep their memory on the device)"
+
+
+class _HostMemory:
+    """Exposes a cpu allocation to numpy; holds the array it belongs to, so the memory outlives the view."""
+
+    def __init__(self, owner, shape, dtype):
+        self.owner = owner
+        self.__array_interface__ = {"data": (owner.handle, False), "shape": tuple(shape),
+                                    "typestr": dtype.str, "version": 3}
 
 
 class RuntimeArray:
@@ -25,20 +37,111 @@ class RuntimeArray:
     def __del__(self):
         self._release()
 
-    def to_numpy(self):
+    # --- shapes -----------------------------------------------------------------------------------
+    def _host_shape(self, keep_dims):
+        """The numpy shape: a vector's elements are (n,), or (n, 1) with keep_dims; an (n, 1)
+        matrix's are (n,) unless keep_dims (Quadrants' rule)."""
+        shape = tuple(self.full_shape[:len(self.full_shape) - len(self.element_shape)])
+        elem = tuple(self.element_shape)
+        if keep_dims and len(elem) == 1:
+            elem = elem + (1,)
+        elif not keep_dims and len(elem) == 2 and elem[1] == 1:
+            elem = elem[:1]
+        return shape + elem
+
+    def _zero_copy_view(self):
+        """A numpy array over this array's memory (arch=qd.cpu), or None elsewhere."""
         self._check()
+        if self._program.config.arch is not runtime.cpu or self.handle is None:
+            return None
+        return np.asarray(_HostMemory(self, self.full_shape, self.dtype.np))
+
+    # --- numpy ------------------------------------------------------------------------------------
+    def to_numpy(self, dtype=None, *, keep_dims=False, copy=True):
+        """A numpy array of the contents. dtype: convert to it. keep_dims: see _host_shape.
+        copy: True (default) an independent copy; False a view of the memory itself, which needs
+        arch=qd.cpu (else ValueError); None a view where possible, else a copy."""
+        self._check()
+        shape = self._host_shape(keep_dims)
+        if copy is not True:
+            view = self._zero_copy_view()
+            if view is not None and (dtype is None or np.dtype(dtype) == view.dtype):
+                return view.reshape(shape)
+            if copy is False:
+                raise ValueError(f"to_numpy(copy=False): {_COPY_FALSE_NEEDS_CPU}" if view is None else
+                                 f"to_numpy(copy=False) cannot convert {view.dtype} to {np.dtype(dtype)}")
         out = np.empty(self.full_shape, dtype=self.dtype.np)
         if out.size:
             self._program.runtime.read(self.handle, 0, out)
-        return out
+        out = out.reshape(shape)
+        return out if dtype is None else out.astype(dtype)
 
     def from_numpy(self, arr):
+        """Copies a numpy array (or anything np.asarray takes) of the same shape into this array."""
         self._check()
-        arr = np.ascontiguousarray(arr, dtype=self.dtype.np)
-        if arr.shape != self.full_shape:
+        arr = np.asarray(arr, dtype=self.dtype.np, order="C")
+        if arr.shape not in (self.full_shape, self._host_shape(False), self._host_shape(True)):
             raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
         if arr.size:
-            self._program.runtime.write(self.handle, 0, arr)
+            self._program.runtime.write(self.handle, 0, np.ascontiguousarray(arr).reshape(-1))
 
     def fill(self, value):
+        """Sets every element (every component of vector / matrix elements) to `value`."""
         self.from_numpy(np.full(self.full_shape, value, dtype=self.dtype.np))
+
+    def copy_from(self, other):
+        """Copies the contents of another field (or ndarray) of the same shape, converting the dtype."""
+        if not isinstance(other, RuntimeArray):
+            raise TypeError(f"copy_from: the source must be a qd.field or qd.ndarray, got {type(other).__name__}")
+        if tuple(other.full_shape) != tuple(self.full_shape):
+            raise ValueError(f"copy_from: the source's shape {other.full_shape} does not match {self.full_shape}")
+        self.from_numpy(other.to_numpy())
+
+    # --- torch ------------------------------------------------------------------------------------
+    def to_torch(self, device=None, *, keep_dims=False, copy=True):
+        """A torch tensor of the contents (needs torch). On arch=qd.cpu, copy=False / None share the
+        memory (through DLPack); device= moves the tensor."""
+        import torch
+
+        if copy is not True:
+            view = self._zero_copy_view()
+            if view is not None:
+                t = torch.from_dlpack(view).reshape(self._host_shape(keep_dims))
+                return t if device is None else t.to(device)
+            if copy is False:
+                raise ValueError(f"to_torch(copy=False): {_COPY_FALSE_NEEDS_CPU}")
+        t = torch.from_numpy(self.to_numpy(keep_dims=keep_dims))
+        return t if device is None else t.to(device)
+
+    def from_torch(self, tensor):
+        """Copies a torch tensor (any device) of the same shape into this array."""
+        self.from_numpy(tensor.detach().cpu().contiguous().numpy())
+
+    # --- DLPack -----------------------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (np.from_dlpack(x), torch.from_dlpack(x)). On arch=qd.cpu the consumer shares
+        this array's memory; on other arches it gets a host copy (copy=False: BufferError)."""
+        view = self._zero_copy_view() if copy is not True else None
+        if view is None:
+            if copy is False:
+                raise BufferError(f"__dlpack__(copy=False): {_COPY_FALSE_NEEDS_CPU}")
+            view = self.to_numpy()
+        kwargs = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device)) if v is not None}
+        return view.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: what __dlpack__ exports is host memory on every arch
+
+
+def external_array(value, kernel_name, param_name):
+    """A kernel's ndarray argument given as a DLPack array other than numpy (a torch CPU tensor, ...):
+    a numpy view of its memory, so the kernel reads and writes the array itself."""
+    if isinstance(value, RuntimeArray):
+        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param_name}' expects an ndarray, got a "
+                                 f"qd.field; pass fields through qd.template() parameters")
+    try:
+        return np.from_dlpack(value)
+    except Exception as e:  # a device tensor, or a dtype numpy lacks
+        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param_name}': cannot read this "
+                                 f"{type(value).__name__} as host memory through DLPack ({e}); pass a CPU array "
+                                 f"or a qd.ndarray") from None

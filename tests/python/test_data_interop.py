@@ -1,0 +1,148 @@
+"""Data methods of fields and ndarrays: to_numpy(dtype=, keep_dims=, copy=), from_numpy, fill
+(0-D too), copy_from, DLPack export and import, to_torch / from_torch (skipped without torch)."""
+import numpy as np
+import pytest
+
+import quadrants as qd
+from tests.test_utils import test
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_fill_and_numpy_round_trip_on_0d_fields():
+    s = qd.field(qd.f32, shape=())
+    s.fill(2.5)
+    assert s[None] == 2.5 and s.to_numpy().shape == () and s.to_numpy()[()] == 2.5
+    s.from_numpy(np.array(7.0))
+    assert s[None] == 7.0
+    v = qd.Vector.field(3, qd.i32, shape=())
+    v.fill(4)
+    assert v[None].tolist() == [4, 4, 4]
+    v.from_numpy(np.array([1, 2, 3]))
+    assert v.to_numpy().tolist() == [1, 2, 3]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_to_numpy_dtype_and_keep_dims():
+    x = qd.field(qd.i32, shape=(2, 3))
+    x.from_numpy(np.arange(6).reshape(2, 3))
+    f = x.to_numpy(dtype=np.float64)
+    assert f.dtype == np.float64 and f.tolist() == [[0, 1, 2], [3, 4, 5]]
+    v = qd.Vector.field(2, qd.f32, shape=4)
+    v.fill(1)
+    assert v.to_numpy().shape == (4, 2) and v.to_numpy(keep_dims=True).shape == (4, 2, 1)
+    col = qd.Matrix.field(3, 1, qd.f32, shape=4)
+    assert col.to_numpy().shape == (4, 3) and col.to_numpy(keep_dims=True).shape == (4, 3, 1)
+    m = qd.Matrix.field(2, 3, qd.f32, shape=4)
+    assert m.to_numpy().shape == m.to_numpy(keep_dims=True).shape == (4, 2, 3)
+    col.from_numpy(np.ones((4, 3)))  # either shape goes back in
+    col.from_numpy(np.ones((4, 3, 1)))
+    with pytest.raises(ValueError, match="does not match"):
+        col.from_numpy(np.ones((4, 1, 3)))
+    n = qd.ndarray(qd.u8, (3,))
+    n.fill(200)
+    assert n.to_numpy(dtype=np.int32).tolist() == [200, 200, 200]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_copy_from():
+    a = qd.Vector.field(2, qd.f32, shape=3)
+    a.from_numpy(np.arange(6, dtype=np.float32).reshape(3, 2))
+    b = qd.Vector.field(2, qd.f32, shape=3)
+    b.copy_from(a)
+    assert b.to_numpy().tolist() == [[0, 1], [2, 3], [4, 5]]
+    i = qd.ndarray(qd.types.vector(2, qd.i32), (3,))
+    i.copy_from(a)  # between a field and an ndarray, converting the dtype
+    assert i.to_numpy().tolist() == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match=r"shape \(4, 2\) does not match \(3, 2\)"):
+        b.copy_from(qd.Vector.field(2, qd.f32, shape=4))
+    with pytest.raises(TypeError, match="must be a qd.field or qd.ndarray"):
+        b.copy_from(np.zeros((3, 2)))
+
+
+@test(arch=qd.cpu)
+def test_zero_copy_views_on_cpu():
+    x = qd.field(qd.f32, shape=4)
+    view = x.to_numpy(copy=False)
+    view[2] = 5.0  # writes the field's memory
+    assert x[2] == 5.0
+    x[3] = 6.0
+    assert view[3] == 6.0 and x.to_numpy(copy=None)[3] == 6.0
+    copy = x.to_numpy()
+    copy[0] = 1.0
+    assert x[0] == 0.0
+    with pytest.raises(ValueError, match="cannot convert float32 to float64"):
+        x.to_numpy(dtype=np.float64, copy=False)
+    assert x.to_numpy(dtype=np.float64, copy=None).dtype == np.float64
+    # DLPack: numpy shares the memory; the view keeps the field's memory alive.
+    n = qd.ndarray(qd.i64, (2, 2))
+    d = np.from_dlpack(n)
+    d[1, 1] = 42
+    assert n[1, 1] == 42 and x.__dlpack_device__() == (1, 0)
+    del n
+    assert d[1, 1] == 42
+
+
+@test(arch=qd.vulkan)
+def test_dlpack_export_copies_off_cpu():
+    x = qd.field(qd.i32, shape=3)
+    x.fill(9)
+    assert np.from_dlpack(x).tolist() == [9, 9, 9]
+    with pytest.raises(BufferError, match="needs arch=qd.cpu"):
+        x.__dlpack__(copy=False)
+    with pytest.raises(ValueError, match="needs arch=qd.cpu"):
+        x.to_numpy(copy=False)
+    assert x.to_numpy(copy=None).tolist() == [9, 9, 9]  # falls back to a copy
+
+
+class _DLPackOnly:
+    """An array that only speaks DLPack (as torch tensors and jax arrays do)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_kernels_take_dlpack_arrays():
+    @qd.kernel
+    def scale(x: qd.types.ndarray(dtype=qd.f32, ndim=2), s: qd.f32):
+        for i, j in qd.ndrange(x.shape[0], x.shape[1]):
+            x[i, j] *= s
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    scale(_DLPackOnly(a), 2.0)  # the kernel writes the array itself
+    assert a.tolist() == [[0, 2, 4], [6, 8, 10]]
+    n = qd.ndarray(qd.f32, (2, 3))
+    scale(_DLPackOnly(n), 1.0)  # a qd.ndarray seen through DLPack
+    with pytest.raises(qd.QuadrantsTypeError, match="argument 'x' expects an ndarray, got a qd.field"):
+        scale(qd.field(qd.f32, shape=(2, 3)), 1.0)
+    with pytest.raises(qd.QuadrantsTypeError, match="argument 'x' expects dtype f32, got i32"):
+        scale(_DLPackOnly(np.zeros((2, 3), np.int32)), 1.0)
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_torch_interop():
+    torch = pytest.importorskip("torch")
+    v = qd.Vector.field(2, qd.f32, shape=3)
+    v.from_torch(torch.arange(6, dtype=torch.float32).reshape(3, 2))
+    t = v.to_torch()
+    assert t.dtype == torch.float32 and t.tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert tuple(v.to_torch(keep_dims=True).shape) == (3, 2, 1)
+    if qd.cfg.arch is qd.cpu:
+        shared = v.to_torch(copy=False)
+        shared[0, 0] = 7.0
+        assert v[0][0] == 7.0
+
+    @qd.kernel
+    def inc(x: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            x[i] += 1
+
+    ti = torch.zeros(4, dtype=torch.int32)
+    inc(ti)
+    assert ti.tolist() == [1, 1, 1, 1]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the wheel with `pip wheel .` in a fresh virtual environment, installs it there and runs an
-# example from outside the checkout (CI runs this after scripts/setup.sh).
+# example from outside the checkout, and type-checks it against the installed package (CI runs this
+# after scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -17,6 +18,16 @@ t=$(date +%s)
 echo "built $(cd "$tmp/dist" && ls quadrants-*.whl) in $(( $(date +%s) - t ))s"
 "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$tmp"/dist/quadrants-*.whl
 cp examples/histogram.py "$tmp/"
+repo=$(pwd)
 cd "$tmp"
-env -u PYTHONPATH venv/bin/python -c 'import quadrants, sys; assert quadrants.__file__.startswith(sys.prefix), quadrants.__file__; print("installed:", quadrants.__version__, quadrants.__file__)'
+env -u PYTHONPATH venv/bin/python -c '
+import os, sys, quadrants
+here = os.path.dirname(quadrants.__file__)
+assert here.startswith(sys.prefix), here
+assert all(os.path.exists(os.path.join(here, f)) for f in ("py.typed", "__init__.pyi", "_core.pyi"))
+print("installed:", quadrants.__version__, here)'
 env -u PYTHONPATH venv/bin/python histogram.py
+# The installed package's types (py.typed, __init__.pyi) serve a type checker outside the checkout.
+if $PY -m mypy --version >/dev/null 2>&1; then
+  $PY -m mypy --python-executable venv/bin/python --config-file "$repo/pyproject.toml" --cache-dir "$tmp/mypy" histogram.py
+fi

@@ -15,7 +15,13 @@ from typing_extensions import ParamSpec, TypeAlias
 
 from quadrants import lang as lang
 from quadrants.lang import math as math
+from quadrants.lang.exception import QuadrantsAssertionError as QuadrantsAssertionError
 from quadrants.lang.exception import QuadrantsCompilationError as QuadrantsCompilationError
+from quadrants.lang.exception import QuadrantsIndexError as QuadrantsIndexError
+from quadrants.lang.exception import QuadrantsNameError as QuadrantsNameError
+from quadrants.lang.exception import QuadrantsOutOfBoundsError as QuadrantsOutOfBoundsError
+from quadrants.lang.exception import QuadrantsRuntimeError as QuadrantsRuntimeError
+from quadrants.lang.exception import QuadrantsRuntimeTypeError as QuadrantsRuntimeTypeError
 from quadrants.lang.exception import QuadrantsSyntaxError as QuadrantsSyntaxError
 from quadrants.lang.exception import QuadrantsTypeError as QuadrantsTypeError
 from quadrants.lang.field import Axis, Field as Field, SNode
@@ -23,9 +29,11 @@ from quadrants.lang.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
 from quadrants.lang.ndarray import Ndarray as Ndarray
 from quadrants.lang.runtime import Arch
-from quadrants.lang.types import DataType, MatrixType, Template, VectorType, _TypesNamespace
+from quadrants.lang.types import DataType, MatrixType, Template as Template, VectorType, _TypesNamespace
 
-__version__: str
+__version__: tuple[int, ...]  # (major, minor, patch)
+__version_str__: str
+cfg: Any  # the current qd.init()'s options (qd.lang.runtime.Config), None before qd.init()
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -72,18 +80,41 @@ amdgpu: Arch
 vulkan: Arch
 metal: Arch
 gpu: list[Arch]
+x64: Arch  # = cpu
+x86_64: Arch
+extension: Any  # qd._lib.core.Extension
 
+# Every option of quadrants/lang/options.py (docs/getting_started.md); an unknown one raises KeyError.
 def init(
     arch: Arch | str | Sequence[Arch | str] | None = None,
-    debug: bool = False,
-    print_ir: bool = False,
-    default_ip: _DTypeLike = ...,
-    default_fp: _DTypeLike = ...,
-    cpu_max_num_threads: int | None = None,
-    fallback_to_cpu: bool = False,
-    vulkan_disable_caps: Sequence[str] = (),
-    device: str = "",
-    **options: Any,
+    default_fp: _DTypeLike | None = None,
+    default_ip: _DTypeLike | None = None,
+    enable_fallback: bool = True,
+    *,
+    debug: bool = ...,
+    check_out_of_bound: bool = ...,
+    print_ir: bool = ...,
+    cpu_max_num_threads: int = ...,
+    vulkan_disable_caps: Sequence[str] = ...,
+    device: str = ...,
+    offline_cache: bool = ...,
+    offline_cache_file_path: str = ...,
+    src_ll_cache: bool = ...,
+    fast_math: bool = ...,
+    advanced_optimization: bool = ...,
+    ad_stack_size: int = ...,
+    ad_stack_experimental_enabled: bool = ...,
+    random_seed: int = ...,
+    print_full_traceback: bool = ...,
+    log_level: str = ...,
+    device_memory_GB: float = ...,
+    device_memory_fraction: float = ...,
+    kernel_profiler: bool = ...,
+    cuda_stack_limit: int = ...,
+    verbose: bool = ...,
+    debug_dump_path: str = ...,
+    print_kernel_llvm_ir: bool = ...,
+    num_compile_threads: int = ...,
 ) -> None: ...
 def reset() -> None: ...
 def sync() -> None: ...

@@ -25,14 +25,14 @@ def _stub_names():
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
             if isinstance(node, ast.FunctionDef):
-                arity[node.name] = [a.arg for a in node.args.args]
+                arity[node.name] = [a.arg for a in node.args.args + node.args.kwonlyargs]
     return {n for n in names if not n.startswith("_")}, arity
 
 
 def test_stub_declares_every_public_name():
     stub, _ = _stub_names()
     runtime = {n for n in dir(qd) if not n.startswith("_") and not isinstance(getattr(qd, n), types.ModuleType)}
-    runtime |= {"math", "lang"}
+    runtime |= {"math", "lang", "cfg"}  # cfg: a module __getattr__
     missing, stale = sorted(runtime - stub), sorted(stub - runtime)
     assert not missing, f"public names missing from quadrants/__init__.pyi (add a declaration): {missing}"
     assert not stale, f"quadrants/__init__.pyi declares names the package does not have: {stale}"
@@ -44,6 +44,13 @@ def test_stub_atomics_follow_the_core_table():
     for row in _core.atomic_ops():
         params = arity[f"atomic_{row['name']}"]
         assert params == (["x", "expected", "desired"] if row["num_operands"] == 2 else ["x", "y"]), row
+
+
+def test_stub_init_takes_every_option():
+    from quadrants.lang.options import OPTIONS
+
+    _, arity = _stub_names()
+    assert sorted(arity["init"]) == sorted(["arch", *OPTIONS])
 
 
 def test_mypy_checks_calls_against_the_stub(tmp_path):

@@ -49,6 +49,14 @@ class RuntimeArray:
             elem = elem[:1]
         return shape + elem
 
+    def _fits(self, shape):
+        """Whether an array of `shape` holds these elements: the same leading axes, and element axes
+        equal up to axes of size 1 (a 3-vector takes (3,), (3, 1) or (1, 3))."""
+        n = len(self.full_shape) - len(self.element_shape)
+        squeeze = lambda dims: tuple(d for d in dims if d != 1)  # noqa: E731
+        return (tuple(shape[:n]) == tuple(self.full_shape[:n])
+                and squeeze(shape[n:]) == squeeze(self.element_shape))
+
     def _zero_copy_view(self):
         """A numpy array over this array's memory (arch=qd.cpu), or None elsewhere."""
         self._check()
@@ -80,7 +88,7 @@ class RuntimeArray:
         """Copies a numpy array (or anything np.asarray takes) of the same shape into this array."""
         self._check()
         arr = np.asarray(arr, dtype=self.dtype.np, order="C")
-        if arr.shape not in (self.full_shape, self._host_shape(False), self._host_shape(True)):
+        if not self._fits(arr.shape):
             raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
         if arr.size:
             self._program.runtime.write(self.handle, 0, np.ascontiguousarray(arr).reshape(-1))

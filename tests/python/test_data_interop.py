@@ -34,10 +34,14 @@ def test_to_numpy_dtype_and_keep_dims():
     assert col.to_numpy().shape == (4, 3) and col.to_numpy(keep_dims=True).shape == (4, 3, 1)
     m = qd.Matrix.field(2, 3, qd.f32, shape=4)
     assert m.to_numpy().shape == m.to_numpy(keep_dims=True).shape == (4, 2, 3)
-    col.from_numpy(np.ones((4, 3)))  # either shape goes back in
+    col.from_numpy(np.ones((4, 3)))  # element axes of size 1 may be there or not
     col.from_numpy(np.ones((4, 3, 1)))
+    v.from_numpy(np.ones((4, 1, 2)))
+    for bad in [(4, 3, 2), (3, 3), (4, 1, 1)]:
+        with pytest.raises(ValueError, match="does not match"):
+            col.from_numpy(np.ones(bad))
     with pytest.raises(ValueError, match="does not match"):
-        col.from_numpy(np.ones((4, 1, 3)))
+        m.from_numpy(np.ones((4, 3, 2)))
     n = qd.ndarray(qd.u8, (3,))
     n.fill(200)
     assert n.to_numpy(dtype=np.int32).tolist() == [200, 200, 200]

@@ -1,0 +1,169 @@
+"""Differential fuzzer, long runs: random kernels on every available arch vs the numpy reference.
+
+    python3 benchmarks/fuzz.py --cases 2000 [--seed 1] [--arch cpu,vulkan] [--shrink-known]
+
+Prints, per arch, the cases run, the values compared, the cases steered around each known limit
+(tests/fuzzer.py LIMITS), the mismatches per known bug (KNOWN_BUGS) and every mismatch no known bug
+explains, shrunk to a minimal kernel (a standalone script; --shrink-known: one per known bug too). A crash (the process killed by a signal) is bisected to its case
+in child processes and shrunk the same way. The generator, the reference and the limits live in
+tests/fuzzer.py; tests/python/test_fuzz_differential.py is the bounded run of the test suite.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)
+
+import fuzzer as F  # noqa: E402
+import quadrants as qd  # noqa: E402
+
+
+def signature(case):
+    """What a shrunk case is made of: mismatches with the same signature are one class."""
+    parts = set()
+    for s in F.walk_stmts(case.stmts):
+        parts.add(s.kind if s.kind != "atomic" else f"atomic_{s.op}")
+        for e in s.exprs:
+            for n in F.walk_exprs(e):
+                if n.kind in ("un", "bin", "math"):
+                    parts.add(f"{n.op}:{n.dtype}")
+                elif n.kind in ("cast", "bitcast"):
+                    parts.add(f"{n.kind}:{n.args[0].dtype}->{n.dtype}")
+    return tuple(sorted(parts))
+
+
+def report_case(case, arch, what, budget, pred=None):
+    t = time.time()
+    small = F.shrink(case, arch, budget_s=budget, pred=pred)
+    print(f"--- {what} on {arch} (shrunk in {time.time() - t:.0f} s; signature {', '.join(signature(small))})")
+    print(F.repro(small, arch))
+    if pred is not F.crashes:
+        for m in F.run_batch(F.Batch([small]), arch):
+            print(f"    {m}")
+    sys.stdout.flush()
+    return small
+
+
+def worker(args):
+    """Runs one arch in this process; `--skip` batches crashed in an earlier worker."""
+    arch = args.arch
+    qd.init(arch=getattr(qd, arch))
+    off = args.off
+    cases, regen = F.generate(args.seed, args.cases, off=off, arch=arch, size=args.size)
+    stats = F.Stats()
+    stats.regenerated = regen
+    groups = list(F.batches(cases, args.batch or F.batch_size(arch)))
+    skip = set(args.skip)
+    mismatches = []
+    t0 = time.time()
+    for i, group in enumerate(groups):
+        if i in skip:
+            continue
+        print(f"BATCH {i}", file=sys.stderr, flush=True)
+        mismatches += F.run_cases(group, arch, stats, batch=args.batch)
+    failed = F.run_contended(arch, args.seed, args.contended if args.contended is not None else args.cases // 20,
+                             stats)
+    elapsed = time.time() - t0
+    print(stats.report())
+    for c, problems in failed:
+        print(f"--- contended atomics mismatch on {arch}: {c.n} x atomic_{c.op} on {c.m} {c.dtype} cell(s), "
+              f"form {c.form}: {'; '.join(problems[:3])}")
+        print(c.source())
+    by_case = {}
+    for m in mismatches:
+        by_case.setdefault(id(m.case), []).append(m)
+    new = [ms for ms in by_case.values() if any(not m.known for m in ms)]
+    per_class = {}
+    for ms in by_case.values():
+        for name in {n for m in ms for n in m.known}:
+            per_class.setdefault(name, []).append(ms)
+    print(f"{arch}: {len(mismatches)} mismatching values in {len(by_case)} cases; {len(new)} case(s) with a NEW "
+          f"mismatch; known (KNOWN_BUGS): " + (", ".join(f"{k} {len(v)}" for k, v in sorted(per_class.items())) or "none"))
+    # shrink every new failure (up to --max-shrinks), then one case per known class
+    todo = [("NEW mismatch", ms, lambda m: not m.known) for ms in new[:args.max_shrinks]]
+    todo += [(f"known: {name}", v[0], lambda m, name=name: name in m.known)
+             for name, v in sorted(per_class.items()) if args.shrink_known]
+    seen = set()
+    for what, ms, want in todo:
+        for m in ms[:3]:
+            print(f"    {m}")
+        small = report_case(ms[0].case, arch, what, args.shrink_budget,
+                            pred=lambda c, a, want=want: F.fails(c, a, want))
+        sig = signature(small)
+        if sig in seen:
+            print("    (same signature as a kernel above)")
+        seen.add(sig)
+    print("STATS " + json.dumps({"arch": arch, "cases": stats.cases[arch], "seconds": elapsed,
+                                 "mismatching_cases": len(by_case), "new": len(new) + len(failed)}))
+
+
+def crash_batch(args):
+    """Finds the case of batch `--crash-batch` that kills the process and shrinks it."""
+    arch = args.arch
+    qd.init(arch=getattr(qd, arch))
+    off = args.off
+    cases, _ = F.generate(args.seed, args.cases, off=off, arch=arch, size=args.size)
+    group = list(F.batches(cases, args.batch or F.batch_size(arch)))[args.crash_batch]
+    for c in group:
+        if F.crashes(c, arch):
+            report_case(c, arch, "crash", args.shrink_budget, pred=F.crashes)
+            return
+    print(f"batch {args.crash_batch} crashed on {arch}, but none of its cases does alone")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", type=int, default=500, help="cases per arch")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--contended", type=int, default=None, help="contended-atomic kernels per arch (default cases/20)")
+    p.add_argument("--arch", default=None, help="comma-separated arches (default: every available one)")
+    p.add_argument("--batch", type=int, default=None, help="cases per kernel (default: tests/fuzzer.py batch_size)")
+    p.add_argument("--shrink-budget", type=float, default=120, help="seconds to shrink one failing case")
+    p.add_argument("--max-shrinks", type=int, default=10, help="cases with a new mismatch to shrink per arch")
+    p.add_argument("--shrink-known", action="store_true", help="also shrink one case per KNOWN_BUGS class hit")
+    p.add_argument("--size", default="normal", choices=["small", "normal"], help="case size")
+    p.add_argument("--off", default="", help="generator features to leave out: float_floordiv_mod, f64_round")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--skip", type=int, action="append", default=[], help=argparse.SUPPRESS)
+    p.add_argument("--crash-batch", type=int, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    args.off = [o for o in args.off.split(",") if o]
+    if args.worker:
+        return crash_batch(args) if args.crash_batch is not None else worker(args)
+    arches = args.arch.split(",") if args.arch else F.available_arches()
+    print(f"fuzz: {args.cases} cases per arch, seed {args.seed}, arches {arches}")
+    rest, argv = [], sys.argv[1:]
+    for i, a in enumerate(argv):  # the user's options, less --arch
+        if not (a.startswith("--arch") or (i > 0 and argv[i - 1] == "--arch")):
+            rest.append(a)
+    totals = []
+    for arch in arches:
+        base = [sys.executable, os.path.abspath(__file__), "--worker", "--arch", arch] + rest
+        skip = []
+        while True:  # one child process per arch; a batch that crashes it is bisected, then skipped
+            r = subprocess.run(base + sum((["--skip", str(b)] for b in skip), []),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            print("\n".join(line for line in r.stdout.splitlines() if not line.startswith("STATS ")))
+            if r.returncode < 0:
+                done = [int(line.split()[1]) for line in r.stderr.splitlines() if line.startswith("BATCH ")]
+                bad = done[-1] if done else 0
+                print(f"!!! {arch}: the process died (signal {-r.returncode}) in batch {bad}; bisecting", flush=True)
+                subprocess.run(base + ["--crash-batch", str(bad)], check=False)
+                skip.append(bad)
+                continue
+            if r.returncode != 0:
+                print(r.stderr[-4000:])
+            totals += [json.loads(line[6:]) for line in r.stdout.splitlines() if line.startswith("STATS ")]
+            break
+    for t in totals:
+        print(f"{t['arch']}: {t['cases']} cases in {t['seconds']:.1f} s, {t['mismatching_cases']} mismatching, "
+              f"{t['new']} with a mismatch no KNOWN_BUGS row explains")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1858 @@
+"""Differential fuzzer: random kernels run on every available arch and compared with a reference.
+
+A *case* is a small random program: typed constants, Python literals and input reads over every
+dtype (special values included: NaN, +-inf, -0.0, INT_MIN, -1, 0, huge and tiny floats), unary and
+binary arithmetic, casts, bit casts, comparisons, `and`/`or`/`not`, `select` / `a if c else b`,
+locals (annotated or not, reassigned, augmented), `if`/`else`, serial `for` loops with `break` /
+`continue`, `while` loops with `break`, and atomics (field-like ndarray cells at random indices and
+kernel variables) whose old values are used. Many cases are batched into one kernel (one parallel
+iteration runs each case) so that a few hundred cases compile in a handful of kernels.
+
+The reference (`Reference`) is an interpreter of the same program in CPython/numpy that implements
+the semantics of docs/language.md and docs/atomics.md: wrap-around integers at the dtype width,
+Python `//` and `%` (numpy's floor_divide / remainder, which follow CPython, computed in the operand
+dtype), shifts by the width or more give 0 or the sign, minNum/maxNum for float min/max, IEEE
+arithmetic correctly rounded in the operand's dtype (f32 in numpy float32, not float64), and the
+transcendental functions within a tolerance (`math_ok`). Results the docs leave unspecified
+(integer division by zero, a float that does not fit the integer it is converted to, a NaN's bits,
+the sign of min(+0.0, -0.0)) are tracked: such outputs are not compared, and a case whose control
+flow would depend on one is regenerated; both are counted.
+
+Known limits (of drivers or of the language) are in ONE table, `LIMITS`: a case that needs one is
+excluded on the arches it names and counted per reason, never skipped silently. Known bugs being
+fixed are in `KNOWN_BUGS`: each is a generator feature the main test turns off where the bug is
+open and a separate test covers (expected to fail there, pointing to the issue).
+
+`benchmarks/fuzz.py` is the command line (long runs, shrinking to minimal kernels);
+tests/python/test_fuzz_differential.py the bounded run in the test suite.
+"""
+import collections
+import itertools
+import linecache
+import math
+import random
+import time
+
+import numpy as np
+
+import quadrants as qd
+
+INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+FLOATS = ["f16", "f32", "f64"]
+DTYPES = INTS + FLOATS
+NP = {t: np.dtype(t.replace("i", "int").replace("u", "uint").replace("f", "float")) for t in DTYPES}
+BITS = {t: NP[t].itemsize * 8 for t in DTYPES}
+DEFAULT_FP, DEFAULT_IP = "f32", "i32"
+ATOMIC_MEM_DTYPES = ["i32", "u32", "i64", "u64", "f16", "f32", "f64"]  # docs/atomics.md
+ATOMIC_OPS = ["add", "sub", "mul", "min", "max", "and", "or", "xor", "exchange", "cas"]
+INT_ONLY_ATOMICS = {"and", "or", "xor", "cas"}
+AUG_ATOMIC = {"+": "add", "-": "sub", "&": "and", "|": "or", "^": "xor"}  # x[i] op= v on memory is atomic
+
+
+def is_int(t):
+    return t in INTS
+
+
+def is_signed(t):
+    return t[0] == "i"
+
+
+def promoted(a, b):
+    """docs/language.md 'Dtypes and promotion' (csrc/ir/types.cpp promoted_type)."""
+    if a == b:
+        return a
+    if not is_int(a) or not is_int(b):
+        if is_int(a):
+            return b
+        if is_int(b):
+            return a
+        return a if BITS[a] >= BITS[b] else b
+    if BITS[a] != BITS[b]:
+        return a if BITS[a] > BITS[b] else b
+    return a if not is_signed(a) else b
+
+
+def _int_range(t):
+    info = np.iinfo(NP[t])
+    return int(info.min), int(info.max)
+
+
+def _fits(v, t):
+    lo, hi = _int_range(t)
+    return lo <= v <= hi
+
+
+def literal_type(lit, other):
+    """The dtype a Python number takes next to an operand of dtype `other` (docs/language.md)."""
+    if isinstance(lit, float):
+        return DEFAULT_FP if is_int(other) else other
+    if is_int(other) and not _fits(lit, other):
+        return next(t for t in (DEFAULT_IP, "i64", "u64") if _fits(lit, t))
+    return other
+
+
+# --- limits and known bugs --------------------------------------------------------------------------
+# Every construct the fuzzer does not generate on some arch, and why. The generator is told the arch
+# and steers around each row that applies (Generator.avoid); every case where it had to is counted
+# under the row's name (Stats.avoided; `benchmarks/fuzz.py` prints the counts and the test bounds
+# them), so nothing is skipped silently. Rows with `steer=False` need no steering per case: the
+# generator never produces them at all, or the batching avoids them.
+LIMITS = [
+    dict(name="atomic_rejected", arches="all", steer=True,
+         why="the atomic support table rejects this op/dtype on the arch (docs/atomics.md), a documented "
+             "compile error: e.g. every f16 atomic on lavapipe (no float16 atomic add)"),
+    dict(name="i64_compare_of_widened_int", arches=["vulkan"], steer=True,
+         why="lavapipe miscompiles a 64-bit integer comparison of a value widened from a narrower integer "
+             "(qd.cast(a, qd.i64) > 5 is always 1; repros/wrong_vulkan_i64_compare_of_widened_i32.py); "
+             "a workaround is part of issue 8"),
+    dict(name="loop_over_65535_iterations", arches=["vulkan"], steer=False,
+         why="lavapipe's loop limiter stops every loop after 65535 iterations per invocation "
+             "(repros/wrong_vulkan_loops_capped_65535.py): loops are generated with at most a few "
+             "hundred iterations per case (Reference checks the count)"),
+    dict(name="ndarray_args_over_32", arches=["vulkan"], steer=False,
+         why="a kernel with 33 or more ndarray arguments segfaults at launch on vulkan (FUZZ_FINDINGS.md): "
+             "cases are batched so that no kernel takes more than MAX_NDARRAY_ARGS"),
+    dict(name="glsl_math_domain", arches=["vulkan", "metal"], steer=False,
+         why="GLSL.std.450 (the f16/f32 sin, log, pow, ... of the SPIR-V backends) leaves the result "
+             "undefined outside each function's domain (log(x <= 0), pow(x < 0, y), atan2(0, 0), "
+             "asin(|x| > 1), inf/NaN arguments): such outputs are counted per value, not compared"),
+    dict(name="u64_literal_over_2pow63", arches="all", steer=False,
+         why="integer literals in [2**63, 2**64) are rejected by the front end (issue 9, "
+             "repros/missing_api_u64_literals.py): such u64 constants are written "
+             "qd.bit_cast(qd.i64(v - 2**64), qd.u64) instead"),
+]
+
+# Known bugs with a fix under way. The reference tags every value with the classes of operations
+# it depends on (data or control flow; `op_tags`); a mismatch whose value carries the tag of a row
+# open on that arch belongs to that row. test_fuzz_differential.py fails on any other mismatch and
+# has one test per row, expected to fail on the row's arches (xfail, not strict) until the fix lands:
+# then remove the arch from the row. FUZZ_FINDINGS.md has a shrunk kernel for each.
+ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
+KNOWN_BUGS = {
+    "float_floordiv_mod": dict(
+        arches=ALL_ARCHES, why="float // is floor(a / b), not Python's floor division, on every backend "
+        "(repros/wrong_float_floordiv_not_python.py); vulkan float % is OpFRem, inaccurate for a large "
+        "quotient (repros/wrong_vulkan_float_mod_inaccurate.py): issue 8"),
+    "f64_round": dict(
+        arches=["vulkan"], why="qd.round(f64) is wrong on lavapipe (1.5 -> 1.0; repros/wrong_vulkan_f64_round.py): "
+        "issue 8"),
+    "float_special": dict(
+        arches=["vulkan"], why="no IEEE-preserving SPIR-V: inf - inf, inf * 0, x / 0.0, -0.0 and NaN are folded "
+        "or lost (repros/wrong_vulkan_ieee_inf_nan_signedzero_reassoc.py): issue 8 item 4"),
+    "float_rounding": dict(
+        arches=["vulkan"], why="no NoContraction / exact ops in the SPIR-V: the driver contracts and "
+        "reassociates user arithmetic ((c - 100) + 100 -> c): issue 8 item 4"),
+    "f16_atan2": dict(
+        arches=["cpu"], why="qd.atan2 on f16 calls libm's atan2f with half arguments on the cpu: garbage "
+        "(atan2(-0.025, 0) gives 0.00048; FUZZ_FINDINGS.md)"),
+    "int_float_rounding": dict(
+        arches=["vulkan"], why="an integer converted to a float that must round (|i| > 2^24 for f32) comes back "
+        "unrounded: cast(cast(i, f32), i32) == i, floor(i) == i (the driver folds the round trip; "
+        "FUZZ_FINDINGS.md): issue 8 item 4"),
+}
+
+
+def known_classes(tags, arch):
+    """The KNOWN_BUGS rows open on the arch that a value with these tags depends on."""
+    return sorted(name for name in tags if name in KNOWN_BUGS and arch in KNOWN_BUGS[name]["arches"])
+
+
+def active_limits(arch):
+    return {row["name"] for row in LIMITS if row["arches"] == "all" or arch in row["arches"]}
+
+
+# --- reference values -------------------------------------------------------------------------------
+class Unspec:
+    """A value the docs leave unspecified; `why` says which rule."""
+
+    def __init__(self, why):
+        self.why = why
+
+    def __repr__(self):
+        return f"<unspecified: {self.why}>"
+
+
+class Alts:
+    """A value that may be any of a few (the sign of min(+0.0, -0.0), say)."""
+
+    def __init__(self, vals):
+        self.vals = tuple(vals)
+
+    def __repr__(self):
+        return "one of " + " / ".join(fmt(v) for v in self.vals)
+
+
+class Approx:
+    """The exact result of a transcendental function; the arch's result must be within tolerance."""
+
+    def __init__(self, exact, dtype, fn, args):
+        self.exact, self.dtype, self.fn, self.args = exact, dtype, fn, args
+
+    def __repr__(self):
+        return f"~{self.exact!r} ({self.fn})"
+
+
+class CaseUnspecified(Exception):
+    """Control flow, an index or a loop bound of the case depends on an unspecified value."""
+
+
+_DT_BY_NP = {NP[t]: t for t in DTYPES}
+
+
+def dt(v):
+    return _DT_BY_NP[v.dtype]
+
+
+def key(v):
+    """Identity of a value for comparison: NaNs are all one value, -0.0 differs from 0.0."""
+    if not is_int(dt(v)) and np.isnan(v):
+        return "nan"
+    return (dt(v), v.tobytes())
+
+
+def make(t, v):
+    """A numpy scalar of dtype t from an exact Python int (wrapping) or a numpy/float value."""
+    if is_int(t) and isinstance(v, (int, np.integer)):
+        b = BITS[t]
+        v = int(v) & ((1 << b) - 1)
+        if is_signed(t) and v >> (b - 1):
+            v -= 1 << b
+        return NP[t].type(v)
+    with np.errstate(all="ignore"):
+        return np.asarray(v).astype(NP[t])[()]
+
+
+def alts(vals):
+    uniq = {}
+    for v in vals:
+        uniq.setdefault(key(v), v)
+    if len(uniq) == 1:
+        return next(iter(uniq.values()))
+    if len(uniq) > 8:
+        return Unspec("too many possible values")
+    return Alts(uniq.values())
+
+
+def lift(f, *args):
+    """Applies f to exact values; Unspec propagates; Alts are applied to every alternative."""
+    for a in args:
+        if isinstance(a, Unspec):
+            return a
+        if isinstance(a, Approx):
+            raise AssertionError("an approximate value must not flow into other operations")
+    if not any(isinstance(a, Alts) for a in args):
+        return f(*args)
+    out = []
+    for combo in itertools.product(*[a.vals if isinstance(a, Alts) else (a,) for a in args]):
+        r = f(*combo)
+        if isinstance(r, Unspec):
+            return r
+        out.extend(r.vals if isinstance(r, Alts) else (r,))
+    return alts(out)
+
+
+def convert(v, t):
+    """Value conversion (qd.cast, assignment, promotion): wraps integers; float -> int truncates."""
+    s = dt(v)
+    if s == t:
+        return v
+    if is_int(t):
+        if is_int(s):
+            return make(t, int(v))
+        if not np.isfinite(v):
+            return Unspec(f"{s} {v} converted to {t}")
+        iv = math.trunc(float(v))
+        if not _fits(iv, t):
+            return Unspec(f"{s} {v} does not fit {t}")
+        return make(t, iv)
+    return make(t, v)  # numpy's int -> float and float -> float conversions round correctly
+
+
+def truth(v):
+    """A condition's value: nonzero (NaN is true, -0.0 false)."""
+    return bool(v != 0) if is_int(dt(v)) else not (v == 0)
+
+
+def fmt(v):
+    if isinstance(v, (Unspec, Alts, Approx)):
+        return repr(v)
+    t = dt(v)
+    if is_int(t):
+        return f"{t}({int(v)})"
+    return f"{t}({float(v)!r})"
+
+
+# --- reference semantics of each operation ------------------------------------------------------------
+def _int_binop(op, a, b, t):
+    x, y = int(a), int(b)
+    if op == "+": return make(t, x + y)
+    if op == "-": return make(t, x - y)
+    if op == "*": return make(t, x * y)
+    if op in ("//", "%"):
+        if y == 0:
+            return Unspec(f"integer {op} by zero")
+        return make(t, x // y if op == "//" else x % y)
+    if op == "**":
+        if y < 0:  # 1 / base**-y in integer division (commit 674508f)
+            if x == 0:
+                return Unspec("0 ** negative")
+            return make(t, 1 if x == 1 else (-1 if y % 2 else 1) if x == -1 else 0)
+        return make(t, pow(x, y, 1 << BITS[t]))
+    if op == "&": return make(t, x & y)
+    if op == "|": return make(t, x | y)
+    if op == "^": return make(t, x ^ y)
+    if op == "min": return make(t, min(x, y))
+    if op == "max": return make(t, max(x, y))
+    raise AssertionError(op)
+
+
+def _min_max_float(op, a, b):
+    if np.isnan(a):
+        return b
+    if np.isnan(b):
+        return a
+    if a == 0 and b == 0 and np.signbit(a) != np.signbit(b):
+        return Alts([a, b])  # minNum/maxNum: either zero
+    return (np.minimum if op == "min" else np.maximum)(a, b)
+
+
+def _float_binop(op, a, b, t):
+    with np.errstate(all="ignore"):
+        if op == "+": return a + b
+        if op == "-": return a - b
+        if op == "*": return a * b
+        if op == "/": return a / b
+        if op == "//": return np.floor_divide(a, b)
+        if op == "%": return np.remainder(a, b)
+        if op in ("min", "max"): return _min_max_float(op, a, b)
+    raise AssertionError(op)
+
+
+def _shift(op, a, b):
+    t, n = dt(a), int(b) & ((1 << BITS[dt(b)]) - 1)  # the amount keeps its own type, read unsigned
+    x = int(a)
+    if n >= BITS[t]:
+        return make(t, (-1 if x < 0 else 0) if op == ">>" and is_signed(t) else 0)
+    return make(t, x << n if op == "<<" else x >> n)
+
+
+def _compare(op, a, b):
+    with np.errstate(all="ignore"):
+        r = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    return np.int32(bool(r))
+
+
+MATH_FNS = ["sin", "cos", "tan", "exp", "log", "tanh", "asin", "acos", "atan"]
+MATH_BINARY = ["atan2", "pow"]
+
+
+def _math_exact(fn, args):
+    x = [float(a) for a in args]
+    with np.errstate(all="ignore"):
+        if fn == "atan2":
+            return np.arctan2(x[0], x[1])
+        if fn == "pow":
+            return np.power(np.float64(x[0]), np.float64(x[1]))
+        return getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}.get(fn, fn))(np.float64(x[0]))
+
+
+def binary(op, a, b):
+    """Result of `a op b` for two typed values (literals already typed)."""
+    ta, tb = dt(a), dt(b)
+    if op in ("<<", ">>"):
+        return _shift(op, a, b)
+    if op in ("and", "or"):
+        ra, rb = truth(a), truth(b)
+        return np.int32((ra and rb) if op == "and" else (ra or rb))
+    t = promoted(ta, tb)
+    if op == "/" and is_int(t):
+        t = DEFAULT_FP
+    if op == "atan2" and is_int(t):
+        t = DEFAULT_FP
+    a, b = convert(a, t), convert(b, t)
+    if isinstance(a, Unspec) or isinstance(b, Unspec):
+        return a if isinstance(a, Unspec) else b
+    if op in ("==", "!=", "<", "<=", ">", ">="):
+        return _compare(op, a, b)
+    if op in MATH_BINARY:
+        return Approx(_math_exact(op, (a, b)), t, op, (a, b))
+    if is_int(t):
+        return _int_binop(op, a, b, t)
+    r = _float_binop(op, a, b, t)
+    return r if isinstance(r, Alts) else make(t, r)
+
+
+def unary(op, a):
+    t = dt(a)
+    if op == "not":
+        return np.int32(not truth(a))
+    if op == "-":
+        return make(t, -int(a)) if is_int(t) else -a
+    if op == "~":
+        return make(t, ~int(a))
+    if op == "abs":
+        return make(t, abs(int(a))) if is_int(t) else np.abs(a)
+    if is_int(t):  # float functions of an integer take default_fp
+        a, t = convert(a, DEFAULT_FP), DEFAULT_FP
+    with np.errstate(all="ignore"):
+        if op == "sqrt": return np.sqrt(a)
+        if op == "floor": return np.floor(a)
+        if op == "ceil": return np.ceil(a)
+        if op == "round": return np.rint(a)  # half to even
+    if op in MATH_FNS:
+        return Approx(_math_exact(op, (a,)), t, op, (a,))
+    raise AssertionError(op)
+
+
+def bit_cast(a, t):
+    if not is_int(dt(a)) and np.isnan(a):
+        return Unspec("the bits of a NaN")
+    return np.asarray(a).view(NP[t])[()]
+
+
+def atomic_result(op, old, val, desired):
+    """(new, returned) of qd.atomic_<op> on a cell holding `old`; operands already of its dtype."""
+    t = dt(old)
+    if op == "exchange":
+        return val, old
+    if op == "cas":
+        return (desired if int(old) == int(val) else old), old
+    sym = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^", "min": "min", "max": "max"}[op]
+    if is_int(t):
+        return _int_binop(sym, old, val, t), old
+    r = _float_binop(sym, old, val, t)
+    return (r if isinstance(r, Alts) else make(t, r)), old
+
+
+# --- the program --------------------------------------------------------------------------------------
+class E:
+    """An expression node. kind: const lit in var load un bin cast bitcast select math."""
+
+    __slots__ = ("kind", "op", "dtype", "args", "val", "name", "widened")
+
+    def __init__(self, kind, dtype, op=None, args=(), val=None, name=None):
+        self.kind, self.dtype, self.op, self.args, self.val, self.name = kind, dtype, op, list(args), val, name
+        self.widened = False
+
+    def copy(self):
+        e = E(self.kind, self.dtype, self.op, [a.copy() for a in self.args], self.val, self.name)
+        e.widened = self.widened
+        return e
+
+
+class S:
+    """A statement. kind: let set aug store memaug atomic if for while break continue."""
+
+    __slots__ = ("kind", "name", "dtype", "op", "exprs", "body", "orelse", "val")
+
+    def __init__(self, kind, name=None, dtype=None, op=None, exprs=(), body=None, orelse=None, val=None):
+        self.kind, self.name, self.dtype, self.op, self.exprs = kind, name, dtype, op, list(exprs)
+        self.body, self.orelse, self.val = body, orelse, val
+
+    def copy(self):
+        return S(self.kind, self.name, self.dtype, self.op, [e.copy() for e in self.exprs],
+                 [s.copy() for s in self.body] if self.body is not None else None,
+                 [s.copy() for s in self.orelse] if self.orelse is not None else None, self.val)
+
+
+SCRATCH = 4  # scratch cells per dtype per case (atomic targets)
+
+
+class Case:
+    def __init__(self, seed):
+        self.seed = seed
+        self.stmts = []
+        self.inputs = {t: [] for t in DTYPES}     # values read by `in` leaves
+        self.scratch = {t: [] for t in DTYPES}    # initial scratch cells
+        self.nout = {t: 0 for t in DTYPES}        # output cells
+        self.traits = set()
+        self.avoided = set()
+
+    def copy(self):
+        c = Case(self.seed)
+        c.stmts = [s.copy() for s in self.stmts]
+        c.inputs = {t: list(v) for t, v in self.inputs.items()}
+        c.scratch = {t: list(v) for t, v in self.scratch.items()}
+        c.nout = dict(self.nout)
+        c.traits = set(self.traits)
+        c.avoided = set(self.avoided)
+        return c
+
+
+def walk_exprs(e):
+    yield e
+    for a in e.args:
+        yield from walk_exprs(a)
+
+
+def walk_stmts(stmts):
+    for s in stmts:
+        yield s
+        for blk in (s.body, s.orelse):
+            if blk:
+                yield from walk_stmts(blk)
+
+
+# --- generation -------------------------------------------------------------------------------------
+def special_values(t):
+    if is_int(t):
+        lo, hi = _int_range(t)
+        return [0, 1, -1 if is_signed(t) else 2, lo, hi, lo + 1, hi - 1, 2, 3, 7, BITS[t] - 1, BITS[t],
+                BITS[t] + 1, hi // 2 + 1, -2 if is_signed(t) else hi // 3, 100 % (hi + 1), 5]
+    f = np.finfo(NP[t])
+    return [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 3.0, 0.1, -7.25, math.inf, -math.inf, math.nan,
+            float(f.max), -float(f.max), float(f.tiny), float(f.smallest_subnormal), float(f.eps),
+            1e10 if t != "f16" else 1000.0, 16777217.0, 1e-30, 65504.0, 4096.5, -0.75]
+
+
+def random_value(rng, t):
+    if rng.random() < 0.45:
+        return make(t, rng.choice(special_values(t)))
+    if is_int(t):
+        lo, hi = _int_range(t)
+        if rng.random() < 0.5:
+            return make(t, rng.randint(-20 if is_signed(t) else 0, 20))
+        return make(t, rng.randint(lo, hi))
+    if rng.random() < 0.4:
+        return make(t, rng.choice([-1, 1]) * rng.randint(0, 1000) / rng.choice([1, 2, 4, 8, 3, 10]))
+    bits = rng.getrandbits(BITS[t])
+    v = np.asarray(bits, dtype=NP["u" + t[1:]]).view(NP[t])[()]
+    return v
+
+
+class Generator:
+    """Random cases. `off`: features to leave out (names of KNOWN_BUGS rows)."""
+
+    SIZES = {"small": (2, (2, 5)), "normal": (4, (3, 10))}  # expression depth, statements per case
+
+    def __init__(self, seed, off=(), arch=None, size="normal"):
+        self.max_depth, self.nstmts = self.SIZES[size]
+        self.rng = random.Random(seed)
+        self.off = set(off)
+        self.arch = arch
+        self.limits = active_limits(arch) if arch else set()
+        self._verdicts = {}
+
+    def avoid(self, limit):
+        """Whether to steer around LIMITS row `limit` on this arch (counted in the case)."""
+        if limit in self.limits:
+            self.case.avoided.add(limit)
+            return True
+        return False
+
+    def atomic_rejected(self, op, t):
+        if self.arch is None:
+            return False
+        if (op, t) not in self._verdicts:
+            from quadrants import _core
+            from quadrants.lang import runtime
+            feats = list(runtime.program().runtime.features)
+            kind, _ = _core.atomic_lowering(self.arch, op, getattr(_core.DataType, t), False, feats)
+            self._verdicts[(op, t)] = kind == "rejected"
+        return self._verdicts[(op, t)] and self.avoid("atomic_rejected")
+
+    # expressions --------------------------------------------------------------------------------
+    def pick_dtype(self, ints_only=False):
+        if ints_only:
+            return self.rng.choice(INTS)
+        return self.rng.choice(DTYPES + ["i32", "f32", "i32", "f32", "f64", "i64"])
+
+    def leaf(self, t):
+        r = self.rng.random()
+        vars_ = [n for n, vt in self.scope_vars() if vt == t]
+        if vars_ and r < 0.3:
+            return E("var", t, name=self.rng.choice(vars_))
+        if r < 0.55:
+            idx = len(self.case.inputs[t])
+            self.case.inputs[t].append(random_value(self.rng, t))
+            return E("in", t, val=idx)
+        if r < 0.65 and t in ATOMIC_MEM_DTYPES:
+            return E("load", t, args=[self.index()])
+        return E("const", t, val=random_value(self.rng, t))
+
+    def exact(self, e, t):
+        """e converted to dtype t where promotion gave it another dtype."""
+        if e.dtype == t:
+            return e
+        if e.kind == "lit":  # a cast of a Python number is a compile-time conversion: use a typed leaf
+            return self.leaf(t)
+        c = E("cast", t, args=[e])
+        c.widened = is_int(e.dtype) and is_int(t) and BITS[t] == 64 and BITS[e.dtype] < 64
+        return c
+
+    def index(self):
+        """An index into the case's scratch cells: a constant, or (int expression) % SCRATCH."""
+        if self.rng.random() < 0.5:
+            return E("const", "i32", val=np.int32(self.rng.randrange(SCRATCH)))
+        t = self.rng.choice(["i32", "i32", "i8", "u16", "i64"])
+        return E("bin", t, "%", [self.exact(self.expr(t, 1), t), E("lit", t, val=SCRATCH)])
+
+    def expr(self, t, depth):
+        """A random expression, usually of dtype t (promotion may give a wider one: see .dtype)."""
+        rng = self.rng
+        depth = min(depth, self.max_depth)
+        if depth <= 0 or rng.random() < 0.22:
+            return self.leaf(t)
+        r = rng.random()
+        if r < 0.45:
+            return self.binary_expr(t, depth)
+        if r < 0.62:
+            return self.unary_expr(t, depth)
+        if r < 0.78:
+            src = self.pick_dtype()
+            return self.exact(self.expr(src, depth - 1), t) if src != t else self.leaf(t)
+        if r < 0.84:
+            partners = [u for u in DTYPES if BITS[u] == BITS[t] and u != t]
+            if partners:
+                p = rng.choice(partners)
+                return E("bitcast", t, args=[self.exact(self.expr(p, depth - 1), p)])
+            return self.leaf(t)
+        if r < 0.92:
+            return self.cond_expr_select(t, depth)
+        return self.leaf(t)
+
+    def cond_expr_select(self, t, depth):
+        a, b = self.expr(t, depth - 1), self.expr(t, depth - 1)
+        return E("select", promoted(a.dtype, b.dtype), op=self.rng.choice(["select", "ifexp"]),
+                 args=[self.cond(depth - 1), a, b])
+
+    def binary_expr(self, t, depth):
+        rng = self.rng
+        ops = ["+", "-", "*", "//", "%", "min", "max"]
+        if is_int(t):
+            ops += ["&", "|", "^", "<<", ">>", "**", "+", "-", "*"]
+        else:
+            ops += ["/", "+", "-", "*", "/"]
+        if not is_int(t) and "float_floordiv_mod" in self.off:
+            ops = [o for o in ops if o not in ("//", "%")]
+        op = rng.choice(ops)
+        if op in ("<<", ">>"):
+            a = self.exact(self.expr(t, depth - 1), t)
+            if rng.random() < 0.5:
+                lit = rng.choice([0, 1, 3, 7, BITS[t] - 1, BITS[t], BITS[t] + 5, 63, 64])
+                b = E("lit", literal_type(lit, t), val=lit)
+            else:
+                bt = rng.choice(INTS)
+                b = self.exact(self.expr(bt, depth - 1), bt)
+            return E("bin", t, op, [a, b])
+        if op == "**":
+            a = self.exact(self.expr(t, depth - 1), t)
+            lit = rng.choice([0, 1, 2, 3, 5, 7, 13, 31, 64, -1, -2] if is_signed(t) else [0, 1, 2, 3, 5, 13, 64])
+            b = E("lit", literal_type(lit, t), val=lit)
+            return E("bin", promoted(t, b.dtype), op, [a, b])
+        # operands: usually both of t; sometimes another dtype (promotion) or a Python literal
+        a = self.expr(t, depth - 1)
+        r = rng.random()
+        if r < 0.2:
+            v = random_value(rng, a.dtype)
+            lit = int(v) if is_int(a.dtype) else float(v)
+            if not is_int(a.dtype) and rng.random() < 0.3:
+                lit = rng.choice([0, 1, -1, 2, 3, 1000, 2 ** 31, -(2 ** 40)])  # int literal, float operand
+            b = E("lit", literal_type(lit, a.dtype), val=lit)
+            if isinstance(lit, int) and lit >= 2 ** 63:  # LIMITS: u64_literal_over_2pow63
+                b = E("const", a.dtype, val=v)
+        elif r < 0.4:
+            b = self.expr(self.pick_dtype(ints_only=op in ("&", "|", "^")), depth - 1)
+        else:
+            b = self.expr(t, depth - 1)
+        if rng.random() < 0.5:
+            a, b = b, a
+        rt = promoted(a.dtype, b.dtype)
+        if op in ("&", "|", "^") and not is_int(rt):
+            a, b, rt = self.exact(a, t), self.exact(b, t), t
+        if not is_int(rt) and "float_floordiv_mod" in self.off and op in ("//", "%"):
+            op = "+"
+        if op == "/" and is_int(rt):
+            rt = DEFAULT_FP
+        return E("bin", rt, op, [a, b])
+
+    def unary_expr(self, t, depth):
+        rng = self.rng
+        x = self.expr(t, depth - 1)
+        ops = ["-", "abs"] + (["~"] if is_int(x.dtype) else []) + ["sqrt", "floor", "ceil", "round"]
+        if x.dtype in ("f64",) and "f64_round" in self.off:
+            ops.remove("round")
+        op = rng.choice(ops)
+        rt = DEFAULT_FP if is_int(x.dtype) and op in ("sqrt", "floor", "ceil", "round") else x.dtype
+        if rt == "f64" and op == "round" and "f64_round" in self.off:
+            op = "floor"
+        return E("un", rt, op, [x])
+
+    def cond(self, depth):
+        rng = self.rng
+        r = rng.random()
+        if r < 0.6 or depth <= 0:
+            for _ in range(20):
+                t1 = self.pick_dtype()
+                t2 = t1 if rng.random() < 0.6 else self.pick_dtype()
+                a, b = self.expr(t1, max(depth - 1, 0)), self.expr(t2, max(depth - 1, 0))
+                pt = promoted(a.dtype, b.dtype)
+                if not (is_int(pt) and BITS[pt] == 64 and any(self.widened(x, pt) for x in (a, b))
+                        and self.avoid("i64_compare_of_widened_int")):
+                    break
+            else:
+                a, b = self.leaf("f32"), self.leaf("f32")
+            return E("bin", "i32", rng.choice(["==", "!=", "<", "<=", ">", ">="]), [a, b])
+        if r < 0.75:
+            return E("bin", "i32", rng.choice(["and", "or"]), [self.cond(depth - 1), self.cond(depth - 1)])
+        if r < 0.85:
+            return E("un", "i32", "not", [self.cond(depth - 1)])
+        return self.expr(self.pick_dtype(), depth - 1)  # truthiness of any value
+
+    def widened(self, e, pt):
+        """Whether e, compared at 64-bit integer type pt, may be a value widened from a narrower int."""
+        if BITS[e.dtype] < 64 and is_int(e.dtype):
+            return True
+        if e.widened:
+            return True
+        if e.kind == "var":
+            return self.var_widened.get(e.name, False)
+        return any(self.widened(a, pt) for a in e.args if is_int(a.dtype)) and e.kind != "load"
+
+    # statements ---------------------------------------------------------------------------------
+    def scope_vars(self, writable=False):
+        return [(n, t) for scope in self.scopes for n, t in scope.items()
+                if not (writable and n in self.readonly)]
+
+    def new_name(self):
+        self.nvars += 1
+        return f"v{self.nvars}"
+
+    def stmt(self, depth, in_loop):
+        rng = self.rng
+        r = rng.random()
+        vars_ = self.scope_vars(writable=True)
+        if r < 0.25 or not vars_:
+            t = self.pick_dtype()
+            e = self.expr(t, 3)
+            name = self.new_name()
+            annot = self.pick_dtype() if rng.random() < 0.2 else None
+            self.scopes[-1][name] = annot or e.dtype
+            self.var_widened[name] = self.widened(e, "i64") if is_int(e.dtype) else False
+            return S("let", name=name, dtype=annot, exprs=[e])
+        if r < 0.33:
+            name, t = rng.choice(vars_)
+            e = self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 3)
+            self.var_widened[name] = self.var_widened.get(name) or (self.widened(e, "i64") if is_int(e.dtype) else False)
+            return S("set", name=name, exprs=[e])
+        if r < 0.43:
+            name, t = rng.choice(vars_)
+            ops = ["+", "-", "*", "//", "%", "min", "max"] + (["&", "|", "^", "<<", ">>"] if is_int(t) else ["/"])
+            op = rng.choice(ops)
+            if op in ("&", "|", "^", "<<", ">>"):
+                et = t if op in ("&", "|", "^") or rng.random() < 0.5 else rng.choice(INTS)
+                e = self.exact(self.expr(et, 2), et)
+            else:
+                e = self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 2)
+                if "float_floordiv_mod" in self.off and op in ("//", "%") and not is_int(promoted(t, e.dtype)):
+                    op = "+"
+            return S("aug", name=name, op=op, exprs=[e])
+        if r < 0.6:
+            t = self.pick_dtype()
+            e = self.expr(t, 4)
+            st = t if rng.random() < 0.8 else self.pick_dtype()
+            if rng.random() < 0.12:
+                fn = rng.choice(MATH_FNS + MATH_BINARY)
+                ft = rng.choice(FLOATS)
+                args = [self.exact(self.expr(ft, 2), ft) for _ in range(2 if fn in MATH_BINARY else 1)]
+                e, st = E("math", ft, fn, args), ft
+            slot = self.case.nout[st]
+            self.case.nout[st] += 1
+            return S("store", dtype=st, val=slot, exprs=[e])
+        if r < 0.75:
+            return self.atomic_stmt(vars_)
+        if r < 0.82 and in_loop:
+            return S("if", exprs=[self.cond(2)], body=[S(rng.choice(["break", "continue"]) if in_loop == "for"
+                                                       else "break")], orelse=[])
+        if depth <= 0:
+            return self.stmt(0, in_loop) if rng.random() < 0.5 else S("store", dtype="i32",
+                                                                        val=self._slot("i32"),
+                                                                        exprs=[self.expr("i32", 2)])
+        if r < 0.88:
+            c = self.cond(2)
+            body = self.block(depth - 1, in_loop, rng.randint(1, 4))
+            orelse = self.block(depth - 1, in_loop, rng.randint(0, 3))
+            return S("if", exprs=[c], body=body, orelse=orelse)
+        if r < 0.95:
+            name = self.new_name()
+            if rng.random() < 0.6:
+                n = E("const", "i32", val=np.int32(rng.randint(0, 5)))
+            else:
+                n = E("bin", "i32", "%", [self.exact(self.expr("i32", 1), "i32"), E("lit", "i32", val=6)])
+            self.scopes.append({name: "i32"})
+            self.readonly.add(name)
+            body = self.block(depth - 1, "for", rng.randint(1, 4), new_scope=False)
+            self.scopes.pop()
+            return S("for", name=name, exprs=[n], body=body)
+        name = self.new_name()
+        limit = rng.randint(1, 6)
+        self.scopes.append({})
+        self.readonly.add(name)
+        body = self.block(depth - 1, "while", rng.randint(1, 3), new_scope=False)
+        self.scopes.pop()
+        return S("while", name=name, val=limit, exprs=[self.cond(2)], body=body)
+
+    def _slot(self, t):
+        self.case.nout[t] += 1
+        return self.case.nout[t] - 1
+
+    def atomic_stmt(self, vars_):
+        rng = self.rng
+        on_var = rng.random() < 0.25 and vars_
+        if on_var:
+            name, t = rng.choice(vars_)
+            target = E("var", t, name=name)
+        else:
+            t = rng.choice(ATOMIC_MEM_DTYPES)
+            target = E("load", t, args=[self.index()])
+        ops = ATOMIC_OPS if is_int(t) else [o for o in ATOMIC_OPS if o not in INT_ONLY_ATOMICS]
+        op = rng.choice(ops)
+        if not on_var and self.atomic_rejected(op, t):
+            target.dtype = t = rng.choice(["i32", "u32", "f32"])
+            op = rng.choice(ATOMIC_OPS if is_int(t) else [o for o in ATOMIC_OPS if o not in INT_ONLY_ATOMICS])
+        vt = t if rng.random() < 0.75 else self.pick_dtype()
+        if op in INT_ONLY_ATOMICS and not is_int(vt):
+            vt = t
+        operands = [self.expr(vt, 2)]
+        if op == "cas":
+            operands = [E("load", t, args=[target.args[0].copy()]) if not on_var and rng.random() < 0.5
+                        else self.expr(t, 1), self.expr(t, 2)]
+        if not on_var and op in AUG_ATOMIC.values() and rng.random() < 0.3:
+            sym = {v: k for k, v in AUG_ATOMIC.items()}[op]
+            return S("memaug", dtype=t, op=sym, exprs=[target.args[0], operands[0]])
+        result = None
+        if rng.random() < 0.8:
+            result = self.new_name()
+            self.scopes[-1][result] = t
+        return S("atomic", name=result, op=op, exprs=[target] + operands)
+
+    def block(self, depth, in_loop, n, new_scope=True):
+        if new_scope:
+            self.scopes.append({})
+        out = [self.stmt(depth, in_loop) for _ in range(n)]
+        if new_scope:
+            self.scopes.pop()
+        return out
+
+    def case_(self, seed, size=None):
+        self.rng = random.Random(seed)
+        self.case = Case(seed)
+        self.scopes, self.nvars, self.var_widened, self.readonly = [{}], 0, {}, set()
+        for t in ATOMIC_MEM_DTYPES:
+            self.case.scratch[t] = [random_value(self.rng, t) for _ in range(SCRATCH)]
+        n = size or self.rng.randint(*self.nstmts)
+        self.case.stmts = [self.stmt(2, False) for _ in range(n)]
+        return self.case
+
+
+# --- the reference interpreter ----------------------------------------------------------------------
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+def _float_vals(v):
+    vals = v.vals if isinstance(v, Alts) else (v,) if not isinstance(v, (Unspec, Approx)) else ()
+    return [x for x in vals if not is_int(dt(x))]
+
+
+def _special(x):
+    f = float(x)
+    return not math.isfinite(f) or (f == 0 and math.copysign(1, f) < 0) or \
+        (f != 0 and abs(f) < float(np.finfo(x.dtype).tiny))
+
+
+def _inexact(op, a, b, r):
+    """Whether a float + - * / rounded (only then can contraction or reassociation change it)."""
+    from fractions import Fraction
+    try:
+        fa, fb, fr = Fraction(float(a)), Fraction(float(b)), Fraction(float(r))
+    except (ValueError, OverflowError):
+        return False
+    if op == "/":
+        return fb == 0 or fa / fb != fr
+    return {"+": fa + fb, "-": fa - fb, "*": fa * fb}[op] != fr
+
+
+def op_tags(e, args, result):
+    """The known-bug classes (KNOWN_BUGS tags) one operation touches, from its operand and result values."""
+    tags = set()
+    fl = [x for a in args for x in _float_vals(a)] + _float_vals(result)
+    if e.kind == "bin" and e.op in ("//", "%") and not is_int(e.dtype):
+        tags.add("float_floordiv_mod")
+    if e.kind == "un" and e.op == "round" and e.dtype == "f64":
+        tags.add("f64_round")
+    if e.kind == "math" and e.op == "atan2" and e.dtype == "f16":
+        tags.add("f16_atan2")
+    if fl and any(_special(x) for x in fl):
+        tags.add("float_special")
+    if e.kind in ("cast", "un", "bin", "select", "math") and any(
+            is_int(a.dtype) for a in e.args) and (not is_int(e.dtype) or e.kind == "bin" and not is_int(promoted(*[a.dtype for a in e.args]))):
+        for a in args:  # an integer converted to a float: did it round?
+            for x in (a.vals if isinstance(a, Alts) else (a,) if not isinstance(a, (Unspec, Approx)) else ()):
+                if is_int(dt(x)):
+                    ft = e.dtype if not is_int(e.dtype) else promoted(*[y.dtype for y in e.args])
+                    if is_int(ft):
+                        ft = DEFAULT_FP
+                    if int(make(ft, x)) != int(x) if np.isfinite(make(ft, x)) else True:
+                        tags.add("int_float_rounding")
+    if e.kind == "bin" and e.op in ("+", "-", "*", "/") and not is_int(e.dtype):
+        xs, ys, rs = _float_vals(args[0]), _float_vals(args[1]), _float_vals(result)
+        if xs and ys and rs and any(_inexact(e.op, convert(x, e.dtype), convert(y, e.dtype), r)
+                                    for x in xs for y in ys for r in rs[:1]):
+            tags.add("float_rounding")
+    return tags
+
+
+class Reference:
+    """Runs a case on its initial memory. `mem[(kind, dtype)]` are the final cells; `tags` the same
+    cells' KNOWN_BUGS tags: the classes of operations the value depends on (data or control)."""
+
+    def __init__(self, case):
+        self.case = case
+        self.mem, self.tags = {}, {}
+        for t in DTYPES:
+            self.mem[("out", t)] = [make(t, 0) for _ in range(case.nout[t])]
+            self.mem[("sc", t)] = list(case.scratch[t])
+            for kind in ("out", "sc"):
+                self.tags[(kind, t)] = [frozenset()] * len(self.mem[(kind, t)])
+        self.iters = 0
+        self.ctl = [frozenset()]  # tags of the conditions the current statement depends on
+        self.acc = []             # per enclosing loop: tags of every condition evaluated in it
+
+    def run(self):
+        self.block(self.case.stmts, [{}])
+        if self.iters > 65535:
+            self.case.traits.add("loop_iters_65535")
+        self.case.tags = self.tags
+        return self.mem
+
+    def lookup(self, env, name):
+        for scope in reversed(env):
+            if name in scope:
+                return scope[name]
+        raise AssertionError(f"undefined {name}")
+
+    def assign(self, env, name, v, tags):
+        for scope in reversed(env):
+            if name in scope:
+                t = scope[name][0]
+                scope[name] = (t, self.conv(v, t), tags | self.ctl[-1])
+                return
+        raise AssertionError(name)
+
+    @staticmethod
+    def conv(v, t):
+        return lift(lambda x: convert(x, t), v)
+
+    def index(self, env, e):
+        i, tags = self.ev(env, e)
+        if isinstance(i, (Unspec, Alts)):
+            raise CaseUnspecified(f"index {i}")
+        return int(i), tags
+
+    def ev(self, env, e):
+        """(value, tags) of an expression."""
+        k = e.kind
+        if k == "const":
+            return e.val, frozenset()
+        if k == "lit":
+            return make(e.dtype, e.val), frozenset()
+        if k == "in":
+            return self.case.inputs[e.dtype][e.val], frozenset()
+        if k == "var":
+            _, v, tags = self.lookup(env, e.name)
+            return v, tags
+        if k == "load":
+            i, itags = self.index(env, e.args[0])
+            return self.mem[("sc", e.dtype)][i], itags | self.tags[("sc", e.dtype)][i]
+        evs = [self.ev(env, a) for a in e.args]
+        args = [v for v, _ in evs]
+        tags = frozenset().union(*[t for _, t in evs])
+        if k == "un":
+            r = lift(lambda x: unary(e.op, x), args[0])
+        elif k == "bin":
+            r = lift(lambda x, y: binary(e.op, x, y), args[0], args[1])
+        elif k == "cast":
+            r = self.conv(args[0], e.dtype)
+        elif k == "bitcast":
+            r = lift(lambda x: bit_cast(x, e.dtype), args[0])
+        elif k == "select":
+            c, a, b = args
+            t = promoted(e.args[1].dtype, e.args[2].dtype)
+            a, b = self.conv(a, t), self.conv(b, t)
+            if isinstance(c, Unspec):
+                r = c
+            else:
+                cs = {truth(x) for x in (c.vals if isinstance(c, Alts) else (c,))}
+                r = lift(lambda x, y: alts([x, y]), a, b) if len(cs) > 1 else a if cs.pop() else b
+        elif k == "math":
+            args = [self.conv(a, e.dtype) for a in args]
+            bad = [a for a in args if isinstance(a, (Unspec, Alts))]
+            r = Unspec(f"{e.op} of {bad[0]}") if bad else Approx(_math_exact(e.op, args), e.dtype, e.op, tuple(args))
+        else:
+            raise AssertionError(k)
+        return r, tags | op_tags(e, args, r)
+
+    def cond(self, env, e):
+        c, tags = self.ev(env, e)
+        if isinstance(c, Unspec):
+            raise CaseUnspecified(f"condition {c}")
+        vals = {truth(x) for x in (c.vals if isinstance(c, Alts) else (c,))}
+        if len(vals) > 1:
+            raise CaseUnspecified("condition on an ambiguous value")
+        for a in self.acc:
+            a |= tags
+        return vals.pop(), tags
+
+    def taint(self, stmts, env, tags):
+        """What a branch or loop may write depends on its conditions, taken or not (implicit flow)."""
+        if not tags:
+            return
+        for s in walk_stmts(stmts):
+            names = [s.name] if s.kind in ("set", "aug") else \
+                [s.exprs[0].name] if s.kind == "atomic" and s.exprs[0].kind == "var" else []
+            for n in names:
+                for scope in reversed(env):
+                    if n in scope:
+                        t, v, old = scope[n]
+                        scope[n] = (t, v, old | tags)
+                        break
+            if s.kind == "store":
+                self.tags[("out", s.dtype)][s.val] |= tags
+            mem = s.dtype if s.kind == "memaug" else s.exprs[0].dtype \
+                if s.kind == "atomic" and s.exprs[0].kind == "load" else None
+            if mem:
+                self.tags[("sc", mem)] = [x | tags for x in self.tags[("sc", mem)]]
+
+    def block(self, stmts, env, ctl=frozenset()):
+        env = env + [{}]
+        self.ctl.append(self.ctl[-1] | ctl)
+        try:
+            for s in stmts:
+                self.stmt(s, env)
+        finally:
+            self.ctl.pop()
+
+    def store(self, kind, t, i, v, tags, itags=frozenset()):
+        self.mem[(kind, t)][i] = v
+        self.tags[(kind, t)][i] = tags | self.ctl[-1]
+        if itags:  # a write at an index that depends on a known bug may land on any cell
+            self.tags[(kind, t)] = [x | itags for x in self.tags[(kind, t)]]
+
+    def stmt(self, s, env):
+        k = s.kind
+        if k == "let":
+            v, tags = self.ev(env, s.exprs[0])
+            t = s.dtype or s.exprs[0].dtype
+            env[-1][s.name] = (t, self.conv(v, t), tags | self.ctl[-1])
+        elif k == "set":
+            self.assign(env, s.name, *self.ev(env, s.exprs[0]))
+        elif k == "aug":
+            t, cur, ctags = self.lookup(env, s.name)
+            v, tags = self.ev(env, s.exprs[0])
+            e = E("bin", promoted(t, s.exprs[0].dtype), s.op, [E("var", t), s.exprs[0]])
+            r = lift(lambda x, y: binary(s.op, x, y), cur, v)
+            self.assign(env, s.name, r, ctags | tags | op_tags(e, [cur, v], r))
+        elif k == "store":
+            v, tags = self.ev(env, s.exprs[0])
+            if not isinstance(v, Approx):
+                v = self.conv(v, s.dtype)
+            self.store("out", s.dtype, s.val, v, tags)
+        elif k == "memaug":
+            i, itags = self.index(env, s.exprs[0])
+            v, tags = self.ev(env, s.exprs[1])
+            v = self.conv(v, s.dtype)
+            cell = self.mem[("sc", s.dtype)]
+            new = lift(lambda o, x: atomic_result(AUG_ATOMIC[s.op], o, x, None)[0], cell[i], v)
+            e = E("bin", s.dtype, s.op, [E("var", s.dtype), E("var", s.dtype)])
+            self.store("sc", s.dtype, i, new, itags | tags | self.tags[("sc", s.dtype)][i] |
+                       op_tags(e, [cell[i], v], new), itags)
+        elif k == "atomic":
+            target = s.exprs[0]
+            t = target.dtype
+            evs = [self.ev(env, x) for x in s.exprs[1:]]
+            vals = [self.conv(v, t) for v, _ in evs]
+            tags = frozenset().union(*[tg for _, tg in evs])
+            if target.kind == "var":
+                _, old, otags = self.lookup(env, target.name)
+            else:
+                i, itags = self.index(env, target.args[0])
+                old, otags = self.mem[("sc", t)][i], self.tags[("sc", t)][i] | itags
+            if s.op == "cas":
+                new = lift(lambda o, x, d: atomic_result("cas", o, x, d)[0], old, vals[0], vals[1])
+            else:
+                new = lift(lambda o, x: atomic_result(s.op, o, x, None)[0], old, vals[0])
+                sym = {"add": "+", "sub": "-", "mul": "*"}.get(s.op)
+                if sym:
+                    tags |= op_tags(E("bin", t, sym, [E("var", t), E("var", t)]), [old, vals[0]], new)
+            if target.kind == "var":
+                self.assign(env, target.name, new, tags | otags)
+            else:
+                self.store("sc", t, i, new, tags | otags, itags)
+            if s.name:
+                env[-1][s.name] = (t, old, otags | self.ctl[-1])
+        elif k == "if":
+            c, tags = self.cond(env, s.exprs[0])
+            self.block(s.body if c else (s.orelse or []), env, tags)
+            self.taint(s.body + (s.orelse or []), env, tags)
+        elif k == "for":
+            n, tags = self.ev(env, s.exprs[0])
+            if isinstance(n, (Unspec, Alts)):
+                raise CaseUnspecified("loop bound")
+            self.ctl.append(self.ctl[-1] | tags)
+            self.acc.append(set(tags))
+            try:
+                for i in range(int(n)):
+                    self.iters += 1
+                    try:
+                        self.block(s.body, env + [{s.name: ("i32", np.int32(i), frozenset())}])
+                    except _Break:
+                        break
+                    except _Continue:
+                        continue
+            finally:
+                self.ctl.pop()
+                self.taint(s.body, env, frozenset(self.acc.pop()))
+        elif k == "while":
+            env2 = env + [{s.name: ("i32", np.int32(0), frozenset())}]
+            self.acc.append(set())
+            try:
+                while int(self.lookup(env2, s.name)[1]) < s.val:
+                    self.iters += 1
+                    env2[-1][s.name] = ("i32", np.int32(int(env2[-1][s.name][1]) + 1), frozenset())
+                    try:
+                        self.block(s.body, env2, frozenset(self.acc[-1]))
+                    except _Break:
+                        break
+                    if self.cond(env2, s.exprs[0])[0]:
+                        break
+            finally:
+                self.taint(s.body, env, frozenset(self.acc.pop()))
+        elif k == "break":
+            raise _Break()
+        elif k == "continue":
+            raise _Continue()
+        else:
+            raise AssertionError(k)
+
+
+# --- emitting kernels ----------------------------------------------------------------------------------
+def _float_src(v):
+    f = float(v)
+    if math.isnan(f):
+        return "NAN"
+    if math.isinf(f):
+        return "INF" if f > 0 else "(-INF)"
+    return repr(f) if f >= 0 and not (f == 0 and math.copysign(1, f) < 0) else f"({f!r})"
+
+
+def const_src(v, t):
+    if is_int(t):
+        iv = int(v)
+        if t == "u64" and iv >= 2 ** 63:  # LIMITS: u64_literal_over_2pow63
+            return f"qd.bit_cast(qd.i64({iv - 2 ** 64}), qd.u64)"
+        return f"qd.{t}({iv})" if iv >= 0 else f"qd.{t}(({iv}))"
+    return f"qd.{t}({_float_src(v)})"
+
+
+def lit_src(v):
+    if isinstance(v, float):
+        return _float_src(v)
+    return str(v) if v >= 0 else f"({v})"
+
+
+def expr_src(e, base):
+    k = e.kind
+    if k == "const":
+        return const_src(e.val, e.dtype)
+    if k == "lit":
+        return lit_src(e.val)
+    if k == "in":
+        return f"in_{e.dtype}[{e.val + base['in'][e.dtype]}]"
+    if k == "var":
+        return e.name
+    if k == "load":
+        return f"sc_{e.dtype}[{base['sc'][e.dtype]} + {expr_src(e.args[0], base)}]"
+    a = [expr_src(x, base) for x in e.args]
+    if k == "un":
+        if e.op in ("-", "~"):
+            return f"({e.op}{a[0]})"
+        if e.op == "not":
+            return f"(not {a[0]})"
+        return f"qd.{e.op}({a[0]})"
+    if k == "bin":
+        if e.op in ("min", "max"):
+            return f"qd.{e.op}({a[0]}, {a[1]})"
+        return f"({a[0]} {e.op} {a[1]})"
+    if k == "cast":
+        return f"qd.cast({a[0]}, qd.{e.dtype})"
+    if k == "bitcast":
+        return f"qd.bit_cast({a[0]}, qd.{e.dtype})"
+    if k == "select":
+        return f"qd.select({a[0]}, {a[1]}, {a[2]})" if e.op == "select" else f"({a[1]} if {a[0]} else {a[2]})"
+    if k == "math":
+        if e.op in MATH_BINARY:
+            return f"qd.{e.op}({a[0]}, {a[1]})"
+        return f"qd.{e.op}({a[0]})"
+    raise AssertionError(k)
+
+
+def stmts_src(stmts, base, indent, lines):
+    pad = "    " * indent
+    for s in stmts:
+        k = s.kind
+        if k == "let":
+            annot = f": qd.{s.dtype}" if s.dtype else ""
+            lines.append(f"{pad}{s.name}{annot} = {expr_src(s.exprs[0], base)}")
+        elif k == "set":
+            lines.append(f"{pad}{s.name} = {expr_src(s.exprs[0], base)}")
+        elif k == "aug":
+            v = expr_src(s.exprs[0], base)
+            if s.op in ("min", "max"):
+                lines.append(f"{pad}{s.name} = qd.{s.op}({s.name}, {v})")
+            else:
+                lines.append(f"{pad}{s.name} {s.op}= {v}")
+        elif k == "store":
+            lines.append(f"{pad}out_{s.dtype}[{s.val + base['out'][s.dtype]}] = {expr_src(s.exprs[0], base)}")
+        elif k == "memaug":
+            lines.append(f"{pad}sc_{s.dtype}[{base['sc'][s.dtype]} + {expr_src(s.exprs[0], base)}] {s.op}= "
+                         f"{expr_src(s.exprs[1], base)}")
+        elif k == "atomic":
+            tgt = expr_src(s.exprs[0], base)
+            ops = ", ".join(expr_src(x, base) for x in s.exprs[1:])
+            lhs = f"{s.name} = " if s.name else ""
+            lines.append(f"{pad}{lhs}qd.atomic_{s.op}({tgt}, {ops})")
+        elif k == "if":
+            lines.append(f"{pad}if {expr_src(s.exprs[0], base)}:")
+            stmts_src(s.body, base, indent + 1, lines) if s.body else lines.append(pad + "    pass")
+            if s.orelse:
+                lines.append(f"{pad}else:")
+                stmts_src(s.orelse, base, indent + 1, lines)
+        elif k == "for":
+            lines.append(f"{pad}for {s.name} in range({expr_src(s.exprs[0], base)}):")
+            stmts_src(s.body, base, indent + 1, lines) if s.body else lines.append(pad + "    pass")
+        elif k == "while":
+            lines.append(f"{pad}{s.name} = 0")
+            lines.append(f"{pad}while {s.name} < {s.val}:")
+            lines.append(f"{pad}    {s.name} += 1")
+            stmts_src(s.body, base, indent + 1, lines)
+            lines.append(f"{pad}    if {expr_src(s.exprs[0], base)}:")
+            lines.append(f"{pad}        break")
+        elif k in ("break", "continue"):
+            lines.append(f"{pad}{k}")
+        else:
+            raise AssertionError(k)
+
+
+class Batch:
+    """Cases laid out in one kernel: each case's inputs, outputs and scratch cells at an offset."""
+
+    def __init__(self, cases):
+        self.cases = cases
+        self.bases = []
+        tot = {kind: {t: 0 for t in DTYPES} for kind in ("in", "out", "sc")}
+        used = set()
+        for c in cases:
+            self.bases.append({kind: dict(v) for kind, v in tot.items()})
+            for t in DTYPES:
+                tot["in"][t] += len(c.inputs[t])
+                tot["out"][t] += c.nout[t]
+                tot["sc"][t] += len(c.scratch[t])
+            used |= arrays_used(c)
+        self.sizes = tot
+        self.params = [(kind, t) for t in DTYPES for kind in ("in", "out", "sc") if (kind, t) in used]
+
+    def source(self, name="fuzz_kernel"):
+        params = [f"{kind}_{t}: qd.types.ndarray(dtype=qd.{t}, ndim=1)" for kind, t in self.params]
+        lines = ["@qd.kernel", f"def {name}({', '.join(params)}):"]
+        if len(self.cases) == 1:
+            lines.append("    for _ in range(1):")
+            stmts_src(self.cases[0].stmts, self.bases[0], 2, lines)
+        else:  # one parallel loop; iteration i runs case i
+            lines.append(f"    for lane in range({len(self.cases)}):")
+            for i, c in enumerate(self.cases):
+                lines.append(f"        if lane == {i}:")
+                before = len(lines)
+                stmts_src(c.stmts, self.bases[i], 3, lines)
+                if len(lines) == before:
+                    lines.append("            pass")
+        if len(lines) == 2:
+            lines.append("    pass")
+        return "\n".join(lines) + "\n"
+
+    def arrays(self):
+        arrs = {}
+        for kind, t in self.params:
+            if True:
+                vals = []
+                for c in self.cases:
+                    vals += (c.inputs[t] if kind == "in" else c.scratch[t] if kind == "sc"
+                             else [make(t, 0)] * c.nout[t])
+                # a zero-length ndarray is awkward for some backends: keep one padding cell
+                arrs[f"{kind}_{t}"] = np.array(vals + [make(t, 0)], dtype=NP[t])
+        return arrs
+
+
+def arrays_used(case):
+    """The (kind, dtype) arrays a case reads or writes."""
+    used = set()
+    for s in walk_stmts(case.stmts):
+        if s.kind == "store":
+            used.add(("out", s.dtype))
+        if s.kind == "memaug":
+            used.add(("sc", s.dtype))
+        for e in s.exprs:
+            for n in walk_exprs(e):
+                if n.kind in ("in", "load"):
+                    used.add(("in" if n.kind == "in" else "sc", n.dtype))
+    return used
+
+
+_counter = itertools.count()
+
+
+def build_kernel(src):
+    """Compiles generated source into a @qd.kernel (registered with linecache for the front end)."""
+    fname = f"<qd-fuzz-{next(_counter)}>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    g = {"qd": qd, "INF": math.inf, "NAN": math.nan}
+    exec(compile(src, fname, "exec"), g)
+    return next(v for k, v in g.items() if k not in ("qd", "INF", "NAN", "__builtins__"))
+
+
+# --- comparing ----------------------------------------------------------------------------------------
+def ulp(x, t):
+    x = abs(float(x))
+    f = np.finfo(NP[t])
+    if not math.isfinite(x):
+        return 0.0
+    return float(np.spacing(NP[t].type(max(x, float(f.tiny)))))
+
+
+# Tolerance of the transcendental functions (their results are compared, never fed to other
+# operations). Default (cpu, cuda, amdgpu, and f64 everywhere: Quadrants' or the C library's code,
+# docs/backends.md "Math functions"): 4 ulps of the result's dtype. Vulkan f16/f32 use GLSL.std.450
+# "at the driver's precision": the Vulkan spec's bounds, which are absolute for sin/cos (2^-11) and
+# log near 1 (2^-21), 3 + 2|x| ulps for exp, inherited from exp2(y * log2(x)) for pow and 4096 ulps
+# for the atan family.
+MATH_ULPS = 4
+SPIRV_DRIVER_MATH = {("vulkan", "f16"), ("vulkan", "f32"), ("metal", "f16"), ("metal", "f32")}
+
+
+def glsl_undefined(fn, args):
+    """GLSL.std.450 leaves these results undefined (LIMITS glsl_math_domain)."""
+    x = [float(a) for a in args]
+    if not all(math.isfinite(v) for v in x):
+        return True
+    if fn == "log":
+        return x[0] <= 0
+    if fn in ("asin", "acos"):
+        return abs(x[0]) > 1
+    if fn == "atan2":
+        return x[0] == 0 and x[1] == 0
+    if fn == "pow":
+        return x[0] < 0 or (x[0] == 0 and x[1] <= 0)
+    if fn in ("sin", "cos", "tan"):
+        return abs(x[0]) > math.pi * 1024
+    return False
+
+
+def math_ok(ref, got, arch):
+    """True / False, or why the result is not compared (a str)."""
+    t, x, g = ref.dtype, float(ref.exact), float(got)
+    driver = (arch, t) in SPIRV_DRIVER_MATH
+    if driver and glsl_undefined(ref.fn, ref.args):
+        return "LIMITS 'glsl_math_domain'"
+    if ref.fn in ("sin", "cos", "tan") and abs(float(ref.args[0])) > 1e5:
+        return "trig beyond |x| 1e5 (docs: accuracy lost gradually beyond ~1e6)"
+    rounded = float(make(t, x))
+    if math.isnan(x) or math.isnan(g):
+        return math.isnan(x) and math.isnan(g)
+    if math.isinf(rounded) or math.isinf(g):
+        # overflow: the result may round either way at the top of the range
+        big = float(np.finfo(NP[t]).max)
+        return (g > 0) == (x > 0) and abs(g) >= big * (1 - 2 ** -8) and abs(x) >= big * (1 - 2 ** -8)
+    if not driver:
+        return abs(g - x) <= (MATH_ULPS + 0.5) * ulp(x, t)
+    a = [float(v) for v in ref.args]
+    growth = abs(a[0]) if ref.fn == "exp" else abs(a[1] * math.log2(abs(a[0]) or 1.0)) if ref.fn == "pow" else 0.0
+    ulps = 4096 if ref.fn in ("asin", "acos", "atan", "atan2", "tanh") else 3 + 2 * growth
+    return abs(g - x) <= (ulps + 1) * ulp(x, t) + 2 ** -11 * (1 + growth) * (ref.fn not in ("exp",))
+
+
+def ulp(x, t):
+    x = abs(float(x))
+    if not math.isfinite(x):
+        return 0.0
+    return float(np.spacing(NP[t].type(max(x, float(np.finfo(NP[t]).tiny)))))
+
+
+def same(ref, got, arch):
+    """Whether the arch's value `got` (a numpy scalar) matches the reference value, or why it is not
+    compared (a str: unspecified by the docs or outside a documented accuracy range)."""
+    if isinstance(ref, Unspec):
+        return "unspecified by the docs"
+    if isinstance(ref, Alts):
+        return any(same(r, got, arch) for r in ref.vals)
+    if isinstance(ref, Approx):
+        return math_ok(ref, got, arch)
+    return key(ref) == key(got)
+
+
+class Mismatch:
+    def __init__(self, case, arch, cell, expected, got, known):
+        self.case, self.arch, self.cell, self.expected, self.got = case, arch, cell, expected, got
+        self.known = known  # the KNOWN_BUGS rows the value depends on ([]: a new bug)
+
+    def __repr__(self):
+        kind, t, i = self.cell
+        tail = f"  [known: {', '.join(self.known)}]" if self.known else "  [NEW]"
+        return f"{self.arch}: {kind}_{t}[{i}] expected {fmt(self.expected)}, got {fmt(self.got)}{tail}"
+
+
+class Stats:
+    def __init__(self):
+        self.cases = collections.Counter()        # arch -> cases run
+        self.excluded = collections.Counter()     # (arch, reason) -> cases not run
+        self.avoided = collections.Counter()      # (arch, reason) -> cases the generator steered
+        self.not_compared = collections.Counter()  # (arch, why) -> values
+        self.regenerated = 0
+        self.compared = collections.Counter()
+        self.kernels = collections.Counter()
+        self.contended = collections.Counter()    # arch -> contended-atomic kernels run
+        self.seconds = collections.Counter()
+        self.errors = []
+
+    def report(self):
+        out = []
+        for arch in sorted(set(self.cases) | set(self.contended)):
+            out.append(f"{arch}: {self.cases[arch]} cases in {self.kernels[arch]} kernels, "
+                       f"{self.compared[arch]} values compared, {self.contended[arch]} contended-atomic "
+                       f"kernels, {self.seconds[arch]:.1f} s")
+        for (arch, why), n in sorted(self.avoided.items()):
+            out.append(f"  {arch}: {n} case(s) steered around LIMITS '{why}'")
+        for (arch, why), n in sorted(self.not_compared.items()):
+            out.append(f"  {arch}: {n} value(s) not compared: {why}")
+        for (arch, why), n in sorted(self.excluded.items()):
+            out.append(f"  {arch}: {n} case(s) excluded by LIMITS '{why}'")
+        out.append(f"  regenerated (control flow on an unspecified value): {self.regenerated}")
+        return "\n".join(out)
+
+
+def generate(seed, n, off=(), arch=None, size="normal"):
+    """n cases for the arch (steering around its LIMITS) whose control flow is fully specified
+    (others are regenerated and counted). Call after qd.init(arch) when arch is given."""
+    gen = Generator(seed, off, arch, size)
+    rng = random.Random(seed)
+    cases, regenerated = [], 0
+    while len(cases) < n:
+        c = gen.case_(rng.getrandbits(48))
+        try:
+            c.expected = Reference(c).run()
+        except CaseUnspecified:
+            regenerated += 1
+            continue
+        cases.append(c)
+    return cases, regenerated
+
+
+def run_cases(cases, arch, stats, batch=None):
+    """Runs cases on the current arch (qd.init done by the caller); returns the mismatches."""
+    mismatches = []
+    runnable = []
+    for c in cases:
+        for why in c.avoided:
+            stats.avoided[(arch, why)] += 1
+        if "loop_iters_65535" in c.traits and "loop_over_65535_iterations" in active_limits(arch):
+            stats.excluded[(arch, "loop_over_65535_iterations")] += 1
+            continue
+        runnable.append(c)
+    t0 = time.time()
+    for group in batches(runnable, batch or batch_size(arch)):
+        mismatches += run_batch(Batch(group), arch, stats)
+    stats.seconds[arch] += time.time() - t0
+    stats.cases[arch] += len(runnable)
+    return mismatches
+
+
+MAX_NDARRAY_ARGS = 32  # LIMITS: ndarray_args_over_32
+
+
+def batch_size(arch):
+    """Cases per kernel: lavapipe's shader compile grows faster than linearly with the shader, so
+    SPIR-V kernels take fewer cases (cold, 10 small cases compile in ~0.6 s there)."""
+    return 10 if arch in ("vulkan", "metal") else 40
+
+
+def batches(cases, size):
+    """Groups of at most `size` cases whose kernel takes at most MAX_NDARRAY_ARGS ndarrays."""
+    group, used = [], set()
+    for c in cases:
+        u = arrays_used(c)
+        if group and (len(group) >= size or len(used | u) > MAX_NDARRAY_ARGS):
+            yield group
+            group, used = [], set()
+        group.append(c)
+        used |= u
+    if group:
+        yield group
+
+
+def run_batch(batch, arch, stats=None):
+    src = batch.source()
+    kern = build_kernel(src)
+    arrs = batch.arrays()
+    kern(*[arrs[f"{kind}_{t}"] for kind, t in batch.params])
+    if stats is not None:
+        stats.kernels[arch] += 1
+    out = []
+    for ci, c in enumerate(batch.cases):
+        base = batch.bases[ci]
+        for (kind, t), vals in c.expected.items():
+            if (kind, t) not in batch.params:
+                continue
+            for j, ref in enumerate(vals):
+                got = arrs[f"{kind}_{t}"][base[kind][t] + j]
+                ok = same(ref, got, arch)
+                if stats is not None:
+                    if isinstance(ok, str):
+                        stats.not_compared[(arch, ok)] += 1
+                    else:
+                        stats.compared[arch] += 1
+                if ok is False:
+                    known = known_classes(c.tags[(kind, t)][j], arch)
+                    out.append(Mismatch(c, arch, (kind, t, j), ref, got, known))
+    return out
+
+
+def crashes(case, arch, timeout=120):
+    """Whether the case alone kills the process (a signal) or hangs, run in a child process."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    c = case.copy()
+    try:
+        c.expected = Reference(c).run()
+    except (CaseUnspecified, AssertionError, KeyError, IndexError):
+        return False
+    root = os.path.dirname(os.path.dirname(os.path.abspath(qd.__file__)))
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(repro(c, arch))
+    try:
+        r = subprocess.run([sys.executable, f.name, arch], capture_output=True, timeout=timeout,
+                           env=dict(os.environ, PYTHONPATH=root))
+        return r.returncode < 0
+    except subprocess.TimeoutExpired:
+        return True
+    finally:
+        os.unlink(f.name)
+
+
+def fails(case, arch, want=None):
+    """Whether the case alone mismatches on the arch (for shrinking): some mismatch `want` accepts
+    (default: any). A kernel that no longer compiles or runs does not count."""
+    c = case.copy()
+    try:
+        c.expected = Reference(c).run()
+    except (CaseUnspecified, AssertionError, KeyError, IndexError):
+        return False
+    try:
+        return any(want is None or want(m) for m in run_batch(Batch([c]), arch))
+    except Exception:
+        return False
+
+
+# --- shrinking ----------------------------------------------------------------------------------------
+def _blocks(stmts):
+    yield stmts
+    for s in stmts:
+        for blk in (s.body, s.orelse):
+            if blk:
+                yield from _blocks(blk)
+
+
+def _defined_ok(case):
+    """Every variable read has a visible definition; break/continue are inside loops."""
+    def expr_ok(e, scope):
+        return all(n.name in scope for n in walk_exprs(e) if n.kind == "var")
+
+    def block_ok(stmts, scope, loop):
+        scope = set(scope)
+        for s in stmts:
+            if not all(expr_ok(e, scope) for e in s.exprs):
+                return False
+            if s.kind in ("set", "aug") and s.name not in scope:
+                return False
+            if s.kind in ("break", "continue") and not loop:
+                return False
+            if s.kind == "continue" and loop == "while":
+                return False
+            if s.kind == "if":
+                if not block_ok(s.body, scope, loop) or not block_ok(s.orelse or [], scope, loop):
+                    return False
+            if s.kind == "for" and not block_ok(s.body, scope | {s.name}, "for"):
+                return False
+            if s.kind == "while" and not block_ok(s.body, scope | {s.name}, "while"):
+                return False
+            if s.kind == "let" or (s.kind == "atomic" and s.name):
+                scope.add(s.name)
+        return True
+    return block_ok(case.stmts, set(), None)
+
+
+def _expr_slots(case):
+    """(statement, index in exprs or a parent expression, position) for every expression node."""
+    out = []
+
+    def visit(holder, i, e):
+        out.append((holder, i))
+        for j, a in enumerate(e.args):
+            visit(e.args, j, a)
+    for s in walk_stmts(case.stmts):
+        for i, e in enumerate(s.exprs):
+            visit(s.exprs, i, e)
+    return out
+
+
+def shrink(case, arch, budget_s=60.0, pred=None):
+    """Delta-debugs a failing case: drops statements, inlines blocks, replaces expressions by their
+    operands or by constants, while the case still mismatches on the arch."""
+    t_end = time.time() + budget_s
+    pred = pred or fails
+    cur = case.copy()
+    progress = True
+    while progress and time.time() < t_end:
+        progress = False
+        # 1. statements: remove, or replace a compound statement by its body
+        for bi in range(len(list(_blocks(cur.stmts)))):
+            blocks = list(_blocks(cur.stmts))
+            if bi >= len(blocks):
+                break
+            i = 0
+            while i < len(blocks[bi]) and time.time() < t_end:
+                for repl in _stmt_replacements(blocks[bi][i]):
+                    cand = cur.copy()
+                    cblk = list(_blocks(cand.stmts))[bi]
+                    cblk[i:i + 1] = repl
+                    if _defined_ok(cand) and pred(cand, arch):
+                        cur, progress = cand, True
+                        blocks = list(_blocks(cur.stmts))
+                        break
+                else:
+                    i += 1
+                    continue
+                if bi >= len(blocks):
+                    break
+        # 2. expressions: an operand of the same dtype, or a constant of the node's value
+        slots = _expr_slots(cur)
+        for si in range(len(slots)):
+            if time.time() >= t_end:
+                break
+            slots = _expr_slots(cur)
+            if si >= len(slots):
+                break
+            holder, i = slots[si]
+            for repl in _expr_replacements(cur, holder[i]):
+                cand = cur.copy()
+                h2, i2 = _expr_slots(cand)[si]
+                h2[i2] = repl
+                if _defined_ok(cand) and pred(cand, arch):
+                    cur, progress = cand, True
+                    break
+    _compact(cur)
+    cur.expected = Reference(cur).run()
+    return cur
+
+
+def _stmt_replacements(s):
+    yield []
+    if s.kind == "if":
+        yield list(s.body)
+        if s.orelse:
+            yield list(s.orelse)
+            yield [S("if", exprs=s.exprs, body=s.body, orelse=[])]
+    if s.kind in ("for", "while"):
+        yield [x for x in s.body if x.kind not in ("break", "continue") and
+               not (x.kind == "if" and x.body and x.body[0].kind in ("break", "continue"))]
+
+
+def _expr_replacements(case, e):
+    if e.kind in ("const", "lit"):
+        return
+    for a in e.args:
+        if a.dtype == e.dtype and a.kind != "lit":
+            yield a.copy()
+    if e.kind == "in":
+        yield E("const", e.dtype, val=case.inputs[e.dtype][e.val])
+    if e.kind in ("un", "bin", "cast", "select", "bitcast", "load", "var"):
+        for v in ([0, 1] if is_int(e.dtype) else [0.0, 1.0]):
+            yield E("const", e.dtype, val=make(e.dtype, v))
+
+
+def _compact(case):
+    """Renumbers the inputs and outputs a shrunk case still uses."""
+    for t in DTYPES:
+        used = sorted({n.val for s in walk_stmts(case.stmts) for e in s.exprs for n in walk_exprs(e)
+                       if n.kind == "in" and n.dtype == t})
+        remap = {old: new for new, old in enumerate(used)}
+        case.inputs[t] = [case.inputs[t][o] for o in used]
+        for s in walk_stmts(case.stmts):
+            for e in s.exprs:
+                for n in walk_exprs(e):
+                    if n.kind == "in" and n.dtype == t:
+                        n.val = remap[n.val]
+        outs = [s for s in walk_stmts(case.stmts) if s.kind == "store" and s.dtype == t]
+        for k, s in enumerate(outs):
+            s.val = k
+        case.nout[t] = len(outs)
+
+
+def _array_src(a, t):
+    vals = ", ".join(str(int(x)) if is_int(t) else _float_src(x).replace("NAN", "np.nan").replace("INF", "np.inf")
+                     for x in a)
+    return f"np.array([{vals}], dtype=np.{NP[t].name})"
+
+
+def repro(case, arch):
+    """A standalone script reproducing a (shrunk) case; it prints OK or MISMATCH and exits 0 / 1."""
+    b = Batch([case])
+    arrs = b.arrays()
+    lines = ["import math, sys, numpy as np, quadrants as qd",
+             f"qd.init(arch=getattr(qd, sys.argv[1] if len(sys.argv) > 1 else '{arch}'))",
+             "INF, NAN = math.inf, math.nan", ""]
+    lines += b.source("k").rstrip("\n").split("\n")
+    lines.append("")
+    for kind, t in b.params:
+        lines.append(f"{kind}_{t} = {_array_src(arrs[f'{kind}_{t}'], t)}")
+    lines.append(f"k({', '.join(f'{kind}_{t}' for kind, t in b.params)})")
+    for kind, t in b.params:
+        if kind == "in":
+            continue
+        exp = [fmt(v) for v in case.expected[(kind, t)]]
+        lines.append(f"print('{kind}_{t}:', {kind}_{t}[:-1].tolist())")
+        lines.append(f"print('  expected:', {', '.join(repr(x) for x in exp) or repr('')})")
+    return "\n".join(lines) + "\n"
+
+
+def available_arches(wanted=None):
+    names = wanted or ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
+    return [n for n in names if qd.is_arch_available(getattr(qd, n))]
+
+
+# --- contended atomics ----------------------------------------------------------------------------------
+# Many iterations of the parallel loop update a few cells: the final cell is the fold of every update
+# for the commutative ops, and the returned old values must come from one serial order of them (a
+# chain for add/sub, a permutation for exchange, values the cell held for min/max).
+CONTENDED_OPS = ["add", "sub", "mul", "min", "max", "and", "or", "xor", "exchange"]
+
+
+class Contended:
+    def __init__(self, rng, arch, gen):
+        self.op = op = rng.choice(CONTENDED_OPS)
+        ok = [t for t in ATOMIC_MEM_DTYPES if (is_int(t) or op not in INT_ONLY_ATOMICS)]
+        self.avoided = set()
+        while True:
+            t = rng.choice(ok)
+            if not gen.atomic_rejected(op, t):
+                break
+            self.avoided.add("atomic_rejected")
+        self.dtype, self.n, self.m = t, rng.choice([64, 256, 1000]), rng.choice([1, 2, 5])
+        self.form = rng.choice(["old", "old", "discard", "same_cell"])  # same_cell: one loop-invariant cell
+        if self.form == "same_cell":
+            self.m = 1
+        self.idx = np.array([rng.randrange(self.m) for _ in range(self.n)], np.int32)
+        self.vals = np.array([self.value(rng) for _ in range(self.n)], NP[t])
+        self.init = np.array([self.value(rng, initial=True) for _ in range(self.m)], NP[t])
+
+    def value(self, rng, initial=False):
+        t, op = self.dtype, self.op
+        if is_int(t):
+            if op == "mul" and not initial:
+                return make(t, rng.choice([1, 1, 1, -1, 3, 2]))
+            return random_value(rng, t)
+        if op in ("add", "sub"):  # small integers: every order of the sums is exact
+            return make(t, rng.randint(-8, 8))
+        if op == "mul":
+            return make(t, rng.choice([1.0, -1.0]) if not initial else rng.choice([1.5, -3.0, 0.0]))
+        v = random_value(rng, t)
+        return make(t, 0.0) if v == 0 else v  # no -0.0: min(+0, -0) may be either
+
+    def source(self):
+        t = self.dtype
+        call = f"qd.atomic_{self.op}(cell[{'0' if self.form == 'same_cell' else 'idx[i]'}], val[i])"
+        body = f"old[i] = {call}" if self.form == "old" else call
+        return (f"@qd.kernel\ndef contended(idx: qd.types.ndarray(dtype=qd.i32, ndim=1), "
+                f"val: qd.types.ndarray(dtype=qd.{t}, ndim=1), cell: qd.types.ndarray(dtype=qd.{t}, ndim=1), "
+                f"old: qd.types.ndarray(dtype=qd.{t}, ndim=1)):\n    for i in range({self.n}):\n        {body}\n")
+
+    def check(self, cell, old):
+        """Problems found (strings); the reference of each cell is the fold of its updates."""
+        problems = []
+        idx = self.idx if self.form != "same_cell" else np.zeros(self.n, np.int32)
+        for c in range(self.m):
+            mine = [i for i in range(self.n) if idx[i] == c]
+            vals = [self.vals[i] for i in mine]
+            start = self.init[c]
+            if self.op == "exchange":
+                olds = [old[i] for i in mine] if self.form == "old" else None
+                if olds is not None and sorted(map(repr, map(key, olds + [cell[c]]))) != \
+                        sorted(map(repr, map(key, [start] + vals))):
+                    problems.append(f"cell {c}: old values + final are not a permutation of initial + written")
+                elif olds is None and key(cell[c]) not in {key(v) for v in vals}:
+                    problems.append(f"cell {c}: final {fmt(cell[c])} was never written")
+                continue
+            acc = start
+            for v in vals:
+                acc = atomic_result(self.op, acc, v, None)[0]
+            if key(acc) != key(cell[c]):
+                problems.append(f"cell {c}: final {fmt(cell[c])}, expected {fmt(acc)} "
+                                f"({len(vals)} x atomic_{self.op} on {fmt(start)})")
+            if self.form != "old" or not mine:
+                continue
+            pairs = [(old[i], self.vals[i]) for i in mine]
+            if self.op in ("add", "sub"):
+                by_old = collections.defaultdict(list)
+                for o, v in pairs:
+                    by_old[key(o)].append(v)
+                cur = start
+                for _ in pairs:
+                    vs = by_old.get(key(cur))
+                    if not vs:
+                        problems.append(f"cell {c}: no serial order explains the old values (stuck at {fmt(cur)})")
+                        break
+                    vs.sort(key=lambda v: v != 0)
+                    cur = atomic_result(self.op, cur, vs.pop(0), None)[0]
+            elif self.op in ("min", "max"):
+                held = {key(start)} | {key(atomic_result(self.op, start, v, None)[0]) for v in vals} | \
+                    {key(v) for v in vals}
+                bad = [o for o, _ in pairs if key(o) not in held]
+                if bad:
+                    problems.append(f"cell {c}: old value {fmt(bad[0])} was never in the cell")
+        return problems
+
+
+def run_contended(arch, seed, n, stats):
+    """n contended-atomic kernels on the current arch; returns [(Contended, problems)] that failed."""
+    rng = random.Random(seed)
+    gen = Generator(seed, arch=arch)
+    gen.case = Case(seed)
+    failed = []
+    t0 = time.time()
+    for _ in range(n):
+        c = Contended(rng, arch, gen)
+        for why in c.avoided:
+            stats.avoided[(arch, why)] += 1
+        kern = build_kernel(c.source())
+        cell, old = c.init.copy(), np.zeros(c.n, NP[c.dtype])
+        kern(c.idx, c.vals, cell, old)
+        problems = c.check(cell, old)
+        stats.contended[arch] += 1
+        if problems:
+            failed.append((c, problems))
+    stats.seconds[arch] += time.time() - t0
+    return failed

@@ -1,0 +1,113 @@
+"""Differential fuzzer, bounded run: seeded random kernels on every available arch vs the reference.
+
+The generator, the reference semantics, the known limits (LIMITS) and the known bugs (KNOWN_BUGS)
+are in tests/fuzzer.py; long runs with shrinking: `python3 benchmarks/fuzz.py --cases 2000`.
+test_fuzz_differential fails on any mismatch that no open KNOWN_BUGS row explains;
+test_fuzz_known_bug has one test per KNOWN_BUGS row and arch where the row is open, expected to
+fail (not strict) until the fix lands.
+"""
+import numpy as np
+import pytest
+
+import fuzzer as F
+import quadrants as qd
+from test_utils import _is_available, expected_archs
+
+CASES = 200  # per arch: ~3 s on the cpu, ~12 s on lavapipe with a cold shader cache
+CONTENDED = 12  # contended-atomic kernels per arch
+SEED = 2026
+ARCHES = [a.name for a in expected_archs()]
+_runs = {}
+
+
+def _run(arch):
+    """Runs the seeded cases once per arch (the tests below share the result)."""
+    if not _is_available(getattr(qd, arch)):
+        pytest.skip(f"{arch} is not available on this machine")
+    if arch not in _runs:
+        qd.init(arch=getattr(qd, arch))
+        try:
+            cases, regenerated = F.generate(SEED, CASES, arch=arch, size="small")
+            stats = F.Stats()
+            stats.regenerated = regenerated
+            mismatches = F.run_cases(cases, arch, stats)
+            contended = F.run_contended(arch, SEED, CONTENDED, stats)
+            shrunk = None
+            new = [m for m in mismatches if not m.known]
+            if new:  # a minimal kernel for the message (only when failing)
+                shrunk = F.repro(F.shrink(new[0].case, arch, budget_s=30), arch)
+        finally:
+            qd.reset()
+        _runs[arch] = (stats, mismatches, shrunk, contended)
+    return _runs[arch]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_fuzz_differential(arch):
+    stats, mismatches, shrunk, contended = _run(arch)
+    print(stats.report())
+    assert not contended, "\n".join(f"{c.source()}{problems}" for c, problems in contended)
+    new = [m for m in mismatches if not m.known]
+    assert not new, (f"{len(new)} value(s) differ from the reference on {arch} (seed {SEED}):\n" +
+                     "\n".join(map(repr, new[:10])) + f"\nshrunk:\n{shrunk}")
+    # The run really compared things, and the limits steered around stay a minority of the cases.
+    assert stats.cases[arch] == CASES and stats.compared[arch] > 10 * CASES and stats.contended[arch] == CONTENDED
+    for (a, why), n in stats.avoided.items():
+        assert n <= CASES // 2, f"LIMITS '{why}' steered {n} of {CASES} cases on {a}"
+
+
+def _known_bug_params():
+    params = []
+    for name, row in F.KNOWN_BUGS.items():
+        for arch in ARCHES:
+            if arch in row["arches"]:
+                mark = pytest.mark.xfail(reason=f"{name}: {row['why']}", strict=False)
+                params.append(pytest.param(name, arch, marks=mark, id=f"{name}-{arch}"))
+    return params
+
+
+@pytest.mark.parametrize("bug,arch", _known_bug_params())
+def test_fuzz_known_bug(bug, arch):
+    _stats, mismatches, _, _ = _run(arch)
+    hits = [m for m in mismatches if bug in m.known]
+    assert not hits, f"{len(hits)} value(s) hit {bug} on {arch}:\n" + "\n".join(map(repr, hits[:5]))
+
+
+def test_reference_semantics():
+    """Spot checks of the reference itself against the docs (no kernel runs)."""
+    m = F.make
+    assert F.binary("//", m("i32", -7), m("i32", 2)) == -4 and F.binary("%", m("i32", -7), m("i32", 2)) == 1
+    assert F.binary("//", m("i32", -2 ** 31), m("i32", -1)) == -2 ** 31  # wraps
+    assert isinstance(F.binary("%", m("u8", 5), m("u8", 0)), F.Unspec)
+    assert F.binary("//", m("f64", 1.0), m("f64", 0.1)) == 9.0  # Python, not floor(1.0 / 0.1) = 10
+    assert F.binary("%", m("f32", -1.0), m("f32", 3.0)).dtype.name == "float32"
+    assert F.binary("<<", m("i8", 1), m("i32", 8)) == 0 and F.binary(">>", m("i8", -5), m("u64", 99)) == -1
+    assert F.binary(">>", m("i16", -5), m("i32", -1)) == -1  # a negative amount is "too far"
+    assert isinstance(F.binary("min", m("f32", 0.0), m("f32", -0.0)), F.Alts)
+    assert F.binary("max", m("f64", float("nan")), m("f64", 2.0)) == 2.0
+    assert F.binary("+", m("f32", 16777216.0), m("f32", 1.0)) == 16777216.0  # rounded in f32
+    assert F.binary("and", m("f32", 0.5), m("i64", 2 ** 40)) == 1
+    assert F.binary("**", m("i32", -1), m("i32", -3)) == -1 and F.binary("**", m("i8", 3), m("i8", 5)) == -13
+    assert isinstance(F.convert(m("f32", 3e9), "i32"), F.Unspec) and isinstance(F.convert(m("f32", -2.5), "u8"), F.Unspec)
+    assert F.convert(m("i64", 2 ** 62 + 1), "f32") == 2.0 ** 62 and F.convert(m("i32", -1), "u16") == 65535
+    assert F.literal_type(300, "u8") == "i32" and F.literal_type(0.5, "i64") == "f32"
+    assert F.literal_type(2 ** 40, "i32") == "i64" and F.literal_type(2 ** 63, "i64") == "u64"
+
+
+def test_contended_atomic_checks_catch_a_wrong_order():
+    """The contended-atomics checker itself: a consistent result passes, a lost update does not."""
+    import random
+    gen = F.Generator(1)
+    gen.case = F.Case(1)
+    c = F.Contended(random.Random(5), None, gen)
+    c.op, c.form, c.dtype, c.m, c.n = "add", "old", "i32", 1, 50
+    c.idx = np.zeros(c.n, np.int32)
+    c.vals = np.arange(1, c.n + 1, dtype=np.int32)
+    c.init = np.array([7], np.int32)
+    cell, old = c.init.copy(), c.vals.copy()
+    for i in range(c.n):  # one serial order
+        old[i] = cell[0]
+        cell[0] = F.atomic_result("add", cell[0], c.vals[i], None)[0]
+    assert c.check(cell, old) == []
+    old[3] = old[5]  # two updates read the same value: one update lost
+    assert c.check(cell, old) != []

@@ -86,8 +86,10 @@ def worker(args):
           f"mismatch; known (KNOWN_BUGS): " + (", ".join(f"{k} {len(v)}" for k, v in sorted(per_class.items())) or "none"))
     # shrink every new failure (up to --max-shrinks), then one case per known class
     todo = [("NEW mismatch", ms, lambda m: not m.known) for ms in new[:args.max_shrinks]]
-    todo += [(f"known: {name}", v[0], lambda m, name=name: name in m.known)
-             for name, v in sorted(per_class.items()) if args.shrink_known]
+    for name, v in sorted(per_class.items()) if args.shrink_known else []:
+        alone = [ms for ms in v if any(m.known == [name] for m in ms)]  # a case where only this class explains it
+        todo.append((f"known: {name}", (alone or v)[0],
+                     (lambda m, name=name: m.known == [name]) if alone else (lambda m, name=name: name in m.known)))
     seen = set()
     for what, ms, want in todo:
         for m in ms[:3]:

@@ -1315,13 +1315,14 @@ def arrays_used(case):
 _counter = itertools.count()
 
 
-def build_kernel(src):
+def build_kernel(src, extra=None):
     """Compiles generated source into a @qd.kernel (registered with linecache for the front end)."""
     fname = f"<qd-fuzz-{next(_counter)}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     g = {"qd": qd, "INF": math.inf, "NAN": math.nan}
+    g.update(extra or {})
     exec(compile(src, fname, "exec"), g)
-    return next(v for k, v in g.items() if k not in ("qd", "INF", "NAN", "__builtins__"))
+    return next(v for k, v in g.items() if k not in ("qd", "INF", "NAN", "__builtins__") and k not in (extra or {}))
 
 
 # --- comparing ----------------------------------------------------------------------------------------
@@ -1762,8 +1763,10 @@ class Contended:
                 break
             self.avoided.add("atomic_rejected")
         self.dtype, self.n, self.m = t, rng.choice([64, 256, 1000]), rng.choice([1, 2, 5])
-        self.form = rng.choice(["old", "old", "discard", "same_cell"])  # same_cell: one loop-invariant cell
-        if self.form == "same_cell":
+        # old: old values stored; discard: not used; same_cell: one loop-invariant cell (reductions);
+        # field_*: a qd.field target (the cpu privatizes small fields); kernel_var: a kernel-scope variable
+        self.form = rng.choice(["old", "old", "discard", "same_cell", "field_hist", "field_same", "kernel_var"])
+        if self.form in ("same_cell", "field_same", "kernel_var"):
             self.m = 1
         self.idx = np.array([rng.randrange(self.m) for _ in range(self.n)], np.int32)
         self.vals = np.array([self.value(rng) for _ in range(self.n)], NP[t])
@@ -1784,16 +1787,20 @@ class Contended:
 
     def source(self):
         t = self.dtype
-        call = f"qd.atomic_{self.op}(cell[{'0' if self.form == 'same_cell' else 'idx[i]'}], val[i])"
+        target = {"old": "cell[idx[i]]", "discard": "cell[idx[i]]", "same_cell": "cell[0]", "field_hist": "FIELD[idx[i]]",
+                  "field_same": "FIELD[0]", "kernel_var": "acc"}[self.form]
+        call = f"qd.atomic_{self.op}({target}, val[i])"
         body = f"old[i] = {call}" if self.form == "old" else call
+        pre, post = ("    acc = cell[0]\n", "    cell[0] = acc\n") if self.form == "kernel_var" else ("", "")
         return (f"@qd.kernel\ndef contended(idx: qd.types.ndarray(dtype=qd.i32, ndim=1), "
                 f"val: qd.types.ndarray(dtype=qd.{t}, ndim=1), cell: qd.types.ndarray(dtype=qd.{t}, ndim=1), "
-                f"old: qd.types.ndarray(dtype=qd.{t}, ndim=1)):\n    for i in range({self.n}):\n        {body}\n")
+                f"old: qd.types.ndarray(dtype=qd.{t}, ndim=1)):\n{pre}    for i in range({self.n}):\n"
+                f"        {body}\n{post}")
 
     def check(self, cell, old):
         """Problems found (strings); the reference of each cell is the fold of its updates."""
         problems = []
-        idx = self.idx if self.form != "same_cell" else np.zeros(self.n, np.int32)
+        idx = self.idx if self.m > 1 else np.zeros(self.n, np.int32)
         for c in range(self.m):
             mine = [i for i in range(self.n) if idx[i] == c]
             vals = [self.vals[i] for i in mine]
@@ -1847,9 +1854,15 @@ def run_contended(arch, seed, n, stats):
         c = Contended(rng, arch, gen)
         for why in c.avoided:
             stats.avoided[(arch, why)] += 1
-        kern = build_kernel(c.source())
+        field = None
+        if c.form.startswith("field"):
+            field = qd.field(getattr(qd, c.dtype), shape=c.m)
+            field.from_numpy(c.init)
+        kern = build_kernel(c.source(), {"FIELD": field})
         cell, old = c.init.copy(), np.zeros(c.n, NP[c.dtype])
         kern(c.idx, c.vals, cell, old)
+        if field is not None:
+            cell = field.to_numpy()
         problems = c.check(cell, old)
         stats.contended[arch] += 1
         if problems:

@@ -30,7 +30,7 @@ def signature(case):
         parts.add(s.kind if s.kind != "atomic" else f"atomic_{s.op}")
         for e in s.exprs:
             for n in F.walk_exprs(e):
-                if n.kind in ("un", "bin", "math"):
+                if n.kind in ("un", "bin", "math") or n.kind == "chain":
                     parts.add(f"{n.op}:{n.dtype}")
                 elif n.kind in ("cast", "bitcast"):
                     parts.add(f"{n.kind}:{n.args[0].dtype}->{n.dtype}")

@@ -692,12 +692,20 @@ class Generator:
                     break
             else:
                 a, b = self.leaf("f32"), self.leaf("f32")
-            return E("bin", "i32", rng.choice(["==", "!=", "<", "<=", ">", ">="]), [a, b])
+            ops = ["==", "!=", "<", "<=", ">", ">="]
+            if rng.random() < 0.15 and not self.avoid_chain(a, b):  # a < b <= c: b is evaluated once
+                c = self.exact(self.expr(b.dtype, max(depth - 1, 0)), b.dtype)
+                return E("chain", "i32", (rng.choice(ops), rng.choice(ops)), [a, b, c])
+            return E("bin", "i32", rng.choice(ops), [a, b])
         if r < 0.75:
             return E("bin", "i32", rng.choice(["and", "or"]), [self.cond(depth - 1), self.cond(depth - 1)])
         if r < 0.85:
             return E("un", "i32", "not", [self.cond(depth - 1)])
         return self.expr(self.pick_dtype(), depth - 1)  # truthiness of any value
+
+    def avoid_chain(self, a, b):
+        """Chains whose second comparison would be a widened 64-bit one (LIMITS) are not generated."""
+        return "i64_compare_of_widened_int" in self.limits and (BITS[a.dtype] == 64 or BITS[b.dtype] == 64)
 
     def widened(self, e, pt):
         """Whether e, compared at 64-bit integer type pt, may be a value widened from a narrower int."""
@@ -762,8 +770,7 @@ class Generator:
         if r < 0.75:
             return self.atomic_stmt(vars_)
         if r < 0.82 and in_loop:
-            return S("if", exprs=[self.cond(2)], body=[S(rng.choice(["break", "continue"]) if in_loop == "for"
-                                                       else "break")], orelse=[])
+            return S("if", exprs=[self.cond(2)], body=[S(rng.choice(["break", "continue"]))], orelse=[])
         if depth <= 0:
             return self.stmt(0, in_loop) if rng.random() < 0.5 else S("store", dtype="i32",
                                                                         val=self._slot("i32"),
@@ -775,15 +782,18 @@ class Generator:
             return S("if", exprs=[c], body=body, orelse=orelse)
         if r < 0.95:
             name = self.new_name()
-            if rng.random() < 0.6:
-                n = E("const", "i32", val=np.int32(rng.randint(0, 5)))
-            else:
-                n = E("bin", "i32", "%", [self.exact(self.expr("i32", 1), "i32"), E("lit", "i32", val=6)])
+            def bound():
+                if rng.random() < 0.6:
+                    return E("const", "i32", val=np.int32(rng.randint(-3, 5)))
+                return E("bin", "i32", "%", [self.exact(self.expr("i32", 1), "i32"), E("lit", "i32", val=6)])
+            r2 = rng.random()
+            bounds = [bound()] if r2 < 0.5 else [bound(), bound()]
+            step = rng.choice([1, 2, 3, -1, -2]) if r2 > 0.75 else None  # range(a, b, step): a constant step
             self.scopes.append({name: "i32"})
             self.readonly.add(name)
             body = self.block(depth - 1, "for", rng.randint(1, 4), new_scope=False)
             self.scopes.pop()
-            return S("for", name=name, exprs=[n], body=body)
+            return S("for", name=name, exprs=bounds, body=body, val=step)
         name = self.new_name()
         limit = rng.randint(1, 6)
         self.scopes.append({})
@@ -819,6 +829,12 @@ class Generator:
                         else self.expr(t, 1), self.expr(t, 2)]
         if not on_var and op in AUG_ATOMIC.values() and rng.random() < 0.3:
             sym = {v: k for k, v in AUG_ATOMIC.items()}[op]
+            return S("memaug", dtype=t, op=sym, exprs=[target.args[0], operands[0]])
+        if not on_var and rng.random() < 0.12:  # *= //= %= /= <<= >>= on memory: plain read-modify-writes
+            sym = rng.choice(["*", "//", "%", "<<", ">>"] if is_int(t) else ["*", "/", "//", "%"])
+            if sym in ("<<", ">>"):
+                bt = rng.choice(INTS)
+                operands[0] = self.exact(self.expr(bt, 1), bt)
             return S("memaug", dtype=t, op=sym, exprs=[target.args[0], operands[0]])
         result = None
         if rng.random() < 0.8:
@@ -976,6 +992,8 @@ class Reference:
             r = lift(lambda x: unary(e.op, x), args[0])
         elif k == "bin":
             r = lift(lambda x, y: binary(e.op, x, y), args[0], args[1])
+        elif k == "chain":
+            r = lift(lambda x, y, z: binary("and", binary(e.op[0], x, y), binary(e.op[1], y, z)), *args)
         elif k == "cast":
             r = self.conv(args[0], e.dtype)
         elif k == "bitcast":
@@ -1065,10 +1083,17 @@ class Reference:
         elif k == "memaug":
             i, itags = self.index(env, s.exprs[0])
             v, tags = self.ev(env, s.exprs[1])
-            v = self.conv(v, s.dtype)
             cell = self.mem[("sc", s.dtype)]
-            new = lift(lambda o, x: atomic_result(AUG_ATOMIC[s.op], o, x, None)[0], cell[i], v)
-            e = E("bin", s.dtype, s.op, [E("var", s.dtype), E("var", s.dtype)])
+            if s.op in AUG_ATOMIC:  # atomic: the operand is converted to the cell's dtype first
+                v = self.conv(v, s.dtype)
+                new = lift(lambda o, x: atomic_result(AUG_ATOMIC[s.op], o, x, None)[0], cell[i], v)
+                e = E("bin", s.dtype, s.op, [E("var", s.dtype), E("var", s.dtype)])
+            else:  # plain: x[i] = x[i] op v, converted on the store
+                e = E("bin", promoted(s.dtype, s.exprs[1].dtype) if s.op not in ("<<", ">>") else s.dtype, s.op,
+                      [E("var", s.dtype), s.exprs[1]])
+                if s.op == "/" and is_int(e.dtype):
+                    e.dtype = DEFAULT_FP
+                new = self.conv(lift(lambda o, x: binary(s.op, o, x), cell[i], v), s.dtype)
             self.store("sc", s.dtype, i, new, itags | tags | self.tags[("sc", s.dtype)][i] |
                        op_tags(e, [cell[i], v], new), itags)
         elif k == "atomic":
@@ -1100,13 +1125,14 @@ class Reference:
             self.block(s.body if c else (s.orelse or []), env, tags)
             self.taint(s.body + (s.orelse or []), env, tags)
         elif k == "for":
-            n, tags = self.ev(env, s.exprs[0])
-            if isinstance(n, (Unspec, Alts)):
+            evs = [self.ev(env, x) for x in s.exprs]
+            if any(isinstance(n, (Unspec, Alts)) for n, _ in evs):
                 raise CaseUnspecified("loop bound")
+            tags = frozenset().union(*[tg for _, tg in evs])
             self.ctl.append(self.ctl[-1] | tags)
             self.acc.append(set(tags))
             try:
-                for i in range(int(n)):
+                for i in range(*[int(n) for n, _ in evs], *([s.val] if s.val else [])):
                     self.iters += 1
                     try:
                         self.block(s.body, env + [{s.name: ("i32", np.int32(i), frozenset())}])
@@ -1128,6 +1154,8 @@ class Reference:
                         self.block(s.body, env2, frozenset(self.acc[-1]))
                     except _Break:
                         break
+                    except _Continue:
+                        continue
                     if self.cond(env2, s.exprs[0])[0]:
                         break
             finally:
@@ -1188,6 +1216,8 @@ def expr_src(e, base):
         if e.op in ("min", "max"):
             return f"qd.{e.op}({a[0]}, {a[1]})"
         return f"({a[0]} {e.op} {a[1]})"
+    if k == "chain":
+        return f"({a[0]} {e.op[0]} {a[1]} {e.op[1]} {a[2]})"
     if k == "cast":
         return f"qd.cast({a[0]}, qd.{e.dtype})"
     if k == "bitcast":
@@ -1233,7 +1263,8 @@ def stmts_src(stmts, base, indent, lines):
                 lines.append(f"{pad}else:")
                 stmts_src(s.orelse, base, indent + 1, lines)
         elif k == "for":
-            lines.append(f"{pad}for {s.name} in range({expr_src(s.exprs[0], base)}):")
+            args = [expr_src(x, base) for x in s.exprs] + ([str(s.val)] if s.val else [])
+            lines.append(f"{pad}for {s.name} in range({', '.join(args)}):")
             stmts_src(s.body, base, indent + 1, lines) if s.body else lines.append(pad + "    pass")
         elif k == "while":
             lines.append(f"{pad}{s.name} = 0")
@@ -1591,8 +1622,6 @@ def _defined_ok(case):
                 return False
             if s.kind in ("break", "continue") and not loop:
                 return False
-            if s.kind == "continue" and loop == "while":
-                return False
             if s.kind == "if":
                 if not block_ok(s.body, scope, loop) or not block_ok(s.orelse or [], scope, loop):
                     return False
@@ -1690,7 +1719,7 @@ def _expr_replacements(case, e):
             yield a.copy()
     if e.kind == "in":
         yield E("const", e.dtype, val=case.inputs[e.dtype][e.val])
-    if e.kind in ("un", "bin", "cast", "select", "bitcast", "load", "var"):
+    if e.kind in ("un", "bin", "chain", "cast", "select", "bitcast", "load", "var"):
         for v in ([0, 1] if is_int(e.dtype) else [0.0, 1.0]):
             yield E("const", e.dtype, val=make(e.dtype, v))
 

@@ -523,7 +523,7 @@ def random_value(rng, t):
 class Generator:
     """Random cases. `off`: features to leave out (names of KNOWN_BUGS rows)."""
 
-    SIZES = {"small": (2, (2, 5)), "normal": (4, (3, 10))}  # expression depth, statements per case
+    SIZES = {"small": (3, (2, 5)), "normal": (4, (3, 10))}  # expression depth, statements per case
 
     def __init__(self, seed, off=(), arch=None, size="normal"):
         self.max_depth, self.nstmts = self.SIZES[size]

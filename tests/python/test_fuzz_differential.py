@@ -13,7 +13,7 @@ import fuzzer as F
 import quadrants as qd
 from test_utils import _is_available, expected_archs
 
-CASES = 200  # per arch: ~3 s on the cpu, ~12 s on lavapipe with a cold shader cache
+CASES = 200  # per arch: ~4 s on the cpu, ~15 s on lavapipe with a cold shader cache
 CONTENDED = 12  # contended-atomic kernels per arch
 SEED = 2026
 ARCHES = [a.name for a in expected_archs()]

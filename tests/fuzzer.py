@@ -2,26 +2,28 @@
 
 A *case* is a small random program: typed constants, Python literals and input reads over every
 dtype (special values included: NaN, +-inf, -0.0, INT_MIN, -1, 0, huge and tiny floats), unary and
-binary arithmetic, casts, bit casts, comparisons, `and`/`or`/`not`, `select` / `a if c else b`,
-locals (annotated or not, reassigned, augmented), `if`/`else`, serial `for` loops with `break` /
-`continue`, `while` loops with `break`, and atomics (field-like ndarray cells at random indices and
-kernel variables) whose old values are used. Many cases are batched into one kernel (one parallel
-iteration runs each case) so that a few hundred cases compile in a handful of kernels.
+binary arithmetic, casts, bit casts, comparisons (chains too), `and`/`or`/`not`, `select` /
+`a if c else b`, locals (annotated or not, reassigned, augmented), `if`/`else`, serial
+`for i in range(a, b, step)` loops with `break` / `continue`, `while` loops with `break`, atomics on
+ndarray cells at random indices and on kernel variables whose old values are used, and augmented
+assignments on memory (atomic or plain). Many cases are batched into one kernel (iteration i of one
+parallel loop runs case i). `Contended` adds kernels where many iterations update a few cells
+(ndarrays, fields, kernel-scope variables): final values and returned old values are checked.
 
-The reference (`Reference`) is an interpreter of the same program in CPython/numpy that implements
-the semantics of docs/language.md and docs/atomics.md: wrap-around integers at the dtype width,
-Python `//` and `%` (numpy's floor_divide / remainder, which follow CPython, computed in the operand
-dtype), shifts by the width or more give 0 or the sign, minNum/maxNum for float min/max, IEEE
-arithmetic correctly rounded in the operand's dtype (f32 in numpy float32, not float64), and the
-transcendental functions within a tolerance (`math_ok`). Results the docs leave unspecified
-(integer division by zero, a float that does not fit the integer it is converted to, a NaN's bits,
-the sign of min(+0.0, -0.0)) are tracked: such outputs are not compared, and a case whose control
-flow would depend on one is regenerated; both are counted.
+The reference (`Reference`) interprets the same program in CPython/numpy with the semantics of
+docs/language.md and docs/atomics.md: wrap-around integers at the dtype width, Python `//` and `%`
+(numpy's floor_divide / remainder, which follow CPython, computed in the operand dtype), shifts by
+the width or more give 0 or the sign, minNum/maxNum for float min/max, IEEE arithmetic correctly
+rounded in the operand's dtype (f32 in numpy float32, not float64), and the transcendental
+functions within a tolerance (`math_ok`). Results the docs leave unspecified (integer division by
+zero, a float that does not fit the integer it is converted to, a NaN's bits, the sign of
+min(+0.0, -0.0)) are tracked (`Unspec`, `Alts`): such values are not compared, and a case whose
+control flow would depend on one is regenerated; both are counted.
 
-Known limits (of drivers or of the language) are in ONE table, `LIMITS`: a case that needs one is
-excluded on the arches it names and counted per reason, never skipped silently. Known bugs being
-fixed are in `KNOWN_BUGS`: each is a generator feature the main test turns off where the bug is
-open and a separate test covers (expected to fail there, pointing to the issue).
+Known limits (of drivers or of the language) are in ONE table, `LIMITS`: the generator steers
+around those of the arch it generates for and counts every case where it did, per reason. Known
+bugs being fixed are in `KNOWN_BUGS`: the reference tags each value with the bug classes it depends
+on, so each mismatch is either attributed to an open row or reported as new.
 
 `benchmarks/fuzz.py` is the command line (long runs, shrinking to minimal kernels);
 tests/python/test_fuzz_differential.py the bounded run in the test suite.
@@ -741,7 +743,7 @@ class Generator:
         if r < 0.33:
             name, t = rng.choice(vars_)
             e = self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 3)
-            self.var_widened[name] = self.var_widened.get(name) or (self.widened(e, "i64") if is_int(e.dtype) else False)
+            self.var_widened[name] = self.var_widened.get(name) or (is_int(e.dtype) and self.widened(e, "i64"))
             return S("set", name=name, exprs=[e])
         if r < 0.43:
             name, t = rng.choice(vars_)
@@ -893,6 +895,19 @@ def _inexact(op, a, b, r):
     return {"+": fa + fb, "-": fa - fb, "*": fa * fb}[op] != fr
 
 
+def _float_conversion(e):
+    """The float dtype the integer operands of e are converted to, or None."""
+    if e.kind in ("cast", "un", "math"):
+        return None if is_int(e.dtype) else e.dtype
+    if e.kind == "select":
+        t = promoted(e.args[1].dtype, e.args[2].dtype)
+        return None if is_int(t) else t
+    if e.kind == "bin" and e.op not in ("<<", ">>", "and", "or"):
+        t = promoted(e.args[0].dtype, e.args[1].dtype)
+        return DEFAULT_FP if is_int(t) and e.op in ("/", "atan2") else None if is_int(t) else t
+    return None
+
+
 def op_tags(e, args, result):
     """The known-bug classes (KNOWN_BUGS tags) one operation touches, from its operand and result values."""
     tags = set()
@@ -905,15 +920,13 @@ def op_tags(e, args, result):
         tags.add("f16_atan2")
     if fl and any(_special(x) for x in fl):
         tags.add("float_special")
-    if e.kind in ("cast", "un", "bin", "select", "math") and any(
-            is_int(a.dtype) for a in e.args) and (not is_int(e.dtype) or e.kind == "bin" and not is_int(promoted(*[a.dtype for a in e.args]))):
-        for a in args:  # an integer converted to a float: did it round?
-            for x in (a.vals if isinstance(a, Alts) else (a,) if not isinstance(a, (Unspec, Approx)) else ()):
-                if is_int(dt(x)):
-                    ft = e.dtype if not is_int(e.dtype) else promoted(*[y.dtype for y in e.args])
-                    if is_int(ft):
-                        ft = DEFAULT_FP
-                    if int(make(ft, x)) != int(x) if np.isfinite(make(ft, x)) else True:
+    ft = _float_conversion(e)
+    if ft:  # an integer operand converted to a float: did it round?
+        for a, node in zip(args, e.args):
+            if is_int(node.dtype):
+                for x in (a.vals if isinstance(a, Alts) else (a,) if not isinstance(a, (Unspec, Approx)) else ()):
+                    f = make(ft, x)
+                    if not np.isfinite(f) or int(f) != int(x):
                         tags.add("int_float_rounding")
     if e.kind == "bin" and e.op in ("+", "-", "*", "/") and not is_int(e.dtype):
         xs, ys, rs = _float_vals(args[0]), _float_vals(args[1]), _float_vals(result)
@@ -1010,7 +1023,8 @@ class Reference:
         elif k == "math":
             args = [self.conv(a, e.dtype) for a in args]
             bad = [a for a in args if isinstance(a, (Unspec, Alts))]
-            r = Unspec(f"{e.op} of {bad[0]}") if bad else Approx(_math_exact(e.op, args), e.dtype, e.op, tuple(args))
+            r = Unspec(f"{e.op} of {bad[0]}") if bad else \
+                Approx(_math_exact(e.op, args), e.dtype, e.op, tuple(args))
         else:
             raise AssertionError(k)
         return r, tags | op_tags(e, args, r)
@@ -1816,8 +1830,8 @@ class Contended:
 
     def source(self):
         t = self.dtype
-        target = {"old": "cell[idx[i]]", "discard": "cell[idx[i]]", "same_cell": "cell[0]", "field_hist": "FIELD[idx[i]]",
-                  "field_same": "FIELD[0]", "kernel_var": "acc"}[self.form]
+        target = {"old": "cell[idx[i]]", "discard": "cell[idx[i]]", "same_cell": "cell[0]",
+                  "field_hist": "FIELD[idx[i]]", "field_same": "FIELD[0]", "kernel_var": "acc"}[self.form]
         call = f"qd.atomic_{self.op}({target}, val[i])"
         body = f"old[i] = {call}" if self.form == "old" else call
         pre, post = ("    acc = cell[0]\n", "    cell[0] = acc\n") if self.form == "kernel_var" else ("", "")

@@ -111,6 +111,14 @@ void Builder::global_store(Stmt *ptr, Stmt *value) {
 
 Stmt *Builder::alloca_(DataType dtype) { return make(StmtKind::Alloca, dtype); }
 
+Stmt *Builder::alloca_before(Stmt *anchor, DataType dtype) {
+  auto s = std::make_unique<Stmt>(StmtKind::Alloca, dtype);
+  s->loc = anchor->loc;
+  Stmt *raw = insert_before(anchor, std::move(s));
+  if (!raw) syntax_error("internal: alloca_before an unknown statement", loc_);
+  return raw;
+}
+
 Stmt *Builder::local_load(Stmt *a) { return make(StmtKind::LocalLoad, a->dtype, {a}); }
 
 void Builder::local_store(Stmt *a, Stmt *value) { make(StmtKind::LocalStore, DataType::none, {a, cast(value, a->dtype)}); }

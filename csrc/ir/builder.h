@@ -35,6 +35,9 @@ class Builder {
   Stmt *global_load(Stmt *ptr, bool is_volatile);
   void global_store(Stmt *ptr, Stmt *value);
   Stmt *alloca_(DataType dtype);
+  // A variable declared just before `anchor` (an earlier statement of an open block): a value that
+  // must outlive the block where its type becomes known (a @qd.func's early return).
+  Stmt *alloca_before(Stmt *anchor, DataType dtype);
   Stmt *local_load(Stmt *alloca);
   void local_store(Stmt *alloca, Stmt *value);
   Stmt *unary(UnaryOp op, Stmt *x);

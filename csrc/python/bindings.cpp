@@ -61,6 +61,7 @@ void bind_ir(py::module_ &m) {
       .def("global_load", &Builder::global_load, ref)
       .def("global_store", &Builder::global_store)
       .def("alloca", &Builder::alloca_, ref)
+      .def("alloca_before", &Builder::alloca_before, ref)
       .def("local_load", &Builder::local_load, ref)
       .def("local_store", &Builder::local_store)
       .def("unary", &Builder::unary, ref)

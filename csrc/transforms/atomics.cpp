@@ -135,8 +135,8 @@ void run_passes(KernelIR &k, Backend backend, const TargetFeatures &features) {
   demote_local_atomics(k);
   if (k.debug) insert_bounds_checks(k);
   offload(k);
+  demote_unique_atomics(k);  // before the check: an element unique to its iteration needs no atomic
   check_atomics(k, backend, features);
-  demote_unique_atomics(k);
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu)
     privatize_reductions(k, /*arrays=*/backend == Backend::Cpu);
 }

@@ -24,6 +24,8 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.
            ast.LShift: "shl", ast.RShift: "shr"}
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 # Augmented assignments on global memory that are atomic; the others are plain read-modify-writes.
+# dtypes whose atomics some backends lack: their `+=` in serial code is a plain read-modify-write.
+NARROW_ATOMIC_DTYPES = (T.i8, T.i16, T.u8, T.u16, T.f16)
 ATOMIC_AUGASSIGN = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
 
 
@@ -60,6 +62,13 @@ class FunctionWalker(ast.NodeVisitor):
         self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
         self.return_value = None
+        # A @qd.func with a `return` that is not its last statement returns through a flag and
+        # variables: later code runs under `if not returned`, loops are left with break.
+        self.ret_flag = None     # Var: set to 1 by a return taken at run time
+        self.ret_vars = None     # Var / MatrixValue of Vars / tuple of those: the returned value
+        self.runtime_returns = 0  # returns emitted under run-time control flow so far
+        self.block_done = False  # the statement just visited returned: the rest of its block is dead
+        self.done = False        # an unconditional return: the rest of the function is dead
 
     # --- locations ------------------------------------------------------------------------------
     def located(self, msg):
@@ -110,11 +119,40 @@ class FunctionWalker(ast.NodeVisitor):
         if new_scope:
             self.scopes.append({})
         try:
-            for s in stmts:
-                self.visit(s)
+            self.run_stmts(stmts)
         finally:
             if new_scope:
                 self.scopes.pop()
+
+    def run_stmts(self, stmts):
+        for k, s in enumerate(stmts):
+            if self.done:
+                return
+            before = self.runtime_returns
+            self.visit(s)
+            if self.block_done:  # a return in this block: what follows it is unreachable
+                self.block_done = False
+                return
+            if self.runtime_returns != before:
+                # A return may have been taken inside `s`: leave the enclosing loop too, and run
+                # the rest of the block only if it was not.
+                if isinstance(s, (ast.For, ast.While)) and self.loops and self.loops[-1] != "static":
+                    taken = self.b.begin_if(self.ctx.binary("ne", self.ret_flag, 0).stmt)
+                    self.b.break_()
+                    self.b.end_if(taken)
+                if k + 1 < len(stmts):
+                    self.guarded(lambda: self.run_stmts(stmts[k + 1:]))
+                return
+
+    def guarded(self, emit):
+        """Runs emit() under `if not returned`."""
+        s = self.b.begin_if(self.ctx.binary("eq", self.ret_flag, 0).stmt)
+        self.depth += 1
+        self.ctx.depth += 1
+        emit()
+        self.depth -= 1
+        self.ctx.depth -= 1
+        self.b.end_if(s)
 
     # --- entry ----------------------------------------------------------------------------------
     def emit(self, bound_args):
@@ -132,7 +170,12 @@ class FunctionWalker(ast.NodeVisitor):
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                     and isinstance(body[0].value.value, str):
                 body = body[1:]  # docstring
+            if not self.is_kernel and any(isinstance(n, ast.Return) and n is not body[-1] for n in ast.walk(self.fdef)):
+                self.ret_flag = self.ctx.new_var(0, T.i32)
             self.run_body(body, new_scope=False)
+            if self.ret_vars is not None:
+                return self.ctx.rvalue(self.ret_vars) if not isinstance(self.ret_vars, tuple) else \
+                    tuple(self.ctx.rvalue(v) for v in self.ret_vars)
             return self.return_value
         finally:
             self.ctx.walker = prev
@@ -195,6 +238,11 @@ class FunctionWalker(ast.NodeVisitor):
         # loop's iterations: their `+=` etc. must be atomic.
         shared = any(isinstance(e, Ptr) or (self.ctx.in_parallel_loop and e.kernel_scope) for e in entries)
         atomic = ATOMIC_AUGASSIGN.get(type(node.op))
+        if shared and atomic and not self.ctx.in_parallel_loop and all(
+                e.dtype in NARROW_ATOMIC_DTYPES for e in entries):
+            # Serial code (kernel scope, a serialized loop): one thread, so the plain
+            # read-modify-write is the same; narrow dtypes have no atomics on some backends.
+            shared = False
         if shared and atomic:
             self.ctx.atomic(atomic, target, value)
         else:
@@ -255,17 +303,69 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
         if not self.is_kernel:
-            if self.depth or node is not self.fdef.body[-1]:
-                self.ctx.syntax_error("a @qd.func may only return as its last statement")
-            self.return_value = self.ctx.rvalue(value)
-            return
+            return self.func_return(value)
         if any(l != "static" for l in self.loops):
             self.ctx.syntax_error("'return' inside a loop is not supported in kernels")
-        if value is None:
-            self.ctx.syntax_error("a kernel 'return' needs a value (and a return annotation)")
-        value = self.ctx.rvalue(value)
-        values = value.entries if isinstance(value, MatrixValue) else list(value) if isinstance(value, tuple) else [value]
+        values = self.flatten_return(self.ctx.rvalue(value)) if value is not None else []
         self.b.return_([self.ctx.scalar(v).stmt for v in values])
+        self.block_done = True
+
+    def flatten_return(self, value):
+        if isinstance(value, MatrixValue):
+            return [self.ctx.rvalue(e) for e in value.entries]
+        if isinstance(value, (tuple, list)):
+            return [x for v in value for x in self.flatten_return(self.ctx.rvalue(v))]
+        return [value]
+
+    def func_return(self, value):
+        value = self.ctx.rvalue(value)
+        if self.ret_flag is None or (self.depth == 0 and not self.runtime_returns):
+            # Unconditional, and no return taken at run time before it: the function's value.
+            self.return_value = value
+            self.done = True
+            return
+        # A return under run-time control flow: store the value, raise the flag, leave the loop.
+        if self.ret_vars is None:
+            self.ret_vars = self.return_storage(value)
+        self.store_return(self.ret_vars, value)
+        self.ctx.store(self.ret_flag, 1)
+        if self.loops and self.loops[-1] != "static":
+            self.b.break_()
+        self.runtime_returns += 1
+        self.block_done = True
+
+    def return_storage(self, value):
+        """Variables for a returned value, declared where the function starts (they outlive the block)."""
+        if isinstance(value, tuple):
+            return tuple(self.return_storage(self.ctx.rvalue(v)) for v in value)
+        if isinstance(value, MatrixValue):
+            return MatrixValue([self.return_storage(e) for e in value.entries], value.shape)
+        ann = self.func.__annotations__.get("return") if hasattr(self.func, "__annotations__") else None
+        if isinstance(ann, T.DataType):
+            dtype = ann
+        elif isinstance(value, Expr):
+            dtype = value.dtype
+        elif is_py_scalar(value):
+            dtype = self.ctx.scalar(value).dtype
+        else:
+            self.ctx.syntax_error(f"a @qd.func that returns early (before its last statement) must return numbers, "
+                                  f"vectors or matrices, got {type(value).__name__}")
+        return Var(self.b.alloca_before(self.ret_flag.stmt, dtype.core), dtype)
+
+    def store_return(self, storage, value):
+        if isinstance(storage, tuple):
+            if not isinstance(value, tuple) or len(value) != len(storage):
+                self.ctx.type_error("the returns of this @qd.func give different numbers of values")
+            for st, v in zip(storage, value):
+                self.store_return(st, self.ctx.rvalue(v))
+            return
+        if isinstance(storage, MatrixValue) and not (isinstance(value, MatrixValue) and value.shape == storage.shape):
+            self.ctx.type_error(f"this return gives {type(value).__name__} but an earlier one a vector/matrix of "
+                                f"shape {storage.shape}")
+        if isinstance(storage, Var) and isinstance(value, Expr) and value.dtype is not storage.dtype:
+            self.ctx.type_error(f"this return gives {value.dtype} but an earlier one {storage.dtype}; annotate the "
+                                f"@qd.func's return type (-> qd.{value.dtype}) to convert both")
+        self.ctx.store(storage, value)
 
     def visit_For(self, node):
         from quadrants.lang import ops
@@ -293,12 +393,32 @@ class FunctionWalker(ast.NodeVisitor):
 
     def unroll(self, node, values):
         self.loops.append("static")
+        guards = 0
         for v in values:
+            if self.done:
+                break
+            before = self.runtime_returns
             self.scopes.append({})
             self.assign_loop_target(node.target, v)
             self.run_body(node.body, new_scope=False)
             self.scopes.pop()
+            if self.runtime_returns != before:  # the next copies run only if no return was taken
+                guards += 1
+                self.guard_stack_open()
+        for _ in range(guards):
+            self.guard_stack_close()
         self.loops.pop()
+
+    def guard_stack_open(self):
+        self._guards = getattr(self, "_guards", [])
+        self._guards.append(self.b.begin_if(self.ctx.binary("eq", self.ret_flag, 0).stmt))
+        self.depth += 1
+        self.ctx.depth += 1
+
+    def guard_stack_close(self):
+        self.depth -= 1
+        self.ctx.depth -= 1
+        self.b.end_if(self._guards.pop())
 
     def assign_loop_target(self, target, value):
         if isinstance(target, ast.Name):
@@ -353,8 +473,7 @@ class FunctionWalker(ast.NodeVisitor):
             self.bind(node.target.id, coords[0])
         else:
             self.assign_loop_target(node.target, coords)
-        for s in node.body:
-            self.visit(s)
+        self.run_stmts(node.body)
         self.scopes.pop()
         self.depth -= 1
         self.ctx.depth -= 1
@@ -438,6 +557,14 @@ class FunctionWalker(ast.NodeVisitor):
                 return tuple(self.ctx.expr(self.b.ndarray_shape(base.buffer, k)) for k in range(n))
             if attr == "dtype":
                 return base.dtype
+            if attr == "fill":
+                from quadrants.lang import ops
+                fill = lambda value: ops.fill_in_kernel(self.ctx, base, value)  # noqa: E731
+                fill._qd_builtin = True
+                return fill
+            if attr in ("to_numpy", "from_numpy"):
+                self.ctx.syntax_error(f"{attr}() is a Python-scope operation and cannot be used inside a kernel or "
+                                      f"@qd.func; call it before or after the kernel")
             self.ctx.syntax_error(f"ndarray arguments have no attribute '{attr}' in kernels")
         if isinstance(base, MatrixValue):
             from quadrants.lang import matrix

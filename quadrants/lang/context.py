@@ -54,6 +54,8 @@ class KernelContext:
         self.walker = None  # the FunctionWalker currently emitting
         self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
         self.in_parallel_loop = False
+        self.written = set()  # buffer indices the kernel stores to (read-only numpy inputs need not be)
+        self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
 
     # --- errors ---------------------------------------------------------------------------------
     def syntax_error(self, msg):
@@ -71,8 +73,12 @@ class KernelContext:
             v = int(v)
         if isinstance(v, (int, np.integer)):
             dtype = dtype or self._int_literal_type(int(v))
-            return self.expr(self.b.const_int(dtype.core, int(v)) if not dtype.is_real
-                             else self.b.const_float(dtype.core, float(v)))
+            if dtype.is_real:
+                return self.expr(self.b.const_float(dtype.core, float(v)))
+            v = int(v)
+            if v >= 1 << 63:
+                v -= 1 << 64  # a u64 literal: the same 64 bits as a signed core constant
+            return self.expr(self.b.const_int(dtype.core, v))
         if isinstance(v, (float, np.floating)):
             dtype = dtype or self.config.default_fp
             return self.expr(self.b.const_float(dtype.core, float(v)))
@@ -180,11 +186,11 @@ class KernelContext:
             self.syntax_error(f"'{name}' has {nd} dimension(s) but is indexed with {len(indices)} index(es)")
         idx = [self.scalar(i).stmt for i in indices]
         if not elem:
-            return Ptr(self.b.global_ptr(buf, idx), dtype)
+            return Ptr(self.b.global_ptr(buf, idx), dtype, buf)
         ptrs = []
         for e in np.ndindex(*elem):
             tail = [self.b.const_int(_core.DataType.i32, int(k)) for k in e]
-            ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype))
+            ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype, buf))
         return MatrixValue(ptrs, elem)
 
     def store(self, target, value):
@@ -200,6 +206,7 @@ class KernelContext:
                     self.store(t, value)
             return
         if isinstance(target, Ptr):
+            self.written.add(target.buffer)
             self.b.global_store(target.stmt, self.scalar(value, target.dtype).stmt)
         elif isinstance(target, Var):
             self.b.local_store(target.stmt, self.scalar(value, target.dtype).stmt)
@@ -231,6 +238,8 @@ class KernelContext:
             self.syntax_error(f"cannot use a non-writable target as the first operand of qd.atomic_{op}: it must be "
                               f"a writable lvalue (a field or ndarray element, a vector/matrix slot, or a variable), "
                               f"got {what}")
+        if isinstance(target, Ptr):
+            self.written.add(target.buffer)
         v = self.scalar(value, target.dtype)
         d = self.scalar(desired, target.dtype).stmt if desired is not None else None
         return self.expr(self.b.atomic(op, target.stmt, v.stmt, d))

@@ -1,21 +1,49 @@
 """Fields: global arrays owned by the runtime, read and written by kernels and from Python."""
 import itertools
+import math
+import operator
 
 import numpy as np
 
 from quadrants.lang import runtime
 from quadrants.lang import types as T
-from quadrants.lang.runtime_array import RuntimeArray
+from quadrants.lang.runtime_array import RuntimeArray, python_scope
 
 _ids = itertools.count()
 
 
-def _as_shape(shape):
+MAX_ELEMENTS = (1 << 31) - 1  # element and loop indices are 32-bit
+
+
+def as_shape(shape, what="shape"):
+    """A tuple of non-negative ints from an int (numpy integers too) or a sequence of them."""
     if shape is None:
         return None
-    if isinstance(shape, int):
-        return (shape,)
-    return tuple(int(s) for s in shape)
+    if isinstance(shape, np.ndarray):
+        shape = shape.tolist()
+    items = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for n in items:
+        if isinstance(n, (bool, np.bool_)):
+            raise TypeError(f"{what} must be an int or a tuple of ints, got {shape!r}")
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError(f"{what} must be an int or a tuple of ints, got {shape!r}") from None
+        if n < 0:
+            raise ValueError(f"{what} must not be negative, got {shape!r}")
+        out.append(n)
+    return tuple(out)
+
+
+def check_size(full_shape, what):
+    n = math.prod(full_shape)
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"{what} of shape {full_shape} has {n} elements; at most 2**31 - 1 are supported "
+                         f"(indices are 32-bit)")
+
+
+_as_shape = as_shape
 
 
 class Field(RuntimeArray):
@@ -33,8 +61,10 @@ class Field(RuntimeArray):
             self._place(_as_shape(shape))
 
     def _place(self, shape):
+        python_scope("creating a field")
         if self._shape is not None:
             raise RuntimeError(f"field {self.name} is already placed")
+        check_size(shape + self.element_shape, "a field")
         self._shape = shape
         self._program = runtime.program()
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize

@@ -1,7 +1,11 @@
 """@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
 import functools
 import inspect
+import math
+import operator
 import struct
+import types as pytypes
+import weakref
 
 import numpy as np
 
@@ -12,14 +16,16 @@ from quadrants.lang.exception import (QuadrantsOutOfBoundsError, QuadrantsRuntim
                                       QuadrantsTypeError)
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.runtime_array import external_array
-from quadrants.lang.values import NdarrayArg
+from quadrants.lang.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
 
 
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
 
-    def __init__(self, name, annotation, kernel_name):
+    def __init__(self, name, annotation, kernel_name, first=False):
         self.name = name
+        if annotation is inspect.Parameter.empty and first and name == "self":
+            annotation = T.template()  # a kernel written as a method: the instance is compile-time
         if annotation is inspect.Parameter.empty:
             raise QuadrantsSyntaxError(f"kernel '{kernel_name}': argument '{name}' needs a type annotation "
                                        f"(e.g. qd.i32, qd.types.ndarray(), qd.template())")
@@ -29,6 +35,8 @@ class _Param:
             self.kind = "ndarray"
         elif isinstance(annotation, T.DataType) or annotation in (int, float):
             self.kind = "scalar"
+        elif isinstance(annotation, (T.VectorType, T.MatrixType)):
+            self.kind = "matrix"  # one scalar slot per entry
         else:
             raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{name}' has an unsupported annotation "
                                      f"{annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
@@ -66,12 +74,47 @@ def _ndarray_parts(value, param, kernel_name):
     return dtype, tuple(shape), tuple(elem)
 
 
-def _template_key(v):
-    if isinstance(v, (int, float, bool, str, type(None))):
-        return ("v", type(v).__name__, v)
-    if isinstance(v, tuple):
-        return ("t",) + tuple(_template_key(e) for e in v)
-    return ("id", id(v))
+_IDENTITY = (pytypes.FunctionType, pytypes.BuiltinFunctionType, pytypes.MethodType, pytypes.ModuleType, type,
+             T.DataType, functools.partial)
+
+
+def _value_key(v, idents, seen):
+    """A hashable key for a compile-time value: what the kernel can read from it, by value.
+
+    Numbers, strings, tuples, lists, dicts and numpy arrays by value; plain objects by their type and
+    attributes (recursively); fields, ndarrays, functions, modules and classes by identity, appended
+    to `idents` so the cache can forget the specialisation when the object dies (an address can be
+    reused by a new object: an id() alone would hand it a stale kernel).
+    """
+    if isinstance(v, (bool, int, str, bytes, type(None), np.integer, np.bool_)):
+        return (type(v), v)
+    if isinstance(v, (float, np.floating)):
+        return (type(v), float(v).hex())  # keeps -0.0 and nan apart from 0.0 / each other
+    if isinstance(v, (tuple, list)):
+        return (type(v),) + tuple(_value_key(e, idents, seen) for e in v)
+    if isinstance(v, dict):
+        return (dict,) + tuple((_value_key(k, idents, seen), _value_key(e, idents, seen)) for k, e in v.items())
+    if isinstance(v, np.ndarray):
+        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
+    from quadrants.lang.field import Field
+
+    if isinstance(v, (Field, Ndarray, Kernel, Func) + _IDENTITY) or not hasattr(v, "__dict__"):
+        idents.append(v)
+        return ("id", id(v))
+    if id(v) in seen:  # a cycle of objects
+        return ("cycle", seen[id(v)])
+    seen[id(v)] = len(seen)
+    return (type(v),) + tuple((k, _value_key(a, idents, seen)) for k, a in sorted(vars(v).items()))
+
+
+def _template_key(v, idents):
+    return _value_key(v, idents, {})
+
+
+def _drop_entry(kernel_ref, key, _dead):
+    k = kernel_ref()
+    if k is not None:
+        k.cache.pop(key, None)
 
 
 _STRUCT = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H", "u32": "I", "u64": "Q",
@@ -79,11 +122,30 @@ _STRUCT = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H",
 
 
 def _to_slot(value, dtype):
-    """The 8-byte argument slot holding `value` as `dtype` (low bytes, little-endian)."""
+    """The 8-byte argument slot holding `value` as `dtype` (low bytes, little-endian).
+
+    Raises TypeError for a value that is not a number (or a non-integral float for an integer
+    dtype) and OverflowError for one that does not fit, as assigning it to a field would.
+    """
+    if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
+        value = value.item()
     if dtype.is_real:
-        raw = struct.pack("<" + _STRUCT[dtype.name], value)
+        if not isinstance(value, (int, float)):
+            raise TypeError("not a number")
+        try:
+            raw = struct.pack("<" + _STRUCT[dtype.name], value)
+        except OverflowError:
+            raise OverflowError(f"does not fit in {dtype}") from None
     else:
-        raw = (int(value) & ((1 << dtype.bits) - 1)).to_bytes(dtype.bits // 8, "little")  # wraps like C
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise TypeError("not an integer")
+            value = int(value)
+        value = operator.index(value)
+        lo, hi = (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1) if dtype.is_signed else (0, (1 << dtype.bits) - 1)
+        if not lo <= value <= hi:
+            raise OverflowError(f"does not fit in {dtype} ({lo}..{hi})")
+        raw = (value & ((1 << dtype.bits) - 1)).to_bytes(dtype.bits // 8, "little")
     return struct.unpack("<q", raw.ljust(8, b"\0"))[0]
 
 
@@ -92,14 +154,43 @@ def _from_slot(slot, dtype):
     return raw.view(dtype.np)[0].item()
 
 
+def _return_spec(annotation, kernel_name):
+    """[(dtype, shape or None)] for a kernel's return annotation (a dtype, vector/matrix type, or a tuple)."""
+    if annotation in (inspect.Signature.empty, None):
+        return []
+    spec = []
+    for r in annotation if isinstance(annotation, tuple) else (annotation,):
+        if isinstance(r, (T.VectorType, T.MatrixType)):
+            spec.append((T.to_dtype(r.dtype), r.shape))
+            continue
+        try:
+            spec.append((T.to_dtype(r), None))
+        except TypeError:
+            raise QuadrantsTypeError(f"kernel '{kernel_name}': unsupported return annotation {r!r}; use a dtype, "
+                                     f"qd.types.vector(n, dtype), qd.types.matrix(n, m, dtype) or a tuple of them") \
+                from None
+    return spec
+
+
+def _num_entries(shape):
+    return math.prod(shape) if shape is not None else 1
+
+
+_MAX_ELEMENTS = (1 << 31) - 1  # loop and element indices are 32-bit
+
+
 class _Compiled:
-    def __init__(self, compiled, fields, num_slots, plan):
+    def __init__(self, compiled, fields, num_slots, plan, written):
         self.compiled = compiled
-        self.fields = fields      # buffer index -> Field
+        # buffer index -> weak reference to the Field: a compiled kernel does not keep fields alive
+        # (the cache entry is dropped when one of them dies).
+        self.fields = {idx: weakref.ref(f) for idx, f in fields.items()}
         self.num_slots = num_slots
-        self.plan = plan          # per parameter: ("scalar", slot, dtype) / ("ndarray", buffer) / ("template",)
+        self.plan = plan          # per parameter: ("scalar", slot, dtype) / ("ndarray", buffer, ...) / ...
+        self.written = written    # buffer indices the kernel stores to
         self.returns = [T.from_core(d) for d in compiled.returns]
         self.error_slot = compiled.error_slot
+        self.watch = []           # weak references whose death drops this entry, or objects kept alive
         if self.error_slot >= 0:
             self.returns = self.returns[:self.error_slot]
             self.error_messages = list(compiled.error_messages)
@@ -110,19 +201,25 @@ class Kernel:
         functools.update_wrapper(self, func)
         self.func = func
         self.signature = inspect.signature(func)
-        self.params = [_Param(n, p.annotation, func.__name__) for n, p in self.signature.parameters.items()]
-        ret = self.signature.return_annotation
-        self.returns = [] if ret in (inspect.Signature.empty, None) else [T.to_dtype(r) for r in
-                                                                          (ret if isinstance(ret, tuple) else (ret,))]
+        self.params = [_Param(n, p.annotation, func.__name__, first=(k == 0))
+                       for k, (n, p) in enumerate(self.signature.parameters.items())]
+        self.returns = _return_spec(self.signature.return_annotation, func.__name__)
         self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind == "ndarray"]
         self.cache = {}
+        self.generation = None
         self.num_compilations = 0
 
-    def _key(self, values):
+    def __get__(self, obj, objtype=None):
+        """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def _key(self, values, idents):
         key = []
         for p, v in zip(self.params, values):
             if p.kind == "template":
-                key.append(_template_key(v))
+                key.append(_template_key(v, idents))
             elif p.kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
                 key.append(("nd", dtype.name, len(shape), elem))
@@ -134,6 +231,10 @@ class Kernel:
         if not kwargs and len(args) == len(self.params):
             values = args  # the common case, without inspect's binding
         else:
+            for name in kwargs:
+                if name not in self.signature.parameters:
+                    raise TypeError(f"kernel '{self.__name__}' got an unexpected keyword argument '{name}'; its "
+                                    f"arguments are {list(self.signature.parameters)}")
             try:
                 bound = self.signature.bind(*args, **kwargs)
             except TypeError as e:
@@ -147,7 +248,7 @@ class Kernel:
         return values
 
     def build(self, values, config):
-        """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan)."""
+        """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan, written)."""
         ctx = context.KernelContext(self.__name__, config)
         plan, bound = [], {}
         for p, v in zip(self.params, values):
@@ -156,6 +257,12 @@ class Kernel:
                 slot = ctx.b.add_scalar_arg(p.name, dtype.core)
                 plan.append(("scalar", slot, dtype))
                 bound[p.name] = ("scalar", slot, dtype)
+            elif p.kind == "matrix":
+                ann = p.annotation
+                dtype = T.to_dtype(ann.dtype)
+                slots = [ctx.b.add_scalar_arg(f"{p.name}{list(e)}", dtype.core) for e in np.ndindex(*ann.shape)]
+                plan.append(("matrix", slots, dtype, ann.shape))
+                bound[p.name] = ("matrix", slots, dtype, ann.shape)
             elif p.kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
                 buf = ctx.b.add_ndarray_arg(p.name, dtype.core, len(shape) + len(elem), list(elem))
@@ -165,18 +272,27 @@ class Kernel:
                 plan.append(("template",))
                 bound[p.name] = v
         num_slots = ctx.b.num_arg_slots()
-        ctx.b.set_returns([r.core for r in self.returns])
+        ctx.b.set_returns([d.core for d, shape in self.returns for _ in range(_num_entries(shape))])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
         prev, context._current = context._current, ctx
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
             walker.set_loc(walker.fdef)
             # Scalar arguments are read where the kernel starts.
-            args = {n: (ctx.expr(ctx.b.arg(v[1], v[2].core)) if isinstance(v, tuple) else v) for n, v in bound.items()}
+            args = {}
+            for n, v in bound.items():
+                if isinstance(v, tuple) and v[0] == "scalar":
+                    v = ctx.expr(ctx.b.arg(v[1], v[2].core))
+                elif isinstance(v, tuple) and v[0] == "matrix":
+                    v = MatrixValue([ctx.expr(ctx.b.arg(slot, v[2].core)) for slot in v[1]], v[3])
+                args[n] = v
             walker.emit(args)
+        except RecursionError:
+            raise QuadrantsSyntaxError(f"kernel '{self.__name__}' nests too deeply to compile (recursion is not "
+                                       f"supported in kernels and @qd.func)") from None
         finally:
             context._current = prev
-        return ctx.b, ctx.fields, num_slots, plan
+        return ctx.b, ctx.fields, num_slots, plan, ctx.written
 
     def __call__(self, *args, **kwargs):
         prog = runtime.program()
@@ -187,69 +303,162 @@ class Kernel:
             return self._call(prog, values)
 
     def _call(self, prog, values):
-        key = (prog.generation, self._key(values))
+        if self.generation != prog.generation:  # a new qd.init(): everything recompiles
+            self.cache.clear()
+            self.generation = prog.generation
+        idents = []
+        key = self._key(values, idents)
         entry = self.cache.get(key)
         if entry is None:
-            builder, fields, num_slots, plan = self.build(values, prog.config)
+            builder, fields, num_slots, plan, written = self.build(values, prog.config)
             compiled = prog.runtime.compile(builder)
             self.num_compilations += 1
             prog.compile_count += 1
             if prog.config.print_ir:
                 print(compiled.artifacts["ir"])
-            entry = self.cache[key] = _Compiled(compiled, fields, num_slots, plan)
+            entry = _Compiled(compiled, fields, num_slots, plan, written)
+            # The specialisation lives as long as every object it was compiled for: the objects
+            # keyed by identity and the fields it reads. When one dies its entry goes (with the
+            # compiled code); a new object at the same address compiles afresh.
+            drop = functools.partial(_drop_entry, weakref.ref(self), key)
+            for obj in idents + list(fields.values()):
+                try:
+                    entry.watch.append(weakref.ref(obj, drop))
+                except TypeError:
+                    entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
+            self.cache[key] = entry
         return self._launch(prog, entry, values)
 
     def _launch(self, prog, entry, values):
         num_buffers = entry.compiled.num_buffers
         buffers = [0] * num_buffers
         slots = [0] * max(entry.num_slots, 1)
-        for idx, f in entry.fields.items():
+        for idx, ref in entry.fields.items():
+            f = ref()
+            if f is None:
+                raise RuntimeError(f"kernel '{self.__name__}': a field it was compiled for no longer exists")
             f._check()
             buffers[idx] = f.handle
-        copies = []  # (numpy array, staging buffer) to copy back after the launch
-        for param, step, v in zip(self.params, entry.plan, values):
-            if step[0] == "scalar":
-                try:
-                    slots[step[1]] = _to_slot(v, step[2])
-                except (TypeError, ValueError, OverflowError, struct.error):
-                    raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
-                                             f"({step[2]}), got {type(v).__name__} {v!r}") from None
-            elif step[0] == "ndarray":
-                _, buf, ndim, elem = step
-                buffers[buf] = self._ndarray_handle(prog, v, copies)
-                shape = v.shape if isinstance(v, Ndarray) else v.shape[:ndim]
-                first = entry.compiled.shape_slot(buf)
-                for k, n in enumerate(tuple(shape) + tuple(elem)):
-                    slots[first + k] = int(n)
-        ret = prog.runtime.launch(entry.compiled, buffers, slots)
-        for target, staged, handle in copies:
-            if staged.size:
-                prog.runtime.read(handle, 0, staged)
-            target[...] = staged
-            prog.runtime.deallocate(handle)
+        staging = _Staging(self, prog, entry)
+        try:
+            for param, step, v in zip(self.params, entry.plan, values):
+                if step[0] == "scalar":
+                    slots[step[1]] = self._scalar_slot(param, v, step[2])
+                elif step[0] == "matrix":
+                    _, mslots, dtype, shape = step
+                    flat = np.asarray(v, dtype=object).reshape(-1) if np.shape(v) == tuple(shape) else None
+                    if flat is None:
+                        raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a "
+                                                        f"{param.annotation!r}, got {type(v).__name__} of shape "
+                                                        f"{np.shape(v)}")
+                    for slot, e in zip(mslots, flat):
+                        slots[slot] = self._scalar_slot(param, e, dtype)
+                elif step[0] == "ndarray":
+                    _, buf, ndim, elem = step
+                    shape = tuple(v.shape if isinstance(v, Ndarray) else v.shape[:ndim])
+                    if math.prod(shape + tuple(elem)) > _MAX_ELEMENTS or any(n > _MAX_ELEMENTS for n in shape):
+                        raise ValueError(f"kernel '{self.__name__}': argument '{param.name}' has "
+                                         f"{math.prod(shape + tuple(elem))} elements (shape {shape}); ndarray "
+                                         f"arguments hold at most 2**31 - 1 elements (indices are 32-bit)")
+                    buffers[buf] = staging.handle(param, buf, v)
+                    first = entry.compiled.shape_slot(buf)
+                    for k, n in enumerate(shape + tuple(elem)):
+                        slots[first + k] = int(n)
+            ret = prog.runtime.launch(entry.compiled, buffers, slots)
+            staging.copy_back()
+        finally:
+            staging.release()
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
             raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
         if entry.returns:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
-            return out[0] if len(out) == 1 else tuple(out)
+            result, k = [], 0
+            for dtype, shape in self.returns:
+                if shape is None:
+                    result.append(out[k])
+                else:
+                    result.append(np.array(out[k:k + _num_entries(shape)], dtype=dtype.np).reshape(shape))
+                k += _num_entries(shape)
+            return result[0] if len(result) == 1 else tuple(result)
         return None
 
-    @staticmethod
-    def _ndarray_handle(prog, v, copies):
+    def _scalar_slot(self, param, v, dtype):
+        try:
+            return _to_slot(v, dtype)
+        except OverflowError as e:
+            raise OverflowError(f"kernel '{self.__name__}': argument '{param.name}' = {v!r} {e}") from None
+        except (TypeError, ValueError, struct.error):
+            fractional = isinstance(v, (float, np.floating)) and not dtype.is_real
+            raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
+                                            f"({dtype}{', an integer' if fractional else ''}), got "
+                                            f"{type(v).__name__} {v!r}") from None
+
+
+def _array_key(a):
+    """Identifies a numpy view: two arguments with the same key are the same memory, element for element."""
+    return a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str
+
+
+class _Staging:
+    """The memory a launch gives its numpy arguments.
+
+    cpu: a C-contiguous array is used in place (zero-copy). Otherwise the array is copied to a
+    runtime buffer and, if the kernel writes to it, copied back after the launch. The same array
+    (or identical views) passed twice gets one buffer, so neither argument's writes are lost;
+    arrays that overlap otherwise are refused when the kernel writes to either of them.
+    """
+
+    def __init__(self, kernel, prog, entry):
+        self.kernel, self.prog, self.entry = kernel, prog, entry
+        self.seen = []       # (numpy array, param name, written?) of this launch
+        self.by_view = {}    # _array_key -> handle
+        self.copies = []     # (numpy array, staged copy, handle, written?)
+
+    def handle(self, param, buf, v):
         if isinstance(v, Ndarray):
             return v.handle
-        if prog.config.arch is runtime.cpu and v.flags.c_contiguous and v.flags.writeable:
-            return v.ctypes.data  # zero-copy
-        # Other archs (or non-contiguous arrays): stage through runtime memory and copy back.
-        if not v.flags.writeable:
-            raise ValueError("ndarray arguments must be writeable numpy arrays")
+        written = buf in self.entry.written
+        name = self.kernel.__name__
+        if written and not v.flags.writeable:
+            raise ValueError(f"kernel '{name}' writes to argument '{param.name}', a read-only numpy array; pass a "
+                             f"writeable array (e.g. a copy)")
+        key = _array_key(v)
+        for other, other_name, other_written in self.seen:
+            if _array_key(other) == key or not (written or other_written):
+                continue
+            if np.may_share_memory(v, other) and np.shares_memory(v, other):
+                raise ValueError(f"kernel '{name}': arguments '{other_name}' and '{param.name}' are different "
+                                 f"numpy views of overlapping memory and the kernel writes to one of them; pass "
+                                 f"the same array (or view) twice, or non-overlapping arrays")
+        self.seen.append((v, param.name, written))
+        if key in self.by_view:
+            handle, copy = self.by_view[key]
+            if written and copy is not None:
+                copy[3] = True
+            return handle
+        if self.prog.config.arch is runtime.cpu and v.flags.c_contiguous:
+            self.by_view[key] = (v.ctypes.data, None)  # zero-copy
+            return v.ctypes.data
         staged = np.ascontiguousarray(v)
-        handle = prog.runtime.allocate(max(staged.nbytes, 1))
+        handle = self.prog.runtime.allocate(max(staged.nbytes, 1))
+        copy = [v, staged, handle, written]
+        self.copies.append(copy)
+        self.by_view[key] = (handle, copy)
         if staged.size:
-            prog.runtime.write(handle, 0, staged)
-        copies.append((v, staged, handle))
+            self.prog.runtime.write(handle, 0, staged)
         return handle
+
+    def copy_back(self):
+        for target, staged, handle, written in self.copies:
+            if written and staged.size:
+                self.prog.runtime.read(handle, 0, staged)
+                target[...] = staged
+
+    def release(self):
+        for _, _, handle, _ in self.copies:
+            self.prog.runtime.deallocate(handle)
+        self.copies = []
 
 
 class Func:
@@ -264,17 +473,41 @@ class Func:
         raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
 
     def inline(self, ctx, args, kwargs):
+        for name in kwargs:
+            if name not in self.signature.parameters:
+                ctx.syntax_error(f"@qd.func '{self.__name__}' got an unexpected keyword argument '{name}'")
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             ctx.syntax_error(f"@qd.func '{self.__name__}': {e}")
         bound.apply_defaults()
-        walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=False)
-        values = {}
-        for name, v in bound.arguments.items():
-            ann = self.signature.parameters[name].annotation
-            values[name] = v if T.is_template(ann) else ctx.rvalue(v)
-        return walker.emit(values)
+        # Inlining a call to a func already being inlined, with the same compile-time arguments,
+        # would never end: run-time recursion cannot be inlined.
+        try:
+            key = (self, _template_key([v if not isinstance(v, _RUNTIME) else None for v in bound.arguments.values()],
+                                       []))
+        except Exception:
+            key = (self, None)
+        depth = sum(1 for f, _ in ctx.inlining if f is self)
+        if key in ctx.inlining or depth >= _MAX_INLINE_DEPTH:
+            ctx.syntax_error(f"recursion is not supported: @qd.func '{self.__name__}' calls itself"
+                             f"{' (' + str(depth) + ' deep)' if depth >= _MAX_INLINE_DEPTH else ''}; a @qd.func is "
+                             f"inlined into its caller, so recursion must end at compile time (qd.static "
+                             f"conditions on compile-time arguments)")
+        ctx.inlining.append(key)
+        try:
+            walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=False)
+            values = {}
+            for name, v in bound.arguments.items():
+                ann = self.signature.parameters[name].annotation
+                values[name] = v if T.is_template(ann) else ctx.rvalue(v)
+            return walker.emit(values)
+        finally:
+            ctx.inlining.pop()
+
+
+_RUNTIME = (Expr, Var, Ptr, MatrixValue)
+_MAX_INLINE_DEPTH = 24
 
 
 def kernel(func):
@@ -311,7 +544,7 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     if isinstance(arch, str):
         arch = runtime.arch_from_name(arch)
     values = kernel._bind(args, kwargs)
-    builder, _, _, _ = kernel.build(values, prog.config)
+    builder = kernel.build(values, prog.config)[0]
     if features is None:
         features = prog.runtime.features if arch is prog.config.arch else _core.compile_features(arch.name)
     return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features)))

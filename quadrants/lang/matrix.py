@@ -132,6 +132,11 @@ def attribute(ctx, m, attr):
 
 
 def _cross(ctx, a, b):
+    if not isinstance(b, MatrixValue) or a.shape != b.shape or a.shape not in ((2,), (3,)):
+        ctx.type_error(f".cross() takes two 2-vectors (giving a scalar) or two 3-vectors, got shapes {a.shape} and "
+                       f"{b.shape if isinstance(b, MatrixValue) else type(b).__name__}")
+    if a.shape == (2,):  # the z component of the 3-D cross product
+        return ctx.binary("sub", ctx.binary("mul", a.entries[0], b.entries[1]), ctx.binary("mul", a.entries[1], b.entries[0]))
     x = lambda i: a.entries[i]
     y = lambda i: b.entries[i]
     c = lambda i, j: ctx.binary("sub", ctx.binary("mul", x(i), y(j)), ctx.binary("mul", x(j), y(i)))

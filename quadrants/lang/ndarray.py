@@ -3,16 +3,19 @@ import numpy as np
 
 from quadrants.lang import runtime
 from quadrants.lang import types as T
-from quadrants.lang.runtime_array import RuntimeArray
+from quadrants.lang.field import as_shape, check_size
+from quadrants.lang.runtime_array import RuntimeArray, python_scope
 
 
 class Ndarray(RuntimeArray):
     def __init__(self, dtype, shape, element_shape=()):
         if isinstance(dtype, (T.VectorType, T.MatrixType)):
             element_shape, dtype = dtype.shape, dtype.dtype
+        python_scope("creating an ndarray")
         self.dtype = T.to_dtype(dtype)
-        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.shape = as_shape(shape)
         self.element_shape = tuple(element_shape)
+        check_size(self.full_shape, "an ndarray")
         self._program = runtime.program()
         self.nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
         self.handle = self._program.runtime.allocate(self.nbytes)

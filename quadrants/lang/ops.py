@@ -193,3 +193,33 @@ globals().update({f"atomic_{name}": fn for name, fn in ATOMIC_OPS.items()})
 def volatile_load(x):
     """Reads a field/ndarray element from memory on every call: never cached, merged or hoisted."""
     return require("qd.volatile_load").volatile_load(x)
+
+
+def fill_in_kernel(ctx, target, value):
+    """`x.fill(v)` inside a kernel: a loop storing v to every element (parallel at kernel scope)."""
+    if isinstance(target, Field):
+        sizes = list(target.shape)
+    else:
+        sizes = [ctx.expr(ctx.b.ndarray_shape(target.buffer, k)) for k in range(target.ndim - len(target.element_shape))]
+    value = ctx.rvalue(value)
+    if _is_runtime(value):
+        value = ctx.new_var(value)  # computed once, before the loop
+    walker = ctx.walker
+    parallel = walker.is_kernel and walker.depth == 0 and not ctx.loop_config.get("serialize", False)
+    ctx.loop_config = {}
+    total = 1
+    for n in sizes:
+        total = ctx.binary("mul", total, n)
+    loop = ctx.b.begin_range_for(ctx.const(0).stmt, ctx.scalar(total).stmt, not parallel, 0)
+    flat = ctx.expr(ctx.b.loop_index(loop))
+    coords = []
+    for n in reversed(sizes[1:]):
+        coords.append(ctx.binary("mod", flat, n))
+        flat = ctx.binary("floordiv", flat, n)
+    coords = ([flat] if sizes else []) + coords[::-1]
+    ctx.depth += 1
+    try:
+        ctx.store(ctx.element(target, coords), value)
+    finally:
+        ctx.depth -= 1
+    ctx.b.end_range_for(loop)

@@ -17,6 +17,27 @@ class _HostMemory:
                                     "typestr": dtype.str, "version": 3}
 
 
+def python_scope(what):
+    """Raises QuadrantsSyntaxError (naming the kernel line) when called while a kernel is compiled:
+    Python-scope operations would run once, at compile time, not at each launch."""
+    from quadrants.lang import context
+
+    ctx = context.current()
+    if ctx is not None:
+        ctx.syntax_error(f"{what} is a Python-scope operation and cannot be used inside a kernel or @qd.func (it "
+                         f"would run once, while the kernel compiles); call it before or after the kernel")
+
+
+def _scope_checked(method):
+    def checked(self, *args, **kwargs):
+        python_scope(f"{method.__name__}()")
+        return method(self, *args, **kwargs)
+    checked.__name__ = checked.__qualname__ = method.__name__
+    checked.__doc__ = method.__doc__
+    checked._qd_builtin = True  # the front end calls it (with kernel values too) so that it can refuse
+    return checked
+
+
 class RuntimeArray:
     """Subclasses set dtype, full_shape, handle and _program."""
 
@@ -65,6 +86,7 @@ class RuntimeArray:
         return np.asarray(_HostMemory(self, self.full_shape, self.dtype.np))
 
     # --- numpy ------------------------------------------------------------------------------------
+    @_scope_checked
     def to_numpy(self, dtype=None, *, keep_dims=False, copy=True):
         """A numpy array of the contents. dtype: convert to it. keep_dims: see _host_shape.
         copy: True (default) an independent copy; False a view of the memory itself, which needs
@@ -84,6 +106,7 @@ class RuntimeArray:
         out = out.reshape(shape)
         return out if dtype is None else out.astype(dtype)
 
+    @_scope_checked
     def from_numpy(self, arr):
         """Copies a numpy array (or anything np.asarray takes) of the same shape into this array."""
         self._check()
@@ -94,9 +117,17 @@ class RuntimeArray:
             self._program.runtime.write(self.handle, 0, np.ascontiguousarray(arr).reshape(-1))
 
     def fill(self, value):
-        """Sets every element (every component of vector / matrix elements) to `value`."""
+        """Sets every element (every component of vector / matrix elements) to `value`. Inside a
+        kernel it compiles to a loop over the elements."""
+        from quadrants.lang import context
+
+        ctx = context.current()
+        if ctx is not None:
+            from quadrants.lang import ops
+            return ops.fill_in_kernel(ctx, self, value)
         self.from_numpy(np.full(self.full_shape, value, dtype=self.dtype.np))
 
+    @_scope_checked
     def copy_from(self, other):
         """Copies the contents of another field (or ndarray) of the same shape, converting the dtype."""
         if not isinstance(other, RuntimeArray):
@@ -106,6 +137,7 @@ class RuntimeArray:
         self.from_numpy(other.to_numpy())
 
     # --- torch ------------------------------------------------------------------------------------
+    @_scope_checked
     def to_torch(self, device=None, *, keep_dims=False, copy=True):
         """A torch tensor of the contents (needs torch). On arch=qd.cpu, copy=False / None share the
         memory (through DLPack); device= moves the tensor."""
@@ -121,6 +153,7 @@ class RuntimeArray:
         t = torch.from_numpy(self.to_numpy(keep_dims=keep_dims))
         return t if device is None else t.to(device)
 
+    @_scope_checked
     def from_torch(self, tensor):
         """Copies a torch tensor (any device) of the same shape into this array."""
         self.from_numpy(tensor.detach().cpu().contiguous().numpy())
@@ -139,6 +172,8 @@ class RuntimeArray:
 
     def __dlpack_device__(self):
         return (1, 0)  # kDLCPU: what __dlpack__ exports is host memory on every arch
+
+    fill._qd_builtin = True
 
 
 def external_array(value, kernel_name, param_name):

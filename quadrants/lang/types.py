@@ -69,7 +69,12 @@ def to_dtype(t):
         return runtime.config().default_ip
     if t is float:
         return runtime.config().default_fp
-    return from_numpy(t)
+    if isinstance(t, (VectorType, MatrixType)):
+        raise TypeError(f"{t!r} is not a scalar dtype")
+    try:
+        return from_numpy(t)
+    except (TypeError, ValueError):
+        raise TypeError(f"{t!r} is not a dtype (use qd.i32, qd.f32, ... or a numpy dtype)") from None
 
 
 class NdarrayType:
@@ -83,7 +88,7 @@ class NdarrayType:
         self.element_shape = tuple(element_shape)
 
     def __repr__(self):
-        return f"ndarray(dtype={self.dtype}, ndim={self.ndim})"
+        return f"ndarray(dtype={self.dtype!r}, ndim={self.ndim})"
 
 
 class _NDArrayAlias(NdarrayType):
@@ -120,11 +125,29 @@ class VectorType:
         self.n, self.dtype = n, dtype
         self.shape = (n,)
 
+    def __repr__(self):
+        return f"vector({self.n}, {self.dtype!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, VectorType) and (self.n, self.dtype) == (other.n, other.dtype)
+
+    def __hash__(self):
+        return hash(("vector", self.n, repr(self.dtype)))
+
 
 class MatrixType:
     def __init__(self, n, m, dtype):
         self.n, self.m, self.dtype = n, m, dtype
         self.shape = (n, m)
+
+    def __repr__(self):
+        return f"matrix({self.n}, {self.m}, {self.dtype!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, MatrixType) and (self.n, self.m, self.dtype) == (other.n, other.m, other.dtype)
+
+    def __hash__(self):
+        return hash(("matrix", self.n, self.m, repr(self.dtype)))
 
 
 class _TypesNamespace:

@@ -18,10 +18,10 @@ class Var:
 
 
 class Ptr:
-    """A global-memory lvalue: a field or ndarray element (an IR global pointer)."""
+    """A global-memory lvalue: a field or ndarray element (an IR global pointer) of kernel buffer `buffer`."""
 
-    def __init__(self, stmt, dtype):
-        self.stmt, self.dtype = stmt, dtype
+    def __init__(self, stmt, dtype, buffer=None):
+        self.stmt, self.dtype, self.buffer = stmt, dtype, buffer
 
 
 class MatrixValue:

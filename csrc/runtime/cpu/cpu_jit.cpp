@@ -72,9 +72,15 @@ void CpuJit::optimize_for_host(llvm::Module &m) {
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
-void CpuJit::add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {
-  if (auto err = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+llvm::orc::ResourceTrackerSP CpuJit::add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {
+  auto tracker = jit_->getMainJITDylib().createResourceTracker();
+  if (auto err = jit_->addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
     throw RuntimeError("adding a module to the JIT: " + llvm::toString(std::move(err)));
+  return tracker;
+}
+
+void CpuJit::remove(const llvm::orc::ResourceTrackerSP &tracker) {
+  llvm::consumeError(tracker->remove());  // nothing useful to do if it fails: the memory stays
 }
 
 void *CpuJit::lookup(const std::string &symbol) {

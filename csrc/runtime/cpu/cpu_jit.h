@@ -11,8 +11,10 @@ namespace qd {
 class CpuJit {
  public:
   CpuJit();
-  // Optimises the module in place for the host (so the caller can print what will run), then JITs it.
-  void add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx);
+  // JITs an (already optimised) module. Its code lives until the returned tracker is removed.
+  llvm::orc::ResourceTrackerSP add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx);
+  // Frees the code and symbols of one added module.
+  void remove(const llvm::orc::ResourceTrackerSP &tracker);
   void *lookup(const std::string &symbol);
   // O3 for the host, without adding (qd.compile uses it too).
   static void optimize_for_host(llvm::Module &m);

@@ -28,6 +28,13 @@ struct CpuTask {
 };
 
 struct CpuKernel : CompiledKernel {
+  // The JIT outlives its kernels (a kernel can outlive its runtime); the kernel's code is freed
+  // with the kernel.
+  std::shared_ptr<CpuJit> jit;
+  llvm::orc::ResourceTrackerSP code;
+  ~CpuKernel() override {
+    if (code) jit->remove(code);
+  }
   std::vector<CpuTask> tasks;
   std::vector<int64_t> temps;    // 8-byte slots
   std::vector<uint64_t> result;  // 8-byte slots
@@ -88,12 +95,13 @@ class CpuRuntime : public Runtime {
     out->artifacts["llvm_ir"] = module_text(*g.module);
     out->temps.assign(k->temps_bytes / 8, 0);
     out->result.assign(k->returns.size(), 0);
-    jit_.add(std::move(g.module), std::move(g.ctx));
+    out->jit = jit_;
+    out->code = jit_->add(std::move(g.module), std::move(g.ctx));
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
-      CpuTask ct{t.parallel, jit_.lookup(g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
+      CpuTask ct{t.parallel, jit_->lookup(g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
                  t.min_chunk()};
-      if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_.lookup(g.symbols[i].bounds));
+      if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_->lookup(g.symbols[i].bounds));
       out->tasks.push_back(ct);
     }
     return out;
@@ -133,7 +141,7 @@ class CpuRuntime : public Runtime {
 
  private:
   ThreadPool pool_;
-  CpuJit jit_;
+  std::shared_ptr<CpuJit> jit_ = std::make_shared<CpuJit>();
   TargetFeatures features_;
   int counter_ = 0;
 };

@@ -43,7 +43,12 @@ class FunctionWalker(ast.NodeVisitor):
     def __init__(self, ctx, func, is_kernel):
         self.ctx, self.func, self.is_kernel = ctx, func, is_kernel
         self.b = ctx.b
-        lines, first = inspect.getsourcelines(func)
+        try:
+            lines, first = inspect.getsourcelines(func)
+        except (OSError, TypeError):
+            raise QuadrantsSyntaxError(f"cannot read the source of '{func.__name__}': kernels and funcs are compiled "
+                                       f"from their Python source, so they must be defined in a file (or a notebook "
+                                       f"cell), not in `python -c` or a plain interactive prompt") from None
         self.source = textwrap.dedent("".join(lines))
         self.lines = self.source.splitlines()
         self.line_offset = first - 1
@@ -59,6 +64,7 @@ class FunctionWalker(ast.NodeVisitor):
                 except ValueError:
                     pass
         self.lineno = self.fdef.lineno
+        self.parents = None  # AST node -> parent, built on first need
         self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
         self.return_value = None
@@ -87,13 +93,32 @@ class FunctionWalker(ast.NodeVisitor):
         if method is None:
             self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
         try:
-            return method(node)
+            result = method(node)
+            if self.ctx.tracker.tracked and isinstance(node, ast.expr) and self.ctx.tracker.is_tracked(result) \
+                    and not self._reads_only(node):
+                self.ctx.tracker.escape(result)  # used other than by reading attributes: guarded whole
+            return result
         except QuadrantsCompilationError:
             raise
         except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
             # A Python-level mistake in kernel code (wrong arity, bad value): report it at its line.
             self.set_loc(node)
             raise QuadrantsSyntaxError(self.located(f"{type(e).__name__}: {e}")) from e
+
+    def _reads_only(self, node):
+        """Whether the use of a template object at `node` lets the tracker see everything read from it."""
+        if self.parents is None:
+            self.parents = {c: p for p in ast.walk(self.fdef) for c in ast.iter_child_nodes(p)}
+        p = self.parents.get(node)
+        if isinstance(p, (ast.Attribute, ast.Expr, ast.Return, ast.keyword)):
+            return True  # an attribute read (recorded), a discarded value, a func's result
+        if isinstance(p, ast.Call):
+            return node is not p.func  # visit_Call decides for arguments
+        if isinstance(p, ast.Assign):
+            return all(isinstance(t, ast.Name) for t in p.targets)  # another name for it
+        if isinstance(p, ast.Compare):
+            return all(isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops)
+        return False
 
     # --- names ----------------------------------------------------------------------------------
     def bind(self, name, value):
@@ -572,9 +597,12 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error(f"a scalar has no attribute '{attr}'")
         try:
-            return getattr(base, attr)
+            value = getattr(base, attr)
         except AttributeError:
             self.ctx.syntax_error(f"'{type(base).__name__}' has no attribute '{attr}'")
+        if self.ctx.tracker.is_tracked(base):
+            self.ctx.tracker.read_attribute(base, attr, value)
+        return value
 
     def visit_Subscript(self, node):
         base = self.visit(node.value)
@@ -619,6 +647,7 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.syntax_error("slices are not supported in kernels")
 
     def visit_Call(self, node):
+        from quadrants.lang import ops
         from quadrants.lang.kernel import Func, Kernel
 
         func = self.visit(node.func)
@@ -630,6 +659,10 @@ class FunctionWalker(ast.NodeVisitor):
                 args.append(self.visit(a))
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         self.set_loc(node)
+        if not isinstance(func, Func) and func is not ops.static:
+            for a in args + list(kwargs.values()):  # the callee may read anything from it
+                if self.ctx.tracker.is_tracked(a):
+                    self.ctx.tracker.escape(a)
         if getattr(func, "_qd_builtin", False):
             return func(*args, **kwargs)
         if isinstance(func, Func):

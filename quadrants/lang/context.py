@@ -56,6 +56,8 @@ class KernelContext:
         self.in_parallel_loop = False
         self.written = set()  # buffer indices the kernel stores to (read-only numpy inputs need not be)
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
+        from quadrants.lang.template_key import Tracker
+        self.tracker = Tracker()  # what the kernel reads from its plain-object template arguments
 
     # --- errors ---------------------------------------------------------------------------------
     def syntax_error(self, msg):

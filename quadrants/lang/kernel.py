@@ -4,13 +4,12 @@ import inspect
 import math
 import operator
 import struct
-import types as pytypes
 import weakref
 
 import numpy as np
 
 from quadrants import _core
-from quadrants.lang import ast_builder, context, runtime
+from quadrants.lang import ast_builder, context, runtime, template_key
 from quadrants.lang import types as T
 from quadrants.lang.exception import (QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
@@ -74,46 +73,13 @@ def _ndarray_parts(value, param, kernel_name):
     return dtype, tuple(shape), tuple(elem)
 
 
-_IDENTITY = (pytypes.FunctionType, pytypes.BuiltinFunctionType, pytypes.MethodType, pytypes.ModuleType, type,
-             T.DataType, functools.partial)
-
-
-def _value_key(v, idents, seen):
-    """A hashable key for a compile-time value: what the kernel can read from it, by value.
-
-    Numbers, strings, tuples, lists, dicts and numpy arrays by value; plain objects by their type and
-    attributes (recursively); fields, ndarrays, functions, modules and classes by identity, appended
-    to `idents` so the cache can forget the specialisation when the object dies (an address can be
-    reused by a new object: an id() alone would hand it a stale kernel).
-    """
-    if isinstance(v, (bool, int, str, bytes, type(None), np.integer, np.bool_)):
-        return (type(v), v)
-    if isinstance(v, (float, np.floating)):
-        return (type(v), float(v).hex())  # keeps -0.0 and nan apart from 0.0 / each other
-    if isinstance(v, (tuple, list)):
-        return (type(v),) + tuple(_value_key(e, idents, seen) for e in v)
-    if isinstance(v, dict):
-        return (dict,) + tuple((_value_key(k, idents, seen), _value_key(e, idents, seen)) for k, e in v.items())
-    if isinstance(v, np.ndarray):
-        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
-    from quadrants.lang.field import Field
-
-    if isinstance(v, (Field, Ndarray, Kernel, Func) + _IDENTITY) or not hasattr(v, "__dict__"):
-        idents.append(v)
-        return ("id", id(v))
-    if id(v) in seen:  # a cycle of objects
-        return ("cycle", seen[id(v)])
-    seen[id(v)] = len(seen)
-    return (type(v),) + tuple((k, _value_key(a, idents, seen)) for k, a in sorted(vars(v).items()))
-
-
-def _template_key(v, idents):
-    return _value_key(v, idents, {})
-
-
-def _drop_entry(kernel_ref, key, _dead):
+def _drop_entry(kernel_ref, key, entry_id, _dead):
     k = kernel_ref()
-    if k is not None:
+    if k is None:
+        return
+    bucket = k.cache.get(key, [])
+    bucket[:] = [e for e in bucket if id(e) != entry_id]
+    if not bucket:
         k.cache.pop(key, None)
 
 
@@ -211,7 +177,7 @@ class Kernel:
 
     def __get__(self, obj, objtype=None):
         """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""
-        if obj is None:
+        if obj is None or not self.params or self.params[0].name != "self":
             return self
         return functools.partial(self, obj)
 
@@ -219,7 +185,7 @@ class Kernel:
         key = []
         for p, v in zip(self.params, values):
             if p.kind == "template":
-                key.append(_template_key(v, idents))
+                key.append(template_key.argument_key(v, idents))
             elif p.kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
                 key.append(("nd", dtype.name, len(shape), elem))
@@ -251,7 +217,7 @@ class Kernel:
         """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan, written)."""
         ctx = context.KernelContext(self.__name__, config)
         plan, bound = [], {}
-        for p, v in zip(self.params, values):
+        for index, (p, v) in enumerate(zip(self.params, values)):
             if p.kind == "scalar":
                 dtype = p.dtype()
                 slot = ctx.b.add_scalar_arg(p.name, dtype.core)
@@ -271,6 +237,8 @@ class Kernel:
             else:
                 plan.append(("template",))
                 bound[p.name] = v
+                if template_key.is_plain_object(v):
+                    ctx.tracker.root(v, index)
         num_slots = ctx.b.num_arg_slots()
         ctx.b.set_returns([d.core for d, shape in self.returns for _ in range(_num_entries(shape))])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
@@ -292,7 +260,7 @@ class Kernel:
                                        f"supported in kernels and @qd.func)") from None
         finally:
             context._current = prev
-        return ctx.b, ctx.fields, num_slots, plan, ctx.written
+        return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
 
     def __call__(self, *args, **kwargs):
         prog = runtime.program()
@@ -308,25 +276,27 @@ class Kernel:
             self.generation = prog.generation
         idents = []
         key = self._key(values, idents)
-        entry = self.cache.get(key)
+        bucket = self.cache.get(key)
+        entry = next((e for e in bucket if template_key.guards_hold(e.guards, values)), None) if bucket else None
         if entry is None:
-            builder, fields, num_slots, plan, written = self.build(values, prog.config)
+            builder, fields, num_slots, plan, written, tracker = self.build(values, prog.config)
             compiled = prog.runtime.compile(builder)
             self.num_compilations += 1
             prog.compile_count += 1
             if prog.config.print_ir:
                 print(compiled.artifacts["ir"])
             entry = _Compiled(compiled, fields, num_slots, plan, written)
+            entry.guards = tracker.guards
             # The specialisation lives as long as every object it was compiled for: the objects
             # keyed by identity and the fields it reads. When one dies its entry goes (with the
             # compiled code); a new object at the same address compiles afresh.
-            drop = functools.partial(_drop_entry, weakref.ref(self), key)
-            for obj in idents + list(fields.values()):
+            drop = functools.partial(_drop_entry, weakref.ref(self), key, id(entry))
+            for obj in idents + tracker.idents + list(fields.values()):
                 try:
                     entry.watch.append(weakref.ref(obj, drop))
                 except TypeError:
                     entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
-            self.cache[key] = entry
+            self.cache.setdefault(key, []).append(entry)
         return self._launch(prog, entry, values)
 
     def _launch(self, prog, entry, values):
@@ -484,8 +454,8 @@ class Func:
         # Inlining a call to a func already being inlined, with the same compile-time arguments,
         # would never end: run-time recursion cannot be inlined.
         try:
-            key = (self, _template_key([v if not isinstance(v, _RUNTIME) else None for v in bound.arguments.values()],
-                                       []))
+            key = (self, template_key.value_key([v if not isinstance(v, _RUNTIME) else None
+                                                 for v in bound.arguments.values()], []))
         except Exception:
             key = (self, None)
         depth = sum(1 for f, _ in ctx.inlining if f is self)

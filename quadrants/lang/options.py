@@ -49,15 +49,6 @@ OPTIONS = {name: Option(*spec) for name, spec in {
 }.items()}
 
 
-# The dtypes a dtype option accepts: literals and int/float annotations take them.
-_DTYPES = {"default_ip": lambda: (T_().i32, T_().i64), "default_fp": lambda: (T_().f32, T_().f64)}
-
-
-def T_():
-    from quadrants.lang import types
-    return types
-
-
 def _check(name, kind, value):
     """The value to store for option `name`, or a TypeError / ValueError naming it."""
     from quadrants.lang import types as T
@@ -97,7 +88,7 @@ def _check(name, kind, value):
         if value is None:
             return None
         t = T.to_dtype(value)
-        allowed = _DTYPES[name]()
+        allowed = {"default_ip": (T.i32, T.i64), "default_fp": (T.f32, T.f64)}[name]  # literals take them
         if t not in allowed:
             raise ValueError(f"qd.init({name}={value!r}) must be one of {', '.join('qd.' + a.name for a in allowed)}")
         return t

@@ -52,10 +52,75 @@ def test_template_object_keyed_on_attributes():
     assert k.num_compilations == 39
     c = _Cfg(3)
     assert k(c) == 30
-    c.scale = 4  # a changed attribute is a new specialisation
+    c.scale = 4  # a changed attribute selects the specialisation for its value
     assert k(c) == 40
-    assert k(_Cfg(0.5, offset=-0.0)) == 5 and k(_Cfg(0.5, offset=0.0)) == 5
-    assert k.num_compilations == 41
+    assert k.num_compilations == 39
+    assert k(_Cfg(0.5, offset=-0.0)) == 5 and k(_Cfg(0.5, offset=1.0)) == 5  # offset is never read
+    assert k.num_compilations == 40
+
+    @qd.kernel
+    def k_offset(cfg: qd.template()) -> qd.f32:
+        return cfg.offset + 1.0
+
+    assert k_offset(_Cfg(1, offset=-0.0)) == 1.0 and k_offset(_Cfg(1, offset=0.0)) == 1.0
+    assert k_offset.num_compilations == 2  # -0.0 and 0.0 are different compile-time values
+
+
+class _Sim:
+    def __init__(self, n):
+        self.x = qd.field(qd.f32, shape=n)
+        self.frame = 0
+        self.inner = _Cfg(2.0)
+
+    def gain(self):
+        return self.inner.scale * 3
+
+
+@test(arch=CPU_VULKAN)
+def test_template_object_guards_follow_what_the_kernel_reads():
+    @qd.kernel
+    def step(sim: qd.template()):
+        for i in sim.x:
+            sim.x[i] += sim.inner.scale
+
+    a, b = _Sim(4), _Sim(4)
+    for _ in range(3):
+        step(a)
+        a.frame += 1  # not read by the kernel: no recompilation
+    assert step.num_compilations == 1 and a.x.to_numpy().tolist() == [6.0] * 4
+    step(b)  # another field: its own specialisation
+    assert step.num_compilations == 2
+    a.inner.scale = 0.5  # read by the kernel: a new specialisation
+    step(a)
+    assert step.num_compilations == 3 and a.x.to_numpy().tolist() == [6.5] * 4
+    a.inner = _Cfg(0.5)  # an equal object in its place: the same one
+    step(a)
+    assert step.num_compilations == 3 and a.x.to_numpy().tolist() == [7.0] * 4
+
+    @qd.kernel
+    def gained(sim: qd.template()) -> qd.f32:
+        return sim.gain()  # a method reads whatever it likes: every attribute is part of the key
+
+    assert gained(a) == 1.5
+    a.frame += 1
+    assert gained(a) == 1.5 and gained.num_compilations == 2
+    a.inner.scale = 1.0
+    assert gained(a) == 3.0 and gained.num_compilations == 3
+
+    @qd.func
+    def read(c):
+        return c.scale
+
+    @qd.kernel
+    def through_func(sim: qd.template()) -> qd.f32:
+        c = sim.inner
+        return read(c) + len(sim.x.shape)
+
+    assert through_func(a) == 2.0
+    a.frame += 1
+    assert through_func(a) == 2.0 and through_func.num_compilations == 1
+    a.inner.scale = 4.0
+    assert through_func(a) == 5.0 and through_func.num_compilations == 2
 
 
 @test(arch=CPU_VULKAN)
@@ -269,13 +334,12 @@ def test_scalar_argument_must_fit():
 
 
 def test_init_values_are_checked():
-    for kwargs, match in (({"default_fp": qd.i32}, "default_fp must be one of qd.f32, qd.f64"),
-                          ({"default_ip": qd.f32}, "default_ip must be one of qd.i32, qd.i64"),
-                          ({"default_ip": "x"}, "default_ip"),
-                          ({"cpu_max_num_threads": 0}, "cpu_max_num_threads must be a positive int"),
-                          ({"cpu_max_num_threads": -3}, "cpu_max_num_threads"),
-                          ({"cpu_max_num_threads": 2.5}, "cpu_max_num_threads")):
-        with pytest.raises(ValueError, match=match):
+    for kwargs, exc, match in (({"default_fp": qd.i32}, ValueError, r"default_fp=i32\) must be one of qd.f32, qd.f64"),
+                               ({"default_ip": qd.f32}, ValueError, r"default_ip=f32\) must be one of qd.i32, qd.i64"),
+                               ({"default_ip": "x"}, TypeError, "is not a dtype"),
+                               ({"cpu_max_num_threads": -3}, ValueError, "must not be negative"),
+                               ({"cpu_max_num_threads": 2.5}, TypeError, "expects an int")):
+        with pytest.raises(exc, match=match):
             qd.init(arch=qd.cpu, **kwargs)
     qd.init(arch=qd.cpu, default_ip=qd.i64, default_fp=qd.f64, cpu_max_num_threads=1)
 
@@ -377,6 +441,21 @@ def test_narrow_int_augassign_unique_or_serial():
 
     serial(10)
     assert h.to_numpy().tolist() == [4, -3, -2, -4]
+
+
+@test(arch=CPU_VULKAN)
+def test_f16_augassign_unique_or_serial():
+    x = qd.field(qd.f16, shape=8)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            x[i] += 1.5
+        x[0] += 1.0
+
+    k()
+    k()
+    assert x.to_numpy().tolist() == [5.0] + [3.0] * 7
 
 
 @test(arch=CPU_VULKAN)
@@ -660,7 +739,7 @@ def report(label, fn):
         print(label, type(e).__name__, str(e).replace("\n", " | "))
 
 report("init_fp", lambda: qd.init(default_fp=qd.i32))
-report("init_threads", lambda: qd.init(cpu_max_num_threads=0))
+report("init_threads", lambda: qd.init(cpu_max_num_threads=-3))
 for label, shape in (("shape_neg", -5), ("shape_tuple", (4, -2)), ("shape_float", 4.5)):
     report(label, lambda: qd.field(qd.f32, shape=shape))
 
@@ -713,8 +792,8 @@ report("shared_u8", lambda: hist(np.arange(8, dtype=np.int32), np.zeros(4, np.ui
 '''
 
 _EXPECTED = {
-    "init_fp": "ValueError qd.init: default_fp must be one of qd.f32, qd.f64, got i32",
-    "init_threads": "ValueError qd.init: cpu_max_num_threads must be a positive int",
+    "init_fp": "ValueError qd.init(default_fp=i32) must be one of qd.f32, qd.f64",
+    "init_threads": "ValueError qd.init(cpu_max_num_threads=-3) must not be negative",
     "shape_neg": "ValueError shape must not be negative, got -5",
     "shape_tuple": "ValueError shape must not be negative, got (4, -2)",
     "shape_float": "TypeError shape must be an int or a tuple of ints, got 4.5",

@@ -1,0 +1,141 @@
+"""How a kernel's template arguments select a compiled specialisation.
+
+A template value is keyed by what the kernel can read from it, never by a reusable address:
+numbers, strings, tuples, lists, dicts and numpy arrays by value; fields, ndarrays, functions,
+modules and classes by identity (the cache watches them with weak references and forgets the
+specialisation when one dies). A plain object passed as a template argument (a config, the `self`
+of a kernel written as a method) is keyed by the attributes the kernel reads: while the kernel
+compiles, every `obj.attr` read is recorded as a guard (the path from the argument and the value's
+key); a later call reuses the compilation when every guard still holds. An object the kernel uses
+in any other way (a method call, passing it to a Python function, indexing it) is guarded by all
+of its attributes, recursively.
+"""
+import functools
+import types as pytypes
+
+import numpy as np
+
+from quadrants.lang import types as T
+
+_IDENTITY = (pytypes.FunctionType, pytypes.BuiltinFunctionType, pytypes.MethodType, pytypes.ModuleType, type,
+             T.DataType, functools.partial)
+
+
+def _by_identity(v):
+    from quadrants.lang.field import Field
+    from quadrants.lang.kernel import Func, Kernel
+    from quadrants.lang.ndarray import Ndarray
+
+    return isinstance(v, (Field, Ndarray, Kernel, Func) + _IDENTITY) or not hasattr(v, "__dict__")
+
+
+_VALUES = (bool, int, float, str, bytes, type(None), np.generic, tuple, list, dict, np.ndarray)
+
+
+def is_plain_object(v):
+    """An object keyed by its attributes (not a value type, not keyed by identity)."""
+    return not isinstance(v, _VALUES) and not _by_identity(v)
+
+
+def value_key(v, idents, seen=None):
+    """A hashable key for a compile-time value; identity-keyed objects are appended to `idents`."""
+    seen = {} if seen is None else seen
+    if isinstance(v, (bool, int, str, bytes, type(None), np.integer, np.bool_)):
+        return (type(v), v)
+    if isinstance(v, (float, np.floating)):
+        return (type(v), float(v).hex())  # keeps -0.0 and nan apart from 0.0 / each other
+    if isinstance(v, (tuple, list)):
+        return (type(v),) + tuple(value_key(e, idents, seen) for e in v)
+    if isinstance(v, dict):
+        return (dict,) + tuple((value_key(k, idents, seen), value_key(e, idents, seen)) for k, e in v.items())
+    if isinstance(v, np.ndarray):
+        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
+    if _by_identity(v):
+        idents.append(v)
+        return ("id", id(v))
+    if id(v) in seen:  # a cycle of objects
+        return ("cycle", seen[id(v)])
+    seen[id(v)] = len(seen)
+    return (type(v),) + tuple((k, value_key(a, idents, seen)) for k, a in sorted(vars(v).items()))
+
+
+def argument_key(v, idents):
+    """The first-level cache key of a template argument: plain objects by type (guards do the rest)."""
+    if is_plain_object(v):
+        return ("object", type(v))
+    return value_key(v, idents)
+
+
+def _resolve(values, path):
+    v = values[path[0]]
+    for attr in path[1:]:
+        v = getattr(v, attr)
+    return v
+
+
+def guards_hold(guards, values):
+    for path, kind, expected in guards:
+        try:
+            v = _resolve(values, path)
+        except AttributeError:
+            return False
+        if kind == "type":
+            if type(v) is not expected:
+                return False
+        elif value_key(v, []) != expected:
+            return False
+    return True
+
+
+class Tracker:
+    """Records what a kernel being compiled reads from its plain-object template arguments."""
+
+    def __init__(self):
+        self.tracked = {}   # id(obj) -> [obj, [paths], escaped?]
+        self.guards = []    # (path, "type" | "key", expected)
+        self.guarded = set()
+        self.idents = []    # identity-keyed objects met in guards: the cache entry watches them
+
+    def root(self, obj, index):
+        self._track(obj, (index,))
+
+    def is_tracked(self, v):
+        t = self.tracked.get(id(v))
+        return t is not None and t[0] is v
+
+    def _track(self, obj, path):
+        t = self.tracked.get(id(obj))
+        if t is not None and t[0] is obj:
+            if path not in t[1]:
+                t[1].append(path)  # reached another way: its value must match along each way
+                self.escape(obj)
+            return
+        self.tracked[id(obj)] = [obj, [path], False]
+        if len(path) > 1:
+            self._guard(path, "type", type(obj))
+
+    def _guard(self, path, kind, expected):
+        if (path, kind) not in self.guarded:
+            self.guarded.add((path, kind))
+            self.guards.append((path, kind, expected))
+
+    def read_attribute(self, base, attr, value):
+        obj, paths, escaped = self.tracked[id(base)]
+        if escaped:
+            return  # guarded whole
+        if isinstance(value, pytypes.MethodType) and value.__self__ is base:
+            self.escape(base)  # a method can read anything
+            return
+        path = paths[0] + (attr,)
+        if is_plain_object(value):
+            self._track(value, path)
+        else:
+            self._guard(path, "key", value_key(value, self.idents))
+
+    def escape(self, obj):
+        t = self.tracked[id(obj)]
+        if t[2]:
+            return
+        t[2] = True
+        for path in t[1]:
+            self._guard(path, "key", value_key(obj, self.idents))

@@ -559,6 +559,49 @@ def test_func_early_return():
 
 
 @test(arch=CPU_VULKAN)
+def test_func_early_return_in_a_parallel_loop():
+    @qd.func
+    def collatz_steps(n):
+        steps = 0
+        while True:
+            if n == 1:
+                return steps
+            if steps >= 1000:
+                return -1
+            n = n // 2 if n % 2 == 0 else 3 * n + 1
+            steps += 1
+
+    @qd.func
+    def clamp01(v):
+        if v < 0.0:
+            return qd.Vector([0.0, 1.0])
+        if v > 1.0:
+            return qd.Vector([1.0, 0.0])
+        return qd.Vector([v, 1.0 - v])
+
+    out = qd.field(qd.i32, shape=64)
+    w = qd.Vector.field(2, qd.f32, shape=64)
+
+    @qd.kernel
+    def k():
+        for i in range(64):
+            out[i] = collatz_steps(i + 1)
+            w[i] = clamp01((i - 16) / 32.0)
+
+    k()
+
+    def steps(n):
+        s = 0
+        while n != 1:
+            n, s = (n // 2 if n % 2 == 0 else 3 * n + 1), s + 1
+        return s
+
+    assert out.to_numpy().tolist() == [steps(i + 1) for i in range(64)]
+    v = [min(max((i - 16) / 32.0, 0.0), 1.0) for i in range(64)]
+    assert np.allclose(w.to_numpy(), [[x, 1.0 - x] for x in v])
+
+
+@test(arch=CPU_VULKAN)
 def test_bare_return_in_kernel():
     f = qd.field(qd.i32, shape=2)
 

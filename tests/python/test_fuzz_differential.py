@@ -111,3 +111,16 @@ def test_contended_atomic_checks_catch_a_wrong_order():
     assert c.check(cell, old) == []
     old[3] = old[5]  # two updates read the same value: one update lost
     assert c.check(cell, old) != []
+
+
+def test_fuzz_command_line_runs():
+    """benchmarks/fuzz.py stays runnable: a tiny run on the cpu, in a child process."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "fuzz.py"), "--cases", "20", "--arch", "cpu",
+                        "--contended", "2", "--max-shrinks", "0", "--size", "small"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cpu: 20 cases in" in r.stdout and "2 contended-atomic kernels" in r.stdout, r.stdout

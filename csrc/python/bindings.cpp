@@ -168,6 +168,8 @@ void bind_runtime(py::module_ &m) {
         r.read(h, off, info.ptr, info.size * info.itemsize);
       })
       .def("compile", [](Runtime &r, Builder &b) { return r.compile(b.finish()); })
+      .def("set_offline_cache", &Runtime::set_offline_cache)
+      .def("offline_cache_stats", &Runtime::offline_cache_stats)
       .def("launch", &Runtime::launch, py::call_guard<py::gil_scoped_release>())
       .def("sync", &Runtime::sync, py::call_guard<py::gil_scoped_release>());
 

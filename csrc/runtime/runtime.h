@@ -52,6 +52,11 @@ class Runtime {
   virtual std::vector<uint64_t> launch(CompiledKernel &k, const std::vector<uint64_t> &buffers,
                                        const std::vector<int64_t> &args) = 0;
   virtual void sync() {}
+  // The on-disk kernel cache (csrc/cache/disk_cache.h) under `dir`, its keys salted with `salt` (the
+  // compiler's identity). Returns whether this backend caches there; "" turns it off.
+  virtual bool set_offline_cache(const std::string &dir, const std::string &salt) { return false; }
+  // {"hits", "misses", "writes"} of that cache in this runtime (empty where the backend has none).
+  virtual std::map<std::string, int64_t> offline_cache_stats() const { return {}; }
 };
 
 struct RuntimeOptions {

@@ -1,7 +1,7 @@
 """qd.init's options: their defaults, the values each accepts, and whether it does anything here.
 
 Options that Quadrants code commonly passes but that have no counterpart in this implementation
-(there is no on-disk kernel cache, no autodiff, no profiler, GPU memory is allocated on demand) are
+(no autodiff, no profiler, GPU memory is allocated on demand) are
 accepted, checked and kept in qd.cfg, and change nothing. docs/getting_started.md lists them all.
 """
 import difflib
@@ -27,9 +27,9 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "enable_fallback": (True, "bool", True),      # an unavailable arch falls back to cpu, with a warning
     "vulkan_disable_caps": ((), "strings", True),
     "device": ("", "str", True),
+    "offline_cache": (True, "bool", True),        # the on-disk kernel cache (cpu), lang/offline_cache.py
+    "offline_cache_file_path": ("", "str", True),  # "": $QD_OFFLINE_CACHE_FILE_PATH or ~/.cache/quadrants
     # Accepted, no effect here.
-    "offline_cache": (True, "bool", False),
-    "offline_cache_file_path": ("", "str", False),
     "src_ll_cache": (True, "bool", False),
     "fast_math": (True, "bool", False),           # kernels always compile with IEEE semantics
     "advanced_optimization": (True, "bool", False),

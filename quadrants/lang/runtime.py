@@ -4,6 +4,7 @@ import threading
 import warnings
 
 from quadrants import _core
+from quadrants.lang import offline_cache
 from quadrants.lang import options as options_mod
 from quadrants.lang import types as T
 
@@ -55,6 +56,7 @@ class Program:
         self.config = config
         self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
                                      list(config.vulkan_disable_caps), config.device)
+        offline_cache.attach(self)  # qd.init(offline_cache=..., offline_cache_file_path=...)
         self.generation = Program.next_generation
         Program.next_generation += 1
         self.compile_count = 0

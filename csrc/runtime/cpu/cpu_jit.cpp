@@ -2,9 +2,13 @@
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
 
 #include <mutex>
 
@@ -85,6 +89,48 @@ void CpuJit::remove(const llvm::orc::ResourceTrackerSP &tracker) {
 
 void *CpuJit::lookup(const std::string &symbol) {
   auto addr = check(jit_->lookup(symbol), "looking up a kernel symbol");
+  return addr.toPtr<void *>();
+}
+
+std::string CpuJit::emit_object(llvm::Module &m) {
+  init_native_target();
+  // The machine the JIT itself compiles IR with (LLJIT's default for the host).
+  auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  auto tm = check(jtmb.createTargetMachine(), "creating the host target machine");
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw RuntimeError("the host target cannot emit object code");
+  pm.run(m);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+std::string CpuJit::host_id() {
+  init_native_target();
+  std::string id = std::string("llvm ") + LLVM_VERSION_STRING + "; " + llvm::sys::getProcessTriple() + "; " +
+                   llvm::sys::getHostCPUName().str() + ";";
+  for (auto &[feature, on] : llvm::sys::getHostCPUFeatures()) id += (on ? " +" : " -") + feature.str();
+  return id;
+}
+
+llvm::orc::JITDylib &CpuJit::add_object(const std::string &object) {
+  auto created = jit_->createJITDylib("kernel" + std::to_string(num_libs_++));
+  if (!created) throw RuntimeError("creating a JIT library: " + llvm::toString(created.takeError()));
+  llvm::orc::JITDylib &lib = *created;
+  lib.addToLinkOrder(jit_->getMainJITDylib());  // libm and the builtins above
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(object, "kernel.o");
+  if (auto err = jit_->addObjectFile(lib, std::move(buffer)))
+    throw RuntimeError("adding object code to the JIT: " + llvm::toString(std::move(err)));
+  return lib;
+}
+
+void CpuJit::remove(llvm::orc::JITDylib &lib) {
+  llvm::consumeError(jit_->getExecutionSession().removeJITDylib(lib));  // if it fails, the memory stays
+}
+
+void *CpuJit::lookup(llvm::orc::JITDylib &lib, const std::string &symbol) {
+  auto addr = check(jit_->lookup(lib, symbol), "looking up a kernel symbol");
   return addr.toPtr<void *>();
 }
 

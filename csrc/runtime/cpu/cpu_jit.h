@@ -16,11 +16,22 @@ class CpuJit {
   // Frees the code and symbols of one added module.
   void remove(const llvm::orc::ResourceTrackerSP &tracker);
   void *lookup(const std::string &symbol);
+  // Links host object code (emit_object's, possibly from the on-disk cache) into a JITDylib of its
+  // own, so kernels' symbol names need not be unique; returns it for lookup().
+  llvm::orc::JITDylib &add_object(const std::string &object);
+  void *lookup(llvm::orc::JITDylib &lib, const std::string &symbol);
+  // Frees the code and symbols of one add_object.
+  void remove(llvm::orc::JITDylib &lib);
   // O3 for the host, without adding (qd.compile uses it too).
   static void optimize_for_host(llvm::Module &m);
+  // Machine code for the host as an ELF object (the module is optimised already).
+  static std::string emit_object(llvm::Module &m);
+  // What host object code depends on besides the module: LLVM's version, the host CPU and features.
+  static std::string host_id();
 
  private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;
+  int num_libs_ = 0;
 };
 
 }  // namespace qd

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "cache/disk_cache.h"
 #include "codegen/llvm/target_cpu.h"
 #include "runtime/cpu/cpu_jit.h"
 #include "runtime/cpu/thread_pool.h"
@@ -31,9 +32,9 @@ struct CpuKernel : CompiledKernel {
   // The JIT outlives its kernels (a kernel can outlive its runtime); the kernel's code is freed
   // with the kernel.
   std::shared_ptr<CpuJit> jit;
-  llvm::orc::ResourceTrackerSP code;
+  llvm::orc::JITDylib *code = nullptr;  // the kernel's own JITDylib
   ~CpuKernel() override {
-    if (code) jit->remove(code);
+    if (code) jit->remove(*code);
   }
   std::vector<CpuTask> tasks;
   std::vector<int64_t> temps;    // 8-byte slots
@@ -60,8 +61,7 @@ Generated generate(KernelIR &k) {
   g.ctx = std::make_unique<llvm::LLVMContext>();
   LlvmCodegen cg(k, target, *g.ctx);
   g.module = cg.run(&g.symbols);
-  CpuJit::optimize_for_host(*g.module);
-  return g;
+  return g;  // not optimised yet: its text is the on-disk cache's key
 }
 
 class CpuRuntime : public Runtime {
@@ -87,21 +87,37 @@ class CpuRuntime : public Runtime {
     std::memcpy(dst, reinterpret_cast<char *>(h) + off, n);
   }
 
+  bool set_offline_cache(const std::string &dir, const std::string &salt) override {
+    cache_ = DiskCache(dir, salt + "\n" + CpuJit::host_id());
+    return cache_.enabled();
+  }
+  std::map<std::string, int64_t> offline_cache_stats() const override {
+    return {{"hits", cache_.stats().hits}, {"misses", cache_.stats().misses}, {"writes", cache_.stats().writes}};
+  }
+
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
-    k->name += "_" + std::to_string(counter_++);  // symbols are unique within the JIT
     auto g = generate(*k);
     auto out = std::make_shared<CpuKernel>();
     out->describe(*k);
-    out->artifacts["llvm_ir"] = module_text(*g.module);
     out->temps.assign(k->temps_bytes / 8, 0);
     out->result.assign(k->returns.size(), 0);
+    // The object code is a function of the generated module and the host (in the cache's salt).
+    std::string key = cache_.enabled() ? cache_.key(module_text(*g.module)) : "";
+    std::optional<std::string> object = key.empty() ? std::nullopt : cache_.load(key);
+    if (!object) {
+      CpuJit::optimize_for_host(*g.module);
+      object = CpuJit::emit_object(*g.module);
+      if (!key.empty()) cache_.store(key, *object);
+    }
+    out->artifacts["llvm_ir"] = module_text(*g.module);  // as optimised; as generated on a cache hit
     out->jit = jit_;
-    out->code = jit_->add(std::move(g.module), std::move(g.ctx));
+    out->code = &jit_->add_object(*object);
+    auto &lib = *out->code;
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
-      CpuTask ct{t.parallel, jit_->lookup(g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
+      CpuTask ct{t.parallel, jit_->lookup(lib, g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
                  t.min_chunk()};
-      if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_->lookup(g.symbols[i].bounds));
+      if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_->lookup(lib, g.symbols[i].bounds));
       out->tasks.push_back(ct);
     }
     return out;
@@ -143,7 +159,7 @@ class CpuRuntime : public Runtime {
   ThreadPool pool_;
   std::shared_ptr<CpuJit> jit_ = std::make_shared<CpuJit>();
   TargetFeatures features_;
-  int counter_ = 0;
+  DiskCache cache_;
 };
 
 }  // namespace
@@ -154,6 +170,7 @@ std::unique_ptr<Runtime> create_cpu_runtime(const RuntimeOptions &options) {
 
 std::map<std::string, std::string> cpu_artifacts(KernelIR &k) {
   auto g = generate(k);
+  CpuJit::optimize_for_host(*g.module);
   return {{"ir", print_ir(k)}, {"llvm_ir", module_text(*g.module)}};
 }
 

@@ -100,7 +100,7 @@ class FunctionWalker(ast.NodeVisitor):
             return result
         except QuadrantsCompilationError:
             raise
-        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError) as e:
             # A Python-level mistake in kernel code (wrong arity, bad value): report it at its line.
             self.set_loc(node)
             raise QuadrantsSyntaxError(self.located(f"{type(e).__name__}: {e}")) from e

@@ -18,31 +18,69 @@ from quadrants.lang.runtime_array import external_array
 from quadrants.lang.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
 
 
+def _def_site(func):
+    """Where a kernel's signature is: 'FILE:LINE: in NAME:' and the def line, for errors about it."""
+    code = func.__code__
+    try:
+        lines, first = inspect.getsourcelines(func)
+        k = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
+        return f"{code.co_filename}:{first + k}: in {func.__name__}:\n    {lines[k].strip()}\n"
+    except (OSError, TypeError, StopIteration):
+        return f"{code.co_filename}:{code.co_firstlineno}: in {func.__name__}:\n"
+
+
+def _python_function(f, decorator):
+    """The function under @qd.kernel / @qd.func, or a QuadrantsSyntaxError."""
+    if isinstance(f, (Kernel, Func)):
+        raise QuadrantsSyntaxError(f"{_def_site(f.func)}@{decorator} cannot decorate the "
+                                   f"{'@qd.kernel' if isinstance(f, Kernel) else '@qd.func'} '{f.__name__}': use one "
+                                   f"of @qd.kernel and @qd.func")
+    if not inspect.isfunction(f):  # a TypeError: inside a kernel, the walker reports it at its line
+        raise TypeError(f"@{decorator} decorates a Python function, got {type(f).__name__} {f!r}")
+    return f
+
+
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
 
-    def __init__(self, name, annotation, kernel_name, first=False):
+    def __init__(self, name, annotation, func, first=False):
         self.name = name
+        kernel_name = func.__name__
         if annotation is inspect.Parameter.empty and first and name == "self":
             annotation = T.template()  # a kernel written as a method: the instance is compile-time
         if annotation is inspect.Parameter.empty:
-            raise QuadrantsSyntaxError(f"kernel '{kernel_name}': argument '{name}' needs a type annotation "
-                                       f"(e.g. qd.i32, qd.types.ndarray(), qd.template())")
+            raise QuadrantsSyntaxError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' needs a type "
+                                       f"annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
         if T.is_template(annotation):
             self.kind = "template"
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
+            bad = _bad_ndarray_annotation(annotation)
+            if bad:
+                raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}': {bad}")
         elif isinstance(annotation, T.DataType) or annotation in (int, float):
             self.kind = "scalar"
         elif isinstance(annotation, (T.VectorType, T.MatrixType)):
             self.kind = "matrix"  # one scalar slot per entry
         else:
-            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{name}' has an unsupported annotation "
-                                     f"{annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
+            raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' has an unsupported "
+                                     f"annotation {annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
         self.annotation = annotation
 
     def dtype(self):
         return T.to_dtype(self.annotation)
+
+
+def _bad_ndarray_annotation(ann):
+    """What is wrong with a qd.types.ndarray(dtype=, ndim=) annotation, or None."""
+    if ann.dtype is not None and not isinstance(ann.dtype, (T.VectorType, T.MatrixType)):
+        try:
+            T.to_dtype(ann.dtype)
+        except (TypeError, ValueError):
+            return f"qd.types.ndarray(dtype={ann.dtype!r}) is not a dtype (qd.f32, qd.types.vector(3, qd.f32), ...)"
+    if ann.ndim is not None and (not isinstance(ann.ndim, int) or isinstance(ann.ndim, bool) or ann.ndim < 0):
+        return f"qd.types.ndarray(ndim={ann.ndim!r}) is not a number of dimensions (an int >= 0)"
+    return None
 
 
 def _ndarray_parts(value, param, kernel_name):
@@ -120,21 +158,21 @@ def _from_slot(slot, dtype):
     return raw.view(dtype.np)[0].item()
 
 
-def _return_spec(annotation, kernel_name):
+def _return_spec(annotation, func):
     """[(dtype, shape or None)] for a kernel's return annotation (a dtype, vector/matrix type, or a tuple)."""
     if annotation in (inspect.Signature.empty, None):
         return []
     spec = []
     for r in annotation if isinstance(annotation, tuple) else (annotation,):
-        if isinstance(r, (T.VectorType, T.MatrixType)):
-            spec.append((T.to_dtype(r.dtype), r.shape))
-            continue
         try:
-            spec.append((T.to_dtype(r), None))
+            if isinstance(r, (T.VectorType, T.MatrixType)):
+                spec.append((T.to_dtype(r.dtype), r.shape))
+            else:
+                spec.append((T.to_dtype(r), None))
         except TypeError:
-            raise QuadrantsTypeError(f"kernel '{kernel_name}': unsupported return annotation {r!r}; use a dtype, "
-                                     f"qd.types.vector(n, dtype), qd.types.matrix(n, m, dtype) or a tuple of them") \
-                from None
+            raise QuadrantsTypeError(f"{_def_site(func)}kernel '{func.__name__}': unsupported return annotation {r!r}; "
+                                     f"use a dtype, qd.types.vector(n, dtype), qd.types.matrix(n, m, dtype) or a "
+                                     f"tuple of them") from None
     return spec
 
 
@@ -164,12 +202,13 @@ class _Compiled:
 
 class Kernel:
     def __init__(self, func):
+        func = _python_function(func, "qd.kernel")
         functools.update_wrapper(self, func)
         self.func = func
         self.signature = inspect.signature(func)
-        self.params = [_Param(n, p.annotation, func.__name__, first=(k == 0))
+        self.params = [_Param(n, p.annotation, func, first=(k == 0))
                        for k, (n, p) in enumerate(self.signature.parameters.items())]
-        self.returns = _return_spec(self.signature.return_annotation, func.__name__)
+        self.returns = _return_spec(self.signature.return_annotation, func)
         self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind == "ndarray"]
         self.cache = {}
         self.generation = None
@@ -435,6 +474,7 @@ class Func:
     """@qd.func: inlined into the calling kernel."""
 
     def __init__(self, func):
+        func = _python_function(func, "qd.func")
         functools.update_wrapper(self, func)
         self.func = func
         self.signature = inspect.signature(func)

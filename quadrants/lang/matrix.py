@@ -9,6 +9,8 @@ from quadrants.lang.values import MatrixValue
 
 def _flatten(rows):
     if rows and isinstance(rows[0], (list, tuple)):
+        if any(not isinstance(r, (list, tuple)) or len(r) != len(rows[0]) for r in rows):
+            raise ValueError(f"qd.Matrix takes rows of equal length, got rows {rows!r}")
         return [e for r in rows for e in r], (len(rows), len(rows[0]))
     return list(rows), (len(rows),)
 

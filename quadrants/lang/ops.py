@@ -76,7 +76,11 @@ def _nary(name):
     def f(*xs):
         ctx = current()
         if len(xs) == 1:  # one vector / sequence: reduce over its components
+            if not isinstance(xs[0], MatrixValue) and not hasattr(xs[0], "__iter__"):
+                raise TypeError(f"qd.{name} takes two or more values, or one vector or sequence; got {xs[0]!r}")
             xs = tuple(xs[0].entries if isinstance(xs[0], MatrixValue) else xs[0])
+        if not xs:
+            raise TypeError(f"qd.{name} takes two or more values, or one vector or sequence")
         if ctx is None:
             return getattr(builtins, name)(*xs)
         result = xs[0]

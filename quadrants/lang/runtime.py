@@ -112,6 +112,8 @@ def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, **op
     for a in candidates:
         if isinstance(a, str):
             a = arch_from_name(a)
+        elif not isinstance(a, Arch):
+            raise TypeError(f"qd.init: arch must be qd.cpu, qd.vulkan, ... (or a list of them), got {a!r}")
         result = _try_start(Config(a, **options))
         if isinstance(result, Program):
             _program = result

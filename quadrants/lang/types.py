@@ -34,7 +34,10 @@ class DataType:
 
         ctx = context.current()
         if ctx is None:
-            return self.np.type(value)
+            try:
+                return self.np.type(value)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"qd.{self.name}({value!r}): {e}") from None
         return ctx.cast(value, self)
 
 
@@ -54,9 +57,13 @@ def from_core(core_dtype):
 
 def from_numpy(np_dtype):
     try:
-        return _BY_NP[np.dtype(np_dtype)]
+        dtype = np.dtype(np_dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"{np_dtype!r} is not a dtype (qd.i32, qd.f32, ... or a numpy dtype)") from None
+    try:
+        return _BY_NP[dtype]
     except KeyError:
-        raise TypeError(f"numpy dtype {np.dtype(np_dtype)} has no Quadrants counterpart") from None
+        raise TypeError(f"numpy dtype {dtype} has no Quadrants counterpart") from None
 
 
 def to_dtype(t):

@@ -303,3 +303,85 @@ def test_break_and_continue_in_unrolled_loops_are_rejected():
         return -1
 
     assert r(2) == 20 and r(5) == -1
+
+
+# --- found by the front-end fuzzer (benchmarks/fuzz_frontend.py) --------------------------------------
+def _decorating_raises(exc, make, match, line):
+    with pytest.raises(exc, match=match) as info:
+        make()
+    msg = str(info.value)
+    assert __file__ in msg and line in msg, msg
+    return msg
+
+
+def test_bad_signatures_name_the_def_line():
+    def unannotated():
+        @qd.kernel
+        def k(n):
+            pass
+
+    def bad_annotation():
+        @qd.kernel
+        def k(n: str):
+            pass
+
+    def bad_ndarray_dtype():
+        @qd.kernel
+        def k(a: qd.types.ndarray(dtype=qd.atomic_add, ndim=1)):
+            pass
+
+    def bad_ndarray_ndim():
+        @qd.kernel
+        def k(a: qd.types.ndarray(dtype=qd.f32, ndim=1.5)):
+            pass
+
+    def bad_return():
+        @qd.kernel
+        def k() -> qd.template():
+            pass
+
+    def stacked():
+        @qd.kernel
+        @qd.func
+        def k():
+            pass
+
+    _decorating_raises(qd.QuadrantsSyntaxError, unannotated, "needs a type annotation", "def k(n):")
+    _decorating_raises(qd.QuadrantsTypeError, bad_annotation, "unsupported annotation", "def k(n: str):")
+    _decorating_raises(qd.QuadrantsTypeError, bad_ndarray_dtype, "is not a dtype", "def k(a:")
+    _decorating_raises(qd.QuadrantsTypeError, bad_ndarray_ndim, "not a number of dimensions", "def k(a:")
+    _decorating_raises(qd.QuadrantsTypeError, bad_return, "unsupported return annotation template()", "def k()")
+    _decorating_raises(qd.QuadrantsSyntaxError, stacked, "cannot decorate the @qd.func 'k'", "def k():")
+
+
+@test(arch=qd.cpu)
+def test_compile_time_mistakes_inside_kernels_name_the_line():
+    @qd.kernel
+    def ragged():
+        m = qd.Matrix([[1, 2], [3]])
+
+    @qd.kernel
+    def div0() -> qd.i32:
+        return 1 // 0
+
+    @qd.kernel
+    def func_of_a_range():
+        f = qd.func(range(3))
+
+    _raises(qd.QuadrantsSyntaxError, ragged, match="rows of equal length", line="qd.Matrix([[1, 2], [3]])")
+    _raises(qd.QuadrantsSyntaxError, div0, match="ZeroDivisionError", line="return 1 // 0")
+    _raises(qd.QuadrantsSyntaxError, func_of_a_range, match="decorates a Python function", line="qd.func(range(3))")
+
+
+def test_python_scope_misuse_is_a_clear_type_error():
+    with pytest.raises(TypeError, match="is not a dtype"):
+        qd.field(len, shape=3)
+    with pytest.raises(TypeError, match=r"qd.u64\(<built-in function len>\)"):
+        qd.u64(len)
+    with pytest.raises(TypeError, match="qd.min takes two or more values"):
+        qd.min()
+    with pytest.raises(TypeError, match="qd.max takes two or more values"):
+        qd.max(len)
+    assert qd.max([3, 9, 2]) == 9 and qd.min(4, 1) == 1
+    with pytest.raises(TypeError, match="arch must be qd.cpu"):
+        qd.init(arch=len)

@@ -481,3 +481,35 @@ def test_and_or_not_take_the_truth_of_any_value():
 
     k(0.5, 2 ** 40, float("nan"))
     assert list(out.to_numpy()) == [1, 1, 1, 1, 0, 0, 1, 0]
+
+
+@test()
+def test_empty_kernel_and_code_after_a_jump():
+    # Both produced SPIR-V that failed validation (found by the front-end fuzzer).
+    @qd.kernel
+    def empty():
+        pass
+
+    empty()
+
+    @qd.kernel
+    def jumps(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(out.shape[0]):
+            s = 0
+            for j in range(10):
+                if j % 2 == 0:
+                    continue
+                    s += 1000  # unreachable
+                if qd.static(True):
+                    s += j + i
+                    if j > 6:
+                        break
+                        s += 100  # unreachable
+                    continue
+                s += 1000  # unreachable: the static branch ends with continue
+            out[i] = s
+
+    out = np.zeros(4, np.int32)
+    jumps(out)
+    assert out.tolist() == [16 + 4 * i for i in range(4)]
+    assert qd.compile(empty, arch=qd.metal).msl == ""

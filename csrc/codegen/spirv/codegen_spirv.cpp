@@ -66,6 +66,7 @@ SpirvModule SpirvCodegen::run() {
     m.tasks.push_back(info);
   }
   m.words = b_.finish();
+  if (k_.tasks.empty()) return m;  // an empty kernel: no entry point, nothing to validate or launch
   std::string error = spirv::validate(m.words, spirv::TargetEnv::Vulkan1_1);
   if (!error.empty())
     throw CompileError(ErrorKind::Codegen,
@@ -136,7 +137,11 @@ void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
 }
 
 void SpirvCodegen::emit_block(const Block &blk) {
-  for (auto &s : blk.stmts) emit(*s);
+  for (auto &s : blk.stmts) {
+    emit(*s);
+    // What follows a jump in its block is unreachable, and SPIR-V rejects its branch back to the loop.
+    if (s->kind == StmtKind::Break || s->kind == StmtKind::Continue) break;
+  }
 }
 
 SpirvCodegen::Id SpirvCodegen::value(const Stmt *s) const {

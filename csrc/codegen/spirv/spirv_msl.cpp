@@ -49,6 +49,7 @@ std::string one_entry_point(spvc_context ctx, spvc_parsed_ir ir, const std::stri
 
 std::string to_msl(const std::vector<uint32_t> &words, const std::vector<std::string> &entry_points,
                    uint32_t num_bindings) {
+  if (entry_points.empty()) return "";  // an empty kernel
   spvc_context raw = nullptr;
   if (spvc_context_create(&raw) != SPVC_SUCCESS) throw std::runtime_error("SPIRV-Cross: cannot create a context");
   Context ctx(raw);

@@ -33,7 +33,8 @@ def run(path):
         for out in c.get("outputs", []):
             if out.output_type == "stream":
                 for line in out.text.splitlines():
-                    print(f"  [{c.execution_count}] {line}")
+                    if line.strip():
+                        print(f"  [{c.execution_count}] {line}")
             else:
                 kinds += list(out.get("data", {}))
         if kinds:

@@ -1,5 +1,6 @@
 """The typed public surface: quadrants/__init__.pyi matches the runtime namespace, and mypy uses it."""
 import ast
+import inspect
 import pathlib
 import subprocess
 import sys
@@ -39,11 +40,16 @@ def test_stub_declares_every_public_name():
     assert (ROOT / "quadrants" / "py.typed").exists()
 
 
-def test_stub_atomics_follow_the_core_table():
+def test_stub_atomics_follow_the_core_table_and_the_runtime():
     _, arity = _stub_names()
     for row in _core.atomic_ops():
-        params = arity[f"atomic_{row['name']}"]
-        assert params == (["x", "expected", "desired"] if row["num_operands"] == 2 else ["x", "y"]), row
+        name = f"atomic_{row['name']}"
+        assert name in arity, name
+        # The stub takes the parameters the runtime function takes (memory_order=, ... when they come).
+        runtime_params = list(inspect.signature(getattr(qd, name)).parameters)
+        assert arity[name] == runtime_params, (name, arity[name], runtime_params)
+        assert runtime_params[:3 if row["num_operands"] == 2 else 2] == (
+            ["x", "expected", "desired"] if row["num_operands"] == 2 else ["x", "y"])
 
 
 def test_stub_init_takes_every_option():

@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/ops.h"
+#include "ir/types.h"
+
 namespace qd {
 
 enum class AtomicOp : unsigned char { Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas };
@@ -18,7 +21,23 @@ struct AtomicOpInfo {
   int num_operands;        // besides the target: 1, or 2 for cas (expected, desired)
   DtypeClass dtypes;
   const char *effect;      // one line for docs and docstrings
+  // The value written, as an operation on (old, operand): Add for sub too (its operand is negated
+  // for floats, and integer sub is add of the two's complement). Exchange and cas have none.
+  std::optional<BinaryOp> combine;
+  // Updates may be grouped per thread and applied once (privatized reductions): the final value
+  // does not depend on the order. False for exchange and cas.
+  bool reducible;
 };
+
+// The value that leaves memory unchanged under `op` (where a per-thread partial result starts):
+// -0.0 for float add/sub (x + -0.0 is x, -0.0 included), 1 for mul, NaN for float min/max (NaN
+// loses under minNum/maxNum, so an all-NaN input stays NaN), the extreme for integer min/max,
+// all ones for and, 0 for or/xor. Integers in `i`, floats in `f`.
+struct AtomicIdentity {
+  int64_t i = 0;
+  double f = 0;
+};
+AtomicIdentity atomic_identity(AtomicOp op, DataType t);
 
 const std::vector<AtomicOpInfo> &atomic_ops();
 const AtomicOpInfo &atomic_op_info(AtomicOp op);

@@ -7,13 +7,13 @@ namespace qd {
 
 const char *unary_op_name(UnaryOp op) {
   static const char *n[] = {"neg", "not", "bit_not", "cast", "bit_cast", "abs", "sqrt", "sin", "cos", "tan",
-                            "exp", "log", "floor", "ceil", "round", "tanh", "asin", "acos", "atan"};
+                            "exp", "log", "floor", "ceil", "round", "tanh", "asin", "acos", "atan", "trunc"};
   return n[static_cast<int>(op)];
 }
 
 const char *binary_op_name(BinaryOp op) {
   static const char *n[] = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "min", "max", "bit_and", "bit_or",
-                            "bit_xor", "shl", "shr", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "and", "or"};
+                            "bit_xor", "shl", "shr", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "rem"};
   return n[static_cast<int>(op)];
 }
 
@@ -59,9 +59,10 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->op = s.op;
   c->cast_from = s.cast_from;
   c->is_volatile = s.is_volatile;
-  c->privatized = s.privatized;
+  c->lowering = s.lowering;
   c->serialize = s.serialize;
   c->block_dim = s.block_dim;
+  c->label = s.label;
   return c;
 }
 
@@ -100,7 +101,11 @@ class Printer {
         auto &t = k_.tasks[i];
         os_ << "  task " << i << (t.parallel ? " (parallel range-for)" : " (serial)") << ":\n";
         block(t.prologue, 2);
+        if (!t.pre_loop.stmts.empty()) os_ << "    each thread, before its share of the loop:\n";
+        block(t.pre_loop, 3);
         block(t.body, 2);
+        if (!t.post_loop.stmts.empty()) os_ << "    each thread, after its share of the loop:\n";
+        block(t.post_loop, 3);
       }
     }
     return os_.str();
@@ -119,6 +124,7 @@ class Printer {
       case BufferKind::Field: return "field " + d.name;
       case BufferKind::Ndarray: return "ndarray " + d.name;
       case BufferKind::Temps: return "temps";
+      case BufferKind::Private: return "private copy of " + d.name;
       default: return "result";
     }
   }
@@ -153,7 +159,7 @@ class Printer {
       case StmtKind::Select: os_ << "select " << ops(); break;
       case StmtKind::Atomic:
         os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")
-            << atomic_op_info(s.atomic_op()).name << (s.privatized ? " privatized " : " ") << ops();
+            << atomic_op_info(s.atomic_op()).name << " " << ops();
         break;
       case StmtKind::LoopIndex: os_ << "loop_index " << ops(); break;
       case StmtKind::Break: os_ << "break"; break;

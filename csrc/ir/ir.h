@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "atomics/atomic_ops.h"
+#include "atomics/support_table.h"
+#include "ir/ops.h"
 #include "common/error.h"
 #include "ir/types.h"
 
@@ -19,24 +20,15 @@ enum class StmtKind {
   Unary, Binary, Select, Atomic, If, While, RangeFor, LoopIndex, Break, Continue, Return,
 };
 
-enum class UnaryOp {
-  Neg, Not, BitNot, Cast, Bitcast, Abs, Sqrt, Sin, Cos, Tan, Exp, Log, Floor, Ceil, Round, Tanh,
-  Asin, Acos, Atan,
-};
-enum class BinaryOp {
-  Add, Sub, Mul, Div, FloorDiv, Mod, Pow, Min, Max, BitAnd, BitOr, BitXor, Shl, Shr, Atan2,
-  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
-};
-const char *unary_op_name(UnaryOp op);
-const char *binary_op_name(BinaryOp op);
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
 
 struct Block;
 struct Stmt;
 
 // A memory object a kernel reads or writes. Fields have a static shape; ndarrays are arguments
 // whose data pointer comes with the launch and whose shape lives in argument slots.
-enum class BufferKind { Field, Ndarray, Temps, Result };
+// Private: a per-thread copy of a field (privatized histograms), placed by the codegen in the
+// thread's stack; no memory is bound for it.
+enum class BufferKind { Field, Ndarray, Temps, Result, Private };
 struct BufferDesc {
   BufferKind kind;
   DataType dtype;
@@ -64,8 +56,9 @@ struct Stmt {
   DataType cast_from = DataType::none;
   bool is_volatile = false;     // GlobalLoad
   bool serialize = false;       // RangeFor
-  bool privatized = false;      // Atomic: accumulated per thread, flushed once (Task::reductions)
+  Lowering lowering = Lowering::Native;  // Atomic: the support table's verdict, decided once (decide_atomics)
   int block_dim = 0;            // RangeFor
+  const char *label = nullptr;  // While: a name for the loop in emitted code ("cas.loop")
   std::unique_ptr<Block> body, else_body;  // If (then/else), While/RangeFor (body)
 
   Stmt(StmtKind k, DataType t) : kind(k), dtype(t) {}
@@ -93,23 +86,12 @@ struct Task {
   bool parallel = false;
   Block prologue;  // parallel: pure code computing the loop bounds (recomputed by every thread)
   Block body;      // serial: the code; parallel: exactly one RangeFor, whose operands live in prologue
-  // parallel: atomics whose old value is unused on a loop-invariant address, accumulated per
-  // thread and flushed with one atomic each (their pointers live in prologue)
-  std::vector<Stmt *> reductions;
-  // parallel, cpu: small fields every access of which in the loop is one reducible atomic op with
-  // an unused result (a histogram): each thread accumulates into a private copy, flushed at the end
-  struct ArrayReduction {
-    int buffer;
-    AtomicOp op;
-    DataType dtype;
-    int64_t size;  // elements
-  };
-  std::vector<ArrayReduction> array_reductions;
-  int64_t min_chunk() const {  // iterations per thread chunk that amortise the private copies
-    int64_t n = 0;
-    for (auto &a : array_reductions) n += 4 * a.size;
-    return n;
-  }
+  // parallel: code each thread runs before and after its share of the loop (privatized
+  // reductions: accumulators start at the op's identity, and are flushed with one atomic each)
+  Block pre_loop, post_loop;
+  // parallel, cpu: iterations per thread chunk that amortise setting up and flushing private
+  // copies of fields (privatized histograms)
+  int64_t min_chunk = 0;
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 

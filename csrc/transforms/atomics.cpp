@@ -120,25 +120,26 @@ void demote_unique_atomics(KernelIR &k) {
   }
 }
 
-void check_atomics(KernelIR &k, Backend backend, const TargetFeatures &features) {
-  auto check = [&](Stmt &s) {
-    if (s.kind != StmtKind::Atomic) return;
-    auto lowering = atomic_lowering(backend, s.atomic_op(), s.dtype, MemorySpace::Global, features);
-    if (lowering.kind == Lowering::Rejected) type_error(lowering.reason, s.loc);
+void decide_atomics(KernelIR &k, const Target &target) {
+  auto decide = [&](Stmt &s) {
+    if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
+    auto verdict = atomic_lowering(target.backend, s.atomic_op(), s.dtype, MemorySpace::Global, target.features);
+    if (verdict.kind == Lowering::Rejected) type_error(verdict.reason, s.loc);
+    s.lowering = verdict.kind;
   };
-  for (Task &t : k.tasks) {
-    for_each_stmt(t.body, check);
-  }
+  for (Task &t : k.tasks) for_each_stmt(t.body, decide);
 }
 
-void run_passes(KernelIR &k, Backend backend, const TargetFeatures &features) {
+void run_passes(KernelIR &k, const Target &target) {
+  Backend backend = target.backend;
   demote_local_atomics(k);
   if (k.debug) insert_bounds_checks(k);
   offload(k);
-  demote_unique_atomics(k);  // before the check: an element unique to its iteration needs no atomic
-  check_atomics(k, backend, features);
+  demote_unique_atomics(k);  // before the verdicts: an element unique to its iteration needs no atomic
+  decide_atomics(k, target);
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu)
     privatize_reductions(k, /*arrays=*/backend == Backend::Cpu);
+  legalize(k, target);
 }
 
 }  // namespace qd

@@ -113,6 +113,10 @@ void offload(KernelIR &k) {
     }
   }
   k.tasks = std::move(tasks);
+  // The tasks' blocks moved while the vector grew: point their statements at where they are now.
+  for (Task &t : k.tasks)
+    for (Block *b : {&t.prologue, &t.body})
+      for (auto &s : b->stmts) s->parent = b;
 }
 
 }  // namespace qd

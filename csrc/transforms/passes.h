@@ -1,6 +1,7 @@
 #pragma once
 #include "atomics/support_table.h"
 #include "ir/ir.h"
+#include "target/target.h"
 
 namespace qd {
 
@@ -20,15 +21,20 @@ void demote_local_atomics(KernelIR &k);
 void demote_unique_atomics(KernelIR &k);
 
 // Atomics with unused results on loop-invariant addresses in a parallel loop are accumulated per
-// thread and applied once per thread (Task::reductions). For the LLVM backends.
-// With `arrays` (cpu), small fields updated only by such atomics (histograms) get a private copy
-// per thread (Task::array_reductions).
+// thread in a variable (Task::pre_loop) and applied once per thread (Task::post_loop).
+// With `arrays` (cpu), small fields updated only by such atomics (histograms), when native, get a
+// private copy per thread (a Private buffer).
 void privatize_reductions(KernelIR &k, bool arrays);
 
-// Raises QuadrantsTypeError (naming the source line) for atomics the backend cannot do.
-void check_atomics(KernelIR &k, Backend backend, const TargetFeatures &features);
+// Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
+// QuadrantsTypeError (naming the source line) for atomics the target cannot do.
+void decide_atomics(KernelIR &k, const Target &target);
+
+// Rewrites the language's operations into the primitives every codegen maps one-to-one
+// (transforms/legalize.cpp).
+void legalize(KernelIR &k, const Target &target);
 
 // Runs everything after building, in order.
-void run_passes(KernelIR &k, Backend backend, const TargetFeatures &features);
+void run_passes(KernelIR &k, const Target &target);
 
 }  // namespace qd

@@ -3,24 +3,18 @@
 // for every iteration, each thread can combine its iterations' operands in a register and apply
 // one atomic at the end of its share of the loop. Any interleaving of those grouped updates is
 // one the original program could have had, so per-location atomicity still holds.
+#include <functional>
 #include <map>
 #include <unordered_set>
 
+#include "transforms/ir_emitter.h"
 #include "transforms/passes.h"
 
 namespace qd {
 
 namespace {
 
-bool reducible(AtomicOp op) {
-  switch (op) {
-    case AtomicOp::Add: case AtomicOp::Sub: case AtomicOp::Mul: case AtomicOp::Min: case AtomicOp::Max:
-    case AtomicOp::And: case AtomicOp::Or: case AtomicOp::Xor:
-      return true;
-    default:
-      return false;  // exchange and cas: the final value depends on the order
-  }
-}
+bool reducible(AtomicOp op) { return atomic_op_info(op).reducible; }
 
 // The same address in every iteration: indices are constants or kernel arguments.
 bool loop_invariant(const Stmt &ptr) {
@@ -74,15 +68,30 @@ class Privatizer {
     return out;
   }
 
-  // The pointer (and its constant / argument indices) moves to the prologue, where it dominates
-  // both the loop and the flush after it.
+  // The atomic becomes `acc = combine(acc, value)` on a variable that starts at the op's
+  // identity before the thread's share of the loop; after it, one atomic applies acc (sub
+  // accumulates a sum and subtracts it). The flush's pointer is a copy, as its constant / argument
+  // indices live in the loop.
   void privatize(Stmt *atomic) {
+    AtomicOp op = atomic->atomic_op();
+    DataType t = atomic->dtype;
+    IrEmitter pre(t_.pre_loop, atomic->loc), in(atomic);
+    AtomicIdentity id = atomic_identity(op, t);
+    Stmt *acc = pre.var(t, is_real(t) ? pre.c(t, id.f) : pre.ci(t, id.i));
+    in.store(acc, in.bin(*atomic_op_info(op).combine, in.load(acc), atomic->operands[1]));
     const Stmt &ptr = *atomic->operands[0];
     auto hoisted = clone_leaf(ptr);
-    for (Stmt *&idx : hoisted->operands) idx = t_.prologue.push(clone_leaf(*idx));
-    atomic->operands[0] = t_.prologue.push(std::move(hoisted));
-    atomic->privatized = true;
-    t_.reductions.push_back(atomic);
+    for (Stmt *&idx : hoisted->operands) {
+      auto leaf = clone_leaf(*idx);
+      leaf->parent = &t_.post_loop;
+      idx = t_.post_loop.push(std::move(leaf));
+    }
+    Stmt *flush_ptr = t_.post_loop.push(std::move(hoisted));
+    IrEmitter post(t_.post_loop, atomic->loc);
+    Stmt *flush = post.add(StmtKind::Atomic, t, {flush_ptr, post.load(acc)});
+    flush->ival = static_cast<int64_t>(op);
+    flush->lowering = atomic->lowering;
+    std::erase_if(atomic->parent->stmts, [&](auto &s) { return s.get() == atomic; });
   }
 
   KernelIR &k_;
@@ -95,6 +104,66 @@ namespace {
 
 constexpr int64_t kMaxPrivateElements = 4096;  // 16 KiB of i32 per thread: stays in L1
 
+// Nested serial loops over every index of `shape`; `body` gets the indices.
+void for_each_index(IrEmitter &e, const std::vector<int64_t> &shape, std::vector<Stmt *> &indices,
+                    const std::function<void(IrEmitter &, const std::vector<Stmt *> &)> &body) {
+  if (indices.size() == shape.size()) return body(e, indices);
+  Stmt *loop = e.add(StmtKind::RangeFor, DataType::none, {e.ci(DataType::i32, 0), e.ci(DataType::i32, shape[indices.size()])});
+  loop->serialize = true;
+  loop->body = std::make_unique<Block>();
+  loop->body->owner = loop;
+  IrEmitter in(*loop->body, e.loc());
+  indices.push_back(in.add(StmtKind::LoopIndex, DataType::i32, {loop}));
+  for_each_index(in, shape, indices, body);
+  indices.pop_back();
+}
+
+// The field's updates in the loop go to a private copy (a Private buffer of the same shape, which
+// the codegen places in the thread's stack), set to the op's identity before the thread's share of
+// the loop; after it, each element that moved from the identity is applied with one atomic.
+void privatize_array(KernelIR &k, Task &t, int field, const std::vector<Stmt *> &atomics) {
+  const BufferDesc d = k.buffers[field];  // a copy: add_buffer below may move the table
+  // (copies: the atomics are removed below)
+  AtomicOp op = atomics.front()->atomic_op();
+  DataType dtype = atomics.front()->dtype;
+  Lowering lowering = atomics.front()->lowering;
+  SourceLoc loc = atomics.front()->loc;
+  BufferDesc copy{BufferKind::Private, dtype, d.shape};
+  copy.name = d.name;
+  int priv = k.add_buffer(copy);
+  int64_t size = 1;
+  for (int64_t n : d.shape) size *= n;
+  t.min_chunk += 4 * size;
+  auto ptr = [&](IrEmitter &e, int buffer, const std::vector<Stmt *> &idx) {
+    Stmt *p = e.add(StmtKind::GlobalPtr, dtype, idx);
+    p->ival = buffer;
+    return p;
+  };
+  AtomicIdentity id = atomic_identity(op, dtype);
+  std::vector<Stmt *> indices;
+  IrEmitter pre(t.pre_loop, loc);
+  for_each_index(pre, d.shape, indices, [&](IrEmitter &e, const std::vector<Stmt *> &idx) {
+    e.add(StmtKind::GlobalStore, DataType::none, {ptr(e, priv, idx), is_real(dtype) ? e.c(dtype, id.f) : e.ci(dtype, id.i)});
+  });
+  for (Stmt *a : atomics) {
+    IrEmitter e(a);
+    Stmt *p = ptr(e, priv, a->operands[0]->operands);
+    Stmt *old = e.add(StmtKind::GlobalLoad, dtype, {p});
+    e.add(StmtKind::GlobalStore, DataType::none, {p, e.bin(*atomic_op_info(op).combine, old, a->operands[1])});
+    std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+  }
+  IrEmitter post(t.post_loop, loc);
+  for_each_index(post, d.shape, indices, [&](IrEmitter &e, const std::vector<Stmt *> &idx) {
+    Stmt *v = e.add(StmtKind::GlobalLoad, dtype, {ptr(e, priv, idx)});
+    DataType bits = int_of_width(bit_width(dtype), false);
+    Stmt *identity = is_real(dtype) ? e.c(dtype, id.f) : e.ci(dtype, id.i);
+    IrEmitter touched = e.if_(e.bin(BinaryOp::Ne, e.bitcast(v, bits), e.bitcast(identity, bits)));
+    Stmt *flush = touched.add(StmtKind::Atomic, dtype, {ptr(touched, field, idx), v});
+    flush->ival = static_cast<int64_t>(op);
+    flush->lowering = lowering;
+  });
+}
+
 // Fields whose every access in the loop is the same reducible atomic op, result unused.
 void privatize_arrays(KernelIR &k, Task &t) {
   std::unordered_set<const Stmt *> used;
@@ -106,6 +175,7 @@ void privatize_arrays(KernelIR &k, Task &t) {
     const Stmt *first = nullptr;
     std::vector<Stmt *> atomics;
   };
+  // (the atomics' verdicts say how the flush after the loop is done: native or a CAS loop)
   std::map<int64_t, Use> uses;
   for_each_stmt(*t.loop()->body, [&](Stmt &s) {
     if (s.kind != StmtKind::GlobalPtr) return;
@@ -117,7 +187,7 @@ void privatize_arrays(KernelIR &k, Task &t) {
     for_each_stmt(t.body, [&](Stmt &user) {
       for (Stmt *o : user.operands) {
         if (o != &s) continue;
-        bool good = user.kind == StmtKind::Atomic && user.operands[0] == &s && !user.privatized &&
+        bool good = user.kind == StmtKind::Atomic && user.operands[0] == &s &&
                     reducible(user.atomic_op()) && !used.count(&user) &&
                     (!u.first || (u.first->atomic_op() == user.atomic_op() && u.first->dtype == user.dtype));
         if (!good) {
@@ -129,13 +199,8 @@ void privatize_arrays(KernelIR &k, Task &t) {
       }
     });
   });
-  for (auto &[buffer, u] : uses) {
-    if (!u.ok || u.atomics.empty()) continue;
-    int64_t size = 1;
-    for (int64_t n : k.buffers[buffer].shape) size *= n;
-    t.array_reductions.push_back({static_cast<int>(buffer), u.first->atomic_op(), u.first->dtype, size});
-    for (Stmt *a : u.atomics) a->privatized = true;
-  }
+  for (auto &[buffer, u] : uses)
+    if (u.ok && !u.atomics.empty()) privatize_array(k, t, static_cast<int>(buffer), u.atomics);
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ TEST_CASE("offload splits tasks and moves top-level variables to temps") {
   b.global_store(b.global_ptr(buf, {idx}), b.local_load(var));
   b.end_range_for(loop);
   auto k = b.finish();
-  run_passes(*k, Backend::Cpu, {});
+  run_passes(*k, Target{Backend::Cpu, {}});
   REQUIRE(k->tasks.size() == 2);
   CHECK_FALSE(k->tasks[0].parallel);
   CHECK(k->tasks[1].parallel);

@@ -30,7 +30,7 @@ std::unique_ptr<KernelIR> atomic_kernel(AtomicOp op, DataType t) {
 }
 
 SpirvModule generate(KernelIR &k, Backend backend, const TargetFeatures &f) {
-  run_passes(k, backend, f);
+  run_passes(k, Target{backend, f});
   SpirvTarget target;
   target.backend = backend;
   target.features = f;
@@ -77,7 +77,7 @@ TEST_CASE("spirv codegen: the support table picks native or CAS loop", "[spirv]"
 
 TEST_CASE("spirv codegen: device types are checked against the device's features", "[spirv]") {
   auto k = atomic_kernel(AtomicOp::Exchange, DataType::f64);
-  run_passes(*k, Backend::Vulkan, {"int64_atomics_buffer"});
+  run_passes(*k, Target{Backend::Vulkan, {"int64_atomics_buffer"}});
   SpirvTarget device;
   device.features = {"int64_atomics_buffer", "shader_int64"};
   device.device_features = true;
@@ -90,7 +90,7 @@ TEST_CASE("spirv codegen: device types are checked against the device's features
 
 TEST_CASE("range_length evaluates bounds from the arguments", "[spirv]") {
   auto k = atomic_kernel(AtomicOp::Add, DataType::i32);
-  run_passes(*k, Backend::Vulkan, {});
+  run_passes(*k, Target{Backend::Vulkan, {}});
   const Task &loop_task = k->tasks[1];
   REQUIRE(loop_task.parallel);
   CHECK(range_length(loop_task, {3, 10}) == 17);  // range(3, 2 * 10)
@@ -103,7 +103,7 @@ TEST_CASE("range_length evaluates bounds from the arguments", "[spirv]") {
   Stmt *loop = b.begin_range_for(b.const_int(DataType::i32, 0), n, false, 0);
   b.end_range_for(loop);
   auto km = b.finish();
-  run_passes(*km, Backend::Vulkan, {});
+  run_passes(*km, Target{Backend::Vulkan, {}});
   CHECK_FALSE(range_length(km->tasks.back(), {}).has_value());
 }
 

@@ -32,8 +32,6 @@ void LlvmCodegen::begin_function(llvm::Function *fn) {
   b_.SetInsertPoint(entry_);
   values_.clear();
   bases_.clear();
-  reduction_accs_.clear();
-  array_accs_.clear();
 }
 
 llvm::Type *LlvmCodegen::type(DataType t) {
@@ -121,8 +119,14 @@ Value *LlvmCodegen::arg_value(const Stmt &s) {
 Value *LlvmCodegen::buffer_base(int buffer) {
   auto it = bases_.find(buffer);
   if (it != bases_.end()) return it->second;
-  // Loaded once in the entry block: the buffer table does not change during a launch.
   llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
+  const BufferDesc &d = k_.buffers[buffer];
+  if (d.kind == BufferKind::Private) {  // this thread's copy of a field, on its stack
+    int64_t n = 1;
+    for (int64_t dim : d.shape) n *= dim;
+    return bases_[buffer] = eb.CreateAlloca(type(d.dtype), eb.getInt64(n));
+  }
+  // Loaded once in the entry block: the buffer table does not change during a launch.
   auto *ptr_ty = llvm::PointerType::get(ctx_, target_.global_address_space());
   Value *slot = eb.CreateConstGEP1_64(eb.getPtrTy(), fn_->getArg(0), buffer);
   Value *base = eb.CreateLoad(ptr_ty, slot);
@@ -139,7 +143,7 @@ Value *LlvmCodegen::global_ptr(const Stmt &s) {
   Value *linear = b_.getInt64(0);
   for (size_t i = 0; i < s.operands.size(); i++) {
     Value *dim;
-    if (d.kind == BufferKind::Field) {
+    if (d.kind != BufferKind::Ndarray) {  // fields and private copies: a static shape
       dim = b_.getInt64(d.shape[i]);
     } else {
       size_t runtime_dims = d.ndim - d.static_tail.size();
@@ -205,6 +209,7 @@ Value *LlvmCodegen::unary(const Stmt &s) {
     case UnaryOp::Floor: return math_call("floor", llvm::Intrinsic::floor, x, t);
     case UnaryOp::Ceil: return math_call("ceil", llvm::Intrinsic::ceil, x, t);
     case UnaryOp::Round: return math_call("round", llvm::Intrinsic::rint, x, t);
+    case UnaryOp::Trunc: return math_call("trunc", llvm::Intrinsic::trunc, x, t);
     case UnaryOp::Tan: return math_call("tan", I(llvm::Intrinsic::not_intrinsic), x, t);
     case UnaryOp::Tanh: return math_call("tanh", I(llvm::Intrinsic::not_intrinsic), x, t);
     case UnaryOp::Asin: return math_call("asin", I(llvm::Intrinsic::not_intrinsic), x, t);
@@ -214,116 +219,34 @@ Value *LlvmCodegen::unary(const Stmt &s) {
   return x;
 }
 
-Value *LlvmCodegen::int_pow(Value *base, Value *exp, DataType t) {
-  // Square-and-multiply.
-  llvm::BasicBlock *pre = b_.GetInsertBlock();
-  auto *loop = llvm::BasicBlock::Create(ctx_, "pow.loop", fn_);
-  auto *done = llvm::BasicBlock::Create(ctx_, "pow.done", fn_);
-  llvm::Type *ty = base->getType();
-  b_.CreateBr(loop);
-  b_.SetInsertPoint(loop);
-  auto *r = b_.CreatePHI(ty, 2), *bb = b_.CreatePHI(ty, 2), *e = b_.CreatePHI(ty, 2);
-  r->addIncoming(llvm::ConstantInt::get(ty, 1), pre);
-  bb->addIncoming(base, pre);
-  e->addIncoming(exp, pre);
-  Value *odd = b_.CreateICmpNE(b_.CreateAnd(e, 1), llvm::ConstantInt::get(ty, 0));
-  Value *r2 = b_.CreateSelect(odd, b_.CreateMul(r, bb), r);
-  Value *e2 = b_.CreateLShr(e, 1);
-  Value *b2 = b_.CreateMul(bb, bb);
-  Value *more = b_.CreateICmpSGT(e2, llvm::ConstantInt::get(ty, 0));
-  r->addIncoming(r2, b_.GetInsertBlock());
-  bb->addIncoming(b2, b_.GetInsertBlock());
-  e->addIncoming(e2, b_.GetInsertBlock());
-  b_.CreateCondBr(more, loop, done);
-  b_.SetInsertPoint(done);
-  if (!is_signed(t)) return r2;
-  // A negative exponent: 1 / base**-exp in integer division, so 1 for base 1, +-1 for base -1, else 0.
-  auto k = [&](int64_t v) { return llvm::ConstantInt::getSigned(ty, v); };
-  Value *exp_odd = b_.CreateICmpNE(b_.CreateAnd(exp, k(1)), k(0));
-  Value *inverse = b_.CreateSelect(b_.CreateICmpEQ(base, k(1)), k(1),
-                                   b_.CreateSelect(b_.CreateICmpEQ(base, k(-1)), b_.CreateSelect(exp_odd, k(-1), k(1)), k(0)));
-  return b_.CreateSelect(b_.CreateICmpSLT(exp, k(0)), inverse, r2);
-}
-
-// x86 traps on an integer division by zero and on INT_MIN / -1, which would kill the user's
-// process; such divisions divide by 1 instead (the result is unspecified, as on GPUs).
-Value *LlvmCodegen::safe_divisor(Value *a, Value *c, bool is_signed) {
-  llvm::Type *t = c->getType();
-  Value *bad = b_.CreateICmpEQ(c, llvm::ConstantInt::get(t, 0));
-  if (is_signed) {
-    unsigned bits = t->getIntegerBitWidth();
-    Value *min = llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits));
-    bad = b_.CreateOr(bad, b_.CreateAnd(b_.CreateICmpEQ(a, min), b_.CreateICmpEQ(c, llvm::ConstantInt::getSigned(t, -1))));
-  }
-  return b_.CreateSelect(bad, llvm::ConstantInt::get(t, 1), c);
-}
-
-// Shifts by the bit width or more (or by a negative amount) are poison in LLVM; here they give
-// what PTX does: 0, or the sign for an arithmetic right shift.
-Value *LlvmCodegen::shift(BinaryOp op, Value *a, Value *amount, bool is_signed) {
-  llvm::Type *t = a->getType();
-  unsigned bits = t->getIntegerBitWidth();
-  Value *too_far = b_.CreateICmpUGE(amount, llvm::ConstantInt::get(amount->getType(), bits));
-  Value *n = b_.CreateSelect(too_far, llvm::ConstantInt::get(t, is_signed && op == BinaryOp::Shr ? bits - 1 : 0),
-                             b_.CreateZExtOrTrunc(amount, t));
-  if (op == BinaryOp::Shl) return b_.CreateSelect(too_far, llvm::ConstantInt::get(t, 0), b_.CreateShl(a, n));
-  if (is_signed) return b_.CreateAShr(a, n);
-  return b_.CreateSelect(too_far, llvm::ConstantInt::get(t, 0), b_.CreateLShr(a, n));
-}
-
-Value *LlvmCodegen::binary(const Stmt &s) {
-  DataType ot = s.operands[0]->dtype;
-  Value *a = value(s.operands[0]), *c = value(s.operands[1]);
+// The primitive binary operations (legalization has expanded the language's // and % and
+// integer **, made integer divisors safe and shift amounts in range).
+Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
   bool fp = is_real(ot), sg = is_signed(ot);
   auto cmp = [&](llvm::CmpInst::Predicate f, llvm::CmpInst::Predicate si, llvm::CmpInst::Predicate ui) {
     Value *r = fp ? b_.CreateFCmp(f, a, c) : b_.CreateICmp(sg ? si : ui, a, c);
     return b_.CreateZExt(r, b_.getInt32Ty());
   };
   using P = llvm::CmpInst::Predicate;
-  switch (static_cast<BinaryOp>(s.op)) {
+  switch (op) {
     case BinaryOp::Add: return fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
     case BinaryOp::Sub: return fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
     case BinaryOp::Mul: return fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
-    case BinaryOp::Div:
-      if (fp) return b_.CreateFDiv(a, c);
-      c = safe_divisor(a, c, sg);
-      return sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c);
-    case BinaryOp::FloorDiv: {
-      if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(a, c));
-      c = safe_divisor(a, c, sg);
-      if (!sg) return b_.CreateUDiv(a, c);
-      // Python floors: step down when the remainder is nonzero and the signs differ.
-      Value *q = b_.CreateSDiv(a, c), *r = b_.CreateSRem(a, c);
-      Value *zero = llvm::ConstantInt::get(a->getType(), 0);
-      Value *adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
-      return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
-    }
-    case BinaryOp::Mod: {
-      // Python's modulo: the result takes the divisor's sign.
-      if (!fp) c = safe_divisor(a, c, sg);
-      Value *r = fp ? b_.CreateFRem(a, c) : (sg ? b_.CreateSRem(a, c) : b_.CreateURem(a, c));
-      if (!sg) return r;
-      Value *adjust = fp ? b_.CreateAnd(b_.CreateFCmpONE(r, llvm::ConstantFP::get(a->getType(), 0)),
-                                        b_.CreateXor(b_.CreateFCmpOLT(r, llvm::ConstantFP::get(a->getType(), 0)),
-                                                     b_.CreateFCmpOLT(c, llvm::ConstantFP::get(a->getType(), 0))))
-                         : b_.CreateAnd(b_.CreateICmpNE(r, llvm::ConstantInt::get(a->getType(), 0)),
-                                        b_.CreateICmpSLT(b_.CreateXor(r, c), llvm::ConstantInt::get(a->getType(), 0)));
-      return b_.CreateSelect(adjust, fp ? b_.CreateFAdd(r, c) : b_.CreateAdd(r, c), r);
-    }
+    case BinaryOp::Div: return fp ? b_.CreateFDiv(a, c) : sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c);
+    case BinaryOp::Rem: return fp ? b_.CreateFRem(a, c) : sg ? b_.CreateSRem(a, c) : b_.CreateURem(a, c);
     case BinaryOp::Pow:
-      if (!fp) return int_pow(a, c, ot);
       if (Value *v = target_.emit_math(*this, "pow", {a, c})) return v;
       return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
+    // minnum / maxnum: one NaN operand -> the other; both NaN -> NaN (the spec's minNum / maxNum).
     case BinaryOp::Min:
-      return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a, c)
-                : b_.CreateBinaryIntrinsic(sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, a, c);
+      return b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::minnum : sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, a, c);
     case BinaryOp::Max:
-      return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, a, c)
-                : b_.CreateBinaryIntrinsic(sg ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, a, c);
+      return b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::maxnum : sg ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, a, c);
     case BinaryOp::BitAnd: return b_.CreateAnd(a, c);
     case BinaryOp::BitOr: return b_.CreateOr(a, c);
     case BinaryOp::BitXor: return b_.CreateXor(a, c);
-    case BinaryOp::Shl: case BinaryOp::Shr: return shift(static_cast<BinaryOp>(s.op), a, c, sg);
+    case BinaryOp::Shl: return b_.CreateShl(a, c);
+    case BinaryOp::Shr: return sg ? b_.CreateAShr(a, c) : b_.CreateLShr(a, c);
     case BinaryOp::Atan2: {
       if (Value *v = target_.emit_math(*this, "atan2", {a, c})) return v;
       std::string name = ot == DataType::f64 ? "atan2" : "atan2f";
@@ -336,12 +259,21 @@ Value *LlvmCodegen::binary(const Stmt &s) {
     case BinaryOp::Le: return cmp(P::FCMP_OLE, P::ICMP_SLE, P::ICMP_ULE);
     case BinaryOp::Gt: return cmp(P::FCMP_OGT, P::ICMP_SGT, P::ICMP_UGT);
     case BinaryOp::Ge: return cmp(P::FCMP_OGE, P::ICMP_SGE, P::ICMP_UGE);
+    default: break;
+  }
+  throw std::logic_error(std::string("internal: ") + binary_op_name(op) + " reached the LLVM codegen unlegalized");
+}
+
+Value *LlvmCodegen::binary(const Stmt &s) {
+  DataType ot = s.operands[0]->dtype;
+  Value *a = value(s.operands[0]), *c = value(s.operands[1]);
+  switch (static_cast<BinaryOp>(s.op)) {
     case BinaryOp::LogicalAnd:
       return b_.CreateZExt(b_.CreateAnd(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());
     case BinaryOp::LogicalOr:
       return b_.CreateZExt(b_.CreateOr(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());
+    default: return arith(static_cast<BinaryOp>(s.op), ot, a, c);
   }
-  return a;
 }
 
 void LlvmCodegen::emit_if(const Stmt &s) {
@@ -360,7 +292,7 @@ void LlvmCodegen::emit_if(const Stmt &s) {
 }
 
 void LlvmCodegen::emit_while(const Stmt &s) {
-  auto *body = llvm::BasicBlock::Create(ctx_, "while", fn_);
+  auto *body = llvm::BasicBlock::Create(ctx_, s.label ? s.label : "while", fn_);
   auto *exit = llvm::BasicBlock::Create(ctx_, "endwhile", fn_);
   b_.CreateBr(body);
   b_.SetInsertPoint(body);
@@ -375,8 +307,16 @@ void LlvmCodegen::emit_serial_for(const Stmt &s) {
   emit_index_loop(s, value(s.operands[0]), value(s.operands[1]), b_.getInt32(1));
 }
 
+// A parallel task's loop: each thread runs the task's pre_loop / post_loop code around its share.
+const Task *LlvmCodegen::parallel_task_of(const Stmt &loop) const {
+  for (const Task &t : k_.tasks)
+    if (t.parallel && t.loop() == &loop) return &t;
+  return nullptr;
+}
+
 void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Value *step) {
-  begin_reductions(loop);
+  const Task *task = parallel_task_of(loop);
+  if (task) emit_block(task->pre_loop);
   llvm::IRBuilder<> eb(entry_, entry_->begin());
   Value *counter = eb.CreateAlloca(b_.getInt32Ty());
   b_.CreateStore(begin, counter);
@@ -397,7 +337,7 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Va
   b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), counter), step), counter);
   b_.CreateBr(cond);
   b_.SetInsertPoint(exit);
-  flush_reductions(loop);
+  if (task) emit_block(task->post_loop);
 }
 
 void LlvmCodegen::emit_return(const Stmt &s) {

@@ -69,21 +69,11 @@ class LlvmCodegen {
   llvm::Value *unary(const Stmt &s);
   llvm::Value *cast(llvm::Value *v, DataType from, DataType to);
   llvm::Value *binary(const Stmt &s);
-  llvm::Value *int_pow(llvm::Value *base, llvm::Value *exp, DataType t);
-  llvm::Value *safe_divisor(llvm::Value *a, llvm::Value *c, bool is_signed);
-  llvm::Value *shift(BinaryOp op, llvm::Value *a, llvm::Value *amount, bool is_signed);
+  llvm::Value *arith(BinaryOp op, DataType operand_type, llvm::Value *a, llvm::Value *c);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);
   llvm::Value *atomic_rmw(AtomicOp op, DataType t, llvm::Value *ptr, llvm::Value *val);
-  llvm::Value *atomic_native(AtomicOp op, DataType t, llvm::Value *ptr, llvm::Value *val);
-  llvm::Value *identity(AtomicOp op, DataType t);
   const Task *parallel_task_of(const Stmt &loop) const;
-  void begin_reductions(const Stmt &loop);
-  void flush_reductions(const Stmt &loop);
-  llvm::Value *private_slot(const Stmt &atomic);
-  void emit_counted_loop(int64_t n, const std::function<void(llvm::Value *)> &body);
-  llvm::Value *atomic_cas_loop(llvm::Value *ptr, DataType t, const std::function<llvm::Value *(llvm::Value *)> &update);
-  llvm::Value *combine(AtomicOp op, DataType t, llvm::Value *old, llvm::Value *val);
   llvm::Value *math_call(const char *libm_name, llvm::Intrinsic::ID id, llvm::Value *x, DataType t);
   void emit_if(const Stmt &s);
   void emit_while(const Stmt &s);
@@ -100,8 +90,6 @@ class LlvmCodegen {
   llvm::BasicBlock *entry_ = nullptr;
   std::unordered_map<const Stmt *, llvm::Value *> values_;
   std::unordered_map<int, llvm::Value *> bases_;
-  std::unordered_map<const Stmt *, llvm::Value *> reduction_accs_;  // privatized atomic -> accumulator
-  std::unordered_map<int, llvm::Value *> array_accs_;                // buffer -> this thread's copy
   struct LoopTargets {
     llvm::BasicBlock *continue_bb, *break_bb;
   };

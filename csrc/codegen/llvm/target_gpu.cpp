@@ -76,7 +76,7 @@ TaskSymbols GpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
 }
 
 GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {
-  run_passes(k, target.backend(), target.features());
+  run_passes(k, Target{target.backend(), target.features()});
   GpuModule g;
   g.ctx = std::make_unique<llvm::LLVMContext>();
   for (Task &t : k.tasks) {

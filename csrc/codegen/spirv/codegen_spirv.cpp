@@ -93,10 +93,8 @@ void SpirvCodegen::check_types() {
     require(storage_feature(d.dtype), d.dtype, s, " in a field or ndarray");
     if (d.dtype == DataType::u1) require("shader_int8", d.dtype, s, " in a field or ndarray");
   };
-  for (const Task &t : k_.tasks) {
-    for_each_stmt(const_cast<Block &>(t.prologue), check);
-    for_each_stmt(const_cast<Block &>(t.body), check);
-  }
+  for (const Task &t : k_.tasks)
+    for (const Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop}) for_each_stmt(const_cast<Block &>(*b), check);
 }
 
 uint32_t SpirvCodegen::block_dim_of(const Stmt &loop) const {
@@ -126,6 +124,7 @@ void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
   };
   Id counter = b_.local_var(i32);
   b_.store(counter, b_.select(i32, b_.lt(i32, begin, end), advance(begin, gid), end));
+  emit_block(task.pre_loop);
   b_.begin_loop();
   Id i = b_.load(i32, counter);
   b_.loop_condition(b_.lt(i32, i, end));
@@ -134,6 +133,7 @@ void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
   b_.begin_continue();
   b_.store(counter, advance(b_.load(i32, counter), stride));
   b_.end_loop();
+  emit_block(task.post_loop);
 }
 
 void SpirvCodegen::emit_block(const Block &blk) {

@@ -1,5 +1,5 @@
-// SPIR-V codegen, part 3: types, constants, conversions, unary and binary operations. Semantics
-// follow the LLVM codegen (Python's floor division and modulo, minNum / maxNum for floats).
+// SPIR-V codegen, part 3: types, constants, conversions, unary and binary operations: the
+// primitives legalization leaves (transforms/legalize.cpp), minNum / maxNum for float min / max.
 #include <cmath>
 #include <cstdint>
 
@@ -60,6 +60,7 @@ Id SpirvCodegen::unary(const Stmt &s) {
     case UnaryOp::Floor: return math(GLSLstd450::Floor, t, {x});
     case UnaryOp::Ceil: return math(GLSLstd450::Ceil, t, {x});
     case UnaryOp::Round: return math(GLSLstd450::RoundEven, t, {x});  // rint: ties to even
+    case UnaryOp::Trunc: return math(GLSLstd450::Trunc, t, {x});
     case UnaryOp::Sin: return transcendental(UnaryOp::Sin, GLSLstd450::Sin, t, x);
     case UnaryOp::Cos: return transcendental(UnaryOp::Cos, GLSLstd450::Cos, t, x);
     case UnaryOp::Tan: return transcendental(UnaryOp::Tan, GLSLstd450::Tan, t, x);
@@ -88,51 +89,6 @@ Id SpirvCodegen::compare(const Stmt &s) {
   return from_bool(r, s.dtype);
 }
 
-// Integer division by zero and INT_MIN / -1 are undefined in SPIR-V (and trap on a CPU device
-// such as lavapipe): they divide by 1 instead, as on the cpu backend.
-Id SpirvCodegen::safe_divisor(DataType t, Id a, Id b) {
-  Id ty = type(t);
-  Id bad = b_.eq(ty, b, b_.c_int(ty, 0));
-  if (is_signed(t)) {
-    int64_t min = bit_width(t) == 64 ? INT64_MIN : -(int64_t(1) << (bit_width(t) - 1));
-    bad = b_.logical_or(bad, b_.logical_and(b_.eq(ty, a, b_.c_int(ty, min)), b_.eq(ty, b, b_.c_int(ty, -1))));
-  }
-  return b_.select(ty, bad, b_.c_int(ty, 1), b);
-}
-
-// Python's a // b: rounds towards minus infinity.
-Id SpirvCodegen::floor_div(DataType t, Id a, Id b) {
-  Id ty = type(t);
-  if (is_real(t)) return math(GLSLstd450::Floor, t, {b_.div(ty, a, b)});
-  b = safe_divisor(t, a, b);
-  if (!is_signed(t)) return b_.div(ty, a, b);
-  // Step down when the remainder is nonzero and the signs differ.
-  Id q = b_.div(ty, a, b), r = b_.rem(ty, a, b), zero = b_.c_int(ty, 0);
-  Id adjust = b_.logical_and(b_.ne(ty, r, zero), b_.lt(ty, b_.bit_xor(ty, r, b), zero));
-  return b_.sub(ty, q, b_.select(ty, adjust, b_.c_int(ty, 1), zero));
-}
-
-// Python's int a % b: the result takes the divisor's sign. (Not OpSMod, which means the same but
-// which lavapipe gets wrong for a negative divisor.)
-Id SpirvCodegen::int_mod(DataType t, Id a, Id b) {
-  Id ty = type(t), zero = b_.c_int(ty, 0);
-  Id r = b_.rem(ty, a, b);
-  if (!is_signed(t)) return r;
-  Id adjust = b_.logical_and(b_.ne(ty, r, zero), b_.lt(ty, b_.bit_xor(ty, r, b), zero));
-  return b_.select(ty, adjust, b_.add(ty, r, b), r);
-}
-
-// Python's float a % b: the result takes the divisor's sign.
-Id SpirvCodegen::float_mod(DataType t, Id a, Id b) {
-  Id ty = type(t), zero = b_.c_float(ty, 0), bool_t = b_.t_bool();
-  // Vulkan's OpFRem may be a - b * trunc(a / b), which is NaN for an infinite b; fmod gives a.
-  Id inf_divisor = b_.logical_and(b_.emit(Op::IsInf, bool_t, b), b_.logical_not(b_.emit(Op::IsInf, bool_t, a)));
-  Id r = b_.select(ty, inf_divisor, a, b_.rem(ty, a, b));
-  Id signs_differ = b_.logical_not(b_.emit(Op::LogicalEqual, b_.t_bool(), b_.lt(ty, r, zero), b_.lt(ty, b, zero)));
-  Id adjust = b_.logical_and(b_.emit(Op::FOrdNotEqual, b_.t_bool(), r, zero), signs_differ);
-  return b_.select(ty, adjust, b_.add(ty, r, b), r);
-}
-
 // GLSL's Pow is undefined for x < 0 and for x == 0, y <= 0, and drivers differ for |x| == 1 and
 // an infinite or NaN y: give C's pow results there (f64: its own).
 Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
@@ -154,31 +110,6 @@ Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
   return b_.select(ty, b_.eq(ty, b, zero), one, r);
 }
 
-// Square-and-multiply; negative exponents as in the LLVM backend.
-Id SpirvCodegen::int_pow(DataType t, Id base, Id exp) {
-  Id ty = type(t), zero = b_.c_int(ty, 0), one = b_.c_int(ty, 1);
-  Id r = b_.local_var(ty), x = b_.local_var(ty), e = b_.local_var(ty);
-  b_.store(r, one);
-  b_.store(x, base);
-  b_.store(e, exp);
-  b_.begin_loop();
-  b_.loop_condition(b_.gt(ty, b_.load(ty, e), zero));
-  Id ev = b_.load(ty, e), xv = b_.load(ty, x);
-  Id odd = b_.ne(ty, b_.bit_and(ty, ev, one), zero);
-  b_.store(r, b_.select(ty, odd, b_.mul(ty, b_.load(ty, r), xv), b_.load(ty, r)));
-  b_.store(x, b_.mul(ty, xv, xv));
-  b_.store(e, b_.emit(Op::ShiftRightLogical, ty, ev, one));
-  b_.end_loop();
-  Id result = b_.load(ty, r);
-  if (!is_signed(t)) return result;
-  // A negative exponent: 1 / base**-exp in integer division, so 1 for base 1, +-1 for base -1, else 0.
-  Id minus_one = b_.c_int(ty, -1);
-  Id exp_odd = b_.ne(ty, b_.bit_and(ty, exp, one), zero);
-  Id inverse = b_.select(ty, b_.eq(ty, base, one), one,
-                         b_.select(ty, b_.eq(ty, base, minus_one), b_.select(ty, exp_odd, minus_one, one), zero));
-  return b_.select(ty, b_.lt(ty, exp, zero), inverse, result);
-}
-
 // Floats: NMin / NMax, i.e. minNum / maxNum (a NaN operand loses), like LLVM's minnum.
 Id SpirvCodegen::minmax(bool is_min, DataType t, Id a, Id b) {
   GLSLstd450 inst = is_real(t)    ? (is_min ? GLSLstd450::NMin : GLSLstd450::NMax)
@@ -187,39 +118,25 @@ Id SpirvCodegen::minmax(bool is_min, DataType t, Id a, Id b) {
   return math(inst, t, {a, b});
 }
 
-// Shifts by the bit width or more (or by a negative amount) are undefined in SPIR-V; as in the
-// LLVM backends they give 0, or the sign for an arithmetic right shift.
-Id SpirvCodegen::shift(BinaryOp op, DataType t, Id a, DataType amount_type, Id amount) {
-  Id ty = type(t), aty = type(amount_type);
-  int bits = bit_width(t);
-  Id too_far = b_.emit(Op::UGreaterThanEqual, b_.t_bool(), amount, b_.c_int(aty, bits));
-  bool arithmetic = op == BinaryOp::Shr && is_signed(t);
-  Id n = b_.select(ty, too_far, b_.c_int(ty, arithmetic ? bits - 1 : 0), b_.convert(ty, aty, amount));
-  Id shifted = op == BinaryOp::Shl ? b_.shl(ty, a, n) : b_.shr(ty, a, n);
-  return arithmetic ? shifted : b_.select(ty, too_far, b_.c_int(ty, 0), shifted);
-}
-
 Id SpirvCodegen::binary(const Stmt &s) {
   auto op = static_cast<BinaryOp>(s.op);
   if (is_comparison(op)) return compare(s);
   DataType ot = s.operands[0]->dtype;
   Id a = value(s.operands[0]), c = value(s.operands[1]), ty = type(ot);
-  bool fp = is_real(ot);
   switch (op) {
     case BinaryOp::Add: return b_.add(ty, a, c);
     case BinaryOp::Sub: return b_.sub(ty, a, c);
     case BinaryOp::Mul: return b_.mul(ty, a, c);
-    case BinaryOp::Div: return b_.div(ty, a, fp ? c : safe_divisor(ot, a, c));
-    case BinaryOp::FloorDiv: return floor_div(ot, a, c);
-    case BinaryOp::Mod:
-      return fp ? float_mod(ot, a, c) : int_mod(ot, a, safe_divisor(ot, a, c));
-    case BinaryOp::Pow: return fp ? float_pow(ot, a, c) : int_pow(ot, a, c);
+    case BinaryOp::Div: return b_.div(ty, a, c);
+    case BinaryOp::Rem: return b_.rem(ty, a, c);
+    case BinaryOp::Pow: return float_pow(ot, a, c);
     case BinaryOp::Min: return minmax(true, ot, a, c);
     case BinaryOp::Max: return minmax(false, ot, a, c);
     case BinaryOp::BitAnd: return b_.bit_and(ty, a, c);
     case BinaryOp::BitOr: return b_.bit_or(ty, a, c);
     case BinaryOp::BitXor: return b_.bit_xor(ty, a, c);
-    case BinaryOp::Shl: case BinaryOp::Shr: return shift(static_cast<BinaryOp>(s.op), ot, a, s.operands[1]->dtype, c);
+    case BinaryOp::Shl: return b_.shl(ty, a, c);
+    case BinaryOp::Shr: return b_.shr(ty, a, c);
     case BinaryOp::Atan2: return ot == DataType::f64 ? f64_atan2(a, c) : math(GLSLstd450::Atan2, ot, {a, c});
     case BinaryOp::LogicalAnd:
       return from_bool(b_.logical_and(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);
@@ -227,7 +144,7 @@ Id SpirvCodegen::binary(const Stmt &s) {
       return from_bool(b_.logical_or(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);
     default: break;
   }
-  throw CompileError(ErrorKind::Codegen, std::string("internal: no SPIR-V lowering for ") + binary_op_name(op), s.loc);
+  throw CompileError(ErrorKind::Codegen, std::string("internal: ") + binary_op_name(op) + " reached the SPIR-V codegen unlegalized", s.loc);
 }
 
 }  // namespace qd

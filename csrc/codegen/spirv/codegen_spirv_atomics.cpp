@@ -1,7 +1,7 @@
-// SPIR-V codegen, part 4: the atomic family. atomic_lowering (the support table, with the
-// target's features) decides native vs CAS loop; this file only spells out each. Every atomic is
-// at Scope Device, the spec's scope for SPIR-V, with relaxed semantics: qd atomics order only the
-// location they touch.
+// SPIR-V codegen, part 4: the atomic primitives. Legalization has decided each atomic (the support
+// table's verdict) and expanded CAS loops into IR loops around compare-exchange, so each atomic
+// here is one instruction. Every atomic is at Scope Device, the spec's scope for SPIR-V, with
+// relaxed semantics: qd atomics order only the location they touch.
 #include "codegen/spirv/codegen_spirv_impl.h"
 
 namespace qd {
@@ -36,34 +36,14 @@ Id SpirvCodegen::atomic(const Stmt &s) {
   if (k_.buffers[a.buffer].kind == BufferKind::Temps)  // a kernel-scope variable: its slot as an element
     a.index = b_.c_i32(static_cast<int32_t>(a.byte_offset / byte_size(s.dtype)));
   AtomicOp op = s.atomic_op();
-  Id val = value(s.operands[1]);
-  auto lowering = atomic_lowering(target_.backend, op, s.dtype, MemorySpace::Global, target_.features);
-  switch (lowering.kind) {
-    case Lowering::Rejected: type_error(lowering.reason, s.loc);
-    case Lowering::Native: return atomic_native(s, a);
-    case Lowering::CasLoop: break;
-  }
-  return atomic_cas_loop(a, s.dtype, [&](Id old) { return combine(op, s.dtype, old, val); });
-}
-
-// The view an integer atomic goes through: the element type, except in the temps buffer, whose
-// 32 / 64-bit slots are reached as unsigned words (one view per width, so Metal sees no aliases).
-const StorageBuffer &SpirvCodegen::int_cell(const Address &a, DataType t) {
-  if (is_real(t) || k_.buffers[a.buffer].kind == BufferKind::Temps) return int_view(a.buffer, t);
-  return plain_view(a.buffer, t);
-}
-
-Id SpirvCodegen::atomic_native(const Stmt &s, const Address &a) {
-  AtomicOp op = s.atomic_op();
   DataType t = s.dtype;
   Id ty = type(t), val = value(s.operands[1]);
-  if (is_real(t) && op != AtomicOp::Exchange) {
-    // Float add with the device's capability; atomic_sub(x, y) is atomic_add(x, -y).
-    if (op == AtomicOp::Sub) val = b_.neg(ty, val);
-    return b_.atomic(Op::AtomicFAddEXT, ty, element_ptr(float_view(a.buffer, t), a), val);
+  if (is_real(t)) {  // add / min / max with the device's float atomic capability
+    Op inst = op == AtomicOp::Add ? Op::AtomicFAddEXT : op == AtomicOp::Min ? Op::AtomicFMinEXT : Op::AtomicFMaxEXT;
+    return b_.atomic(inst, ty, element_ptr(float_view(a.buffer, t), a), val);
   }
-  // Integers, and float exchange through the integer of the same width (which then needs no
-  // device capability). The opcode, not the type, says whether min / max are signed.
+  // Integers, also the bits of a float (exchange, and the compare-exchange of CAS loops). The
+  // opcode, not the type, says whether min / max are signed.
   const StorageBuffer &cell = int_cell(a, t);
   Id ct = cell.elem_type;
   auto in = [&](Id v) { return ct == ty ? v : b_.bitcast(ct, v); };
@@ -75,50 +55,13 @@ Id SpirvCodegen::atomic_native(const Stmt &s, const Address &a) {
   return ct == ty ? old : b_.bitcast(ty, old);
 }
 
-// The value a CAS-loop op writes back, given the current one.
-Id SpirvCodegen::combine(AtomicOp op, DataType t, Id old, Id val) {
-  Id ty = type(t);
-  switch (op) {
-    case AtomicOp::Add: return b_.add(ty, old, val);
-    case AtomicOp::Sub: return is_real(t) ? b_.add(ty, old, b_.neg(ty, val)) : b_.sub(ty, old, val);
-    case AtomicOp::Mul: return b_.mul(ty, old, val);
-    // minNum / maxNum: one NaN operand -> the other one (the spec's float min / max).
-    case AtomicOp::Min: return minmax(true, t, old, val);
-    case AtomicOp::Max: return minmax(false, t, old, val);
-    case AtomicOp::And: return b_.bit_and(ty, old, val);
-    case AtomicOp::Or: return b_.bit_or(ty, old, val);
-    case AtomicOp::Xor: return b_.bit_xor(ty, old, val);
-    case AtomicOp::Exchange: return val;
-    case AtomicOp::Cas: break;
-  }
-  throw std::logic_error("no CAS-loop form for atomic_cas");
-}
-
-// The one CAS loop of this backend:
-//   expected = atomic load; loop { new = update(expected); seen = cas(ptr, new, expected);
-//   if seen == expected: break; expected = seen }; old value = expected.
-// It terminates: an exchange fails only because another invocation's succeeded in between, so
-// every round some invocation finishes (on SIMT hardware too: the atomics of one subgroup are
-// serialised, so one lane of it wins). The comparison is on the integer bits, so a NaN in memory
-// equals itself and cannot keep the loop spinning.
-Id SpirvCodegen::atomic_cas_loop(const Address &a, DataType t, const std::function<Id(Id)> &update) {
-  const StorageBuffer &cell = int_cell(a, t);
-  Id bits_type = cell.elem_type;
-  auto to_value = [&](Id bits) { return bits_type == type(t) ? bits : b_.bitcast(type(t), bits); };
-  Id ptr = element_ptr(cell, a);
-  Id expected = b_.local_var(bits_type);
-  b_.store(expected, b_.atomic_load(bits_type, ptr));
-  b_.begin_loop();
-  Id old_bits = b_.load(bits_type, expected);
-  Id updated = update(to_value(old_bits));
-  Id new_bits = bits_type == type(t) ? updated : b_.bitcast(bits_type, updated);
-  Id seen = b_.atomic_cas(bits_type, ptr, new_bits, old_bits);
-  b_.begin_if(b_.eq(bits_type, seen, old_bits));
-  b_.break_loop();
-  b_.end_if();
-  b_.store(expected, seen);
-  b_.end_loop();
-  return to_value(b_.load(bits_type, expected));
+// The view an integer atomic goes through: the element type of an integer buffer; the integer of
+// the same width for a float buffer's bits, and in the temps buffer, whose 32 / 64-bit slots are
+// reached as unsigned words (one view per width, so Metal sees no aliases).
+const StorageBuffer &SpirvCodegen::int_cell(const Address &a, DataType t) {
+  const BufferDesc &d = k_.buffers[a.buffer];
+  if (is_real(d.dtype) || d.kind == BufferKind::Temps) return int_view(a.buffer, t);
+  return plain_view(a.buffer, t);
 }
 
 }  // namespace qd

@@ -73,13 +73,7 @@ class SpirvCodegen {
   Id transcendental(UnaryOp op, spirv::GLSLstd450 inst, DataType t, Id x);
   Id binary(const Stmt &s);
   Id compare(const Stmt &s);
-  Id safe_divisor(DataType t, Id a, Id b);
-  Id floor_div(DataType t, Id a, Id b);
-  Id int_mod(DataType t, Id a, Id b);
-  Id float_mod(DataType t, Id a, Id b);
   Id float_pow(DataType t, Id a, Id b);
-  Id int_pow(DataType t, Id a, Id b);
-  Id shift(BinaryOp op, DataType t, Id a, DataType amount_type, Id amount);
   Id minmax(bool is_min, DataType t, Id a, Id b);
 
   // codegen_spirv_math.cpp: f64 sin, exp, log, pow, ..., which GLSL.std.450 lacks.
@@ -90,9 +84,6 @@ class SpirvCodegen {
   // codegen_spirv_atomics.cpp
   Id atomic(const Stmt &s);
   const spirv::StorageBuffer &int_cell(const Address &a, DataType t);
-  Id atomic_native(const Stmt &s, const Address &a);
-  Id combine(AtomicOp op, DataType t, Id old, Id val);
-  Id atomic_cas_loop(const Address &a, DataType t, const std::function<Id(Id)> &update);
 
   const KernelIR &k_;
   SpirvTarget target_;

@@ -8,18 +8,21 @@ namespace qd {
 using spirv::Op;
 using spirv::StorageBuffer;
 
-// A float buffer gets an integer view when a CAS loop or an exchange goes through its bits, and
-// keeps its float view only for native float atomics; plain accesses use the integer view when
+// A float buffer gets an integer view when an atomic goes through its bits (exchange, CAS loops),
+// and keeps its float view only for native float atomics; plain accesses use the integer view when
 // there is one. Both views alias the same binding only in kernels that need both.
 void SpirvCodegen::plan_views() {
   auto scan = [&](Stmt &s) {
-    if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr || !is_real(s.dtype)) return;
-    auto lowering = atomic_lowering(target_.backend, s.atomic_op(), s.dtype, MemorySpace::Global, target_.features);
-    ViewPlan &plan = view_plans_[static_cast<int>(s.operands[0]->ival)];
-    bool float_native = lowering.kind == Lowering::Native && s.atomic_op() != AtomicOp::Exchange;
-    (float_native ? plan.value_view : plan.int_view) = true;
+    bool atomic = s.kind == StmtKind::Atomic, bits_load = s.kind == StmtKind::GlobalLoad;
+    if (!(atomic || bits_load) || s.operands[0]->kind != StmtKind::GlobalPtr) return;
+    int buffer = static_cast<int>(s.operands[0]->ival);
+    if (!is_real(k_.buffers[buffer].dtype)) return;
+    ViewPlan &plan = view_plans_[buffer];
+    if (!is_real(s.dtype)) plan.int_view = true;
+    else if (atomic) plan.value_view = true;
   };
-  for (const Task &t : k_.tasks) for_each_stmt(const_cast<Block &>(t.body), scan);
+  for (const Task &t : k_.tasks)
+    for (const Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop}) for_each_stmt(const_cast<Block &>(*b), scan);
 }
 
 // The temps buffer is also reached through typed views when a kernel-scope variable is updated
@@ -131,12 +134,14 @@ SpirvCodegen::Id SpirvCodegen::load(const Stmt &s) {
   const Address &a = addresses_.at(s.operands[0]);
   const BufferDesc &d = k_.buffers[a.buffer];
   if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) return load_slot(a.buffer, a.byte_offset / 4, s.dtype);
-  const StorageBuffer &v = plain_view(a.buffer, d.dtype);
+  // A float's bits (the first guess of a CAS loop) come through the integer view.
+  bool bits = is_real(d.dtype) && !is_real(s.dtype);
+  const StorageBuffer &v = bits ? int_view(a.buffer, s.dtype) : plain_view(a.buffer, d.dtype);
   Id ptr = element_ptr(v, a);
   // volatile_load: OpLoad with the Volatile memory access, so every use re-reads memory.
   Id raw = s.is_volatile ? b_.load_volatile(v.elem_type, ptr) : b_.load(v.elem_type, ptr);
   if (d.dtype == DataType::u1) return b_.ne(v.elem_type, raw, b_.c_int(v.elem_type, 0));
-  return v.elem_type == type(d.dtype) ? raw : b_.bitcast(type(d.dtype), raw);
+  return v.elem_type == type(s.dtype) ? raw : b_.bitcast(type(s.dtype), raw);
 }
 
 void SpirvCodegen::store(const Stmt &ptr_stmt, Id v) {

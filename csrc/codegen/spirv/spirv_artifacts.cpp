@@ -7,7 +7,7 @@
 namespace qd {
 
 std::map<std::string, std::string> spirv_artifacts(KernelIR &k, Backend backend, const TargetFeatures &features) {
-  run_passes(k, backend, features);
+  run_passes(k, Target{backend, features});
   SpirvTarget target;
   target.backend = backend;
   target.features = features;

@@ -56,7 +56,7 @@ struct Generated {
 
 Generated generate(KernelIR &k) {
   CpuTarget target;
-  run_passes(k, Backend::Cpu, target.features());
+  run_passes(k, Target{Backend::Cpu, target.features()});
   Generated g;
   g.ctx = std::make_unique<llvm::LLVMContext>();
   LlvmCodegen cg(k, target, *g.ctx);
@@ -116,7 +116,7 @@ class CpuRuntime : public Runtime {
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
       CpuTask ct{t.parallel, jit_->lookup(lib, g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
-                 t.min_chunk()};
+                 t.min_chunk};
       if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_->lookup(lib, g.symbols[i].bounds));
       out->tasks.push_back(ct);
     }

@@ -95,7 +95,7 @@ class VulkanRuntime : public Runtime {
   void read(uint64_t h, size_t off, void *dst, size_t n) override { device_->read_buffer(h, off, dst, n); }
 
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
-    run_passes(*k, Backend::Vulkan, features_);
+    run_passes(*k, Target{Backend::Vulkan, features_});
     SpirvModule m = codegen_spirv(*k, target_);
     auto out = std::make_shared<VulkanKernel>();
     out->describe(*k);

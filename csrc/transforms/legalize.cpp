@@ -1,0 +1,341 @@
+// Legalization: the language's semantics, written once. After offload and the atomic passes, this
+// rewrites what the front end builds (Python's //, % and integer **, safe integer division,
+// shifts by any amount, atomic_sub, CAS-loop atomics, and the few operations a target's
+// instruction does not compute exactly) into primitives that every codegen maps one-to-one to
+// instructions. Like LLVM's legalize actions: an operation is Legal (kept), Expanded (rewritten
+// here) or Rejected (by decide_atomics, with the support table's reason).
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "target/target.h"
+#include "transforms/ir_emitter.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using B = BinaryOp;
+using U = UnaryOp;
+
+int64_t min_of(DataType t) { return bit_width(t) == 64 ? INT64_MIN : -(int64_t(1) << (bit_width(t) - 1)); }
+
+class Legalizer {
+ public:
+  explicit Legalizer(const Target &target) : target_(target) {}
+
+  void run(KernelIR &k) {
+    for (Task &t : k.tasks)
+      for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop}) collect(*b);
+    // Expanded statements stay alive until their users are rewired: a new statement must not
+    // reuse the address of one in `replaced_`.
+    std::vector<std::unique_ptr<Stmt>> expanded;
+    for (Stmt *s : work_) {
+      IrEmitter e(s);
+      if (Stmt *v = expand(e, *s)) replaced_[s] = v;
+      auto &stmts = s->parent->stmts;
+      auto it = std::find_if(stmts.begin(), stmts.end(), [&](auto &p) { return p.get() == s; });
+      expanded.push_back(std::move(*it));
+      stmts.erase(it);
+    }
+    // Users of an expanded statement read its replacement.
+    for (Task &t : k.tasks)
+      for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop})
+        for_each_stmt(*b, [&](Stmt &s) {
+          for (Stmt *&o : s.operands)
+            for (auto it = replaced_.find(o); it != replaced_.end(); it = replaced_.find(o)) o = it->second;
+        });
+  }
+
+ private:
+  void collect(Block &b) {
+    for_each_stmt(b, [&](Stmt &s) {
+      if (needs_expansion(s)) work_.push_back(&s);
+    });
+  }
+
+  bool needs_expansion(const Stmt &s) const {
+    if (s.kind == StmtKind::Atomic) return s.operands[0]->kind == StmtKind::GlobalPtr;
+    if (s.kind == StmtKind::Unary) {
+      auto op = static_cast<U>(s.op);
+      return op == U::Round && s.dtype == DataType::f64 && !target_.has_exact_f64_round_even();
+    }
+    if (s.kind != StmtKind::Binary) return false;
+    DataType t = s.operands[0]->dtype;
+    switch (static_cast<B>(s.op)) {
+      case B::Div: return !is_real(t);
+      case B::FloorDiv: case B::Mod: case B::Shl: case B::Shr: return true;
+      case B::Pow: return !is_real(t);
+      default: return false;
+    }
+  }
+
+  Stmt *expand(IrEmitter &e, Stmt &s) {
+    if (s.kind == StmtKind::Atomic) return atomic(e, s);
+    Stmt *a = s.operands[0];
+    if (s.kind == StmtKind::Unary) return round_half_even(e, a);
+    Stmt *c = s.operands[1];
+    switch (static_cast<B>(s.op)) {
+      case B::Div: return e.bin(B::Div, a, safe_divisor(e, a, c));
+      case B::FloorDiv: return is_real(a->dtype) ? float_floordiv(e, a, c) : int_floordiv(e, a, c);
+      case B::Mod: return is_real(a->dtype) ? float_mod(e, a, c) : int_mod(e, a, c);
+      case B::Pow: return int_pow(e, a, c);
+      default: return shift(e, static_cast<B>(s.op), a, c);
+    }
+  }
+
+  // ---- integers ---------------------------------------------------------------------------
+
+  // Division by zero traps on x86 and MIN / -1 overflows: such divisions divide by 1 instead (the
+  // result is unspecified, as on GPUs, but the process lives).
+  Stmt *safe_divisor(IrEmitter &e, Stmt *a, Stmt *c) {
+    DataType t = a->dtype;
+    Stmt *bad = e.bin(B::Eq, c, e.ci(t, 0));
+    if (is_signed(t)) bad = e.either(bad, e.both(e.bin(B::Eq, a, e.ci(t, min_of(t))), e.bin(B::Eq, c, e.ci(t, -1))));
+    return e.sel(bad, e.ci(t, 1), c);
+  }
+
+  // A nonzero remainder whose sign differs from the divisor's: Python's // and % step once more.
+  Stmt *python_adjust(IrEmitter &e, Stmt *r, Stmt *c) {
+    Stmt *zero = e.ci(r->dtype, 0);
+    return e.both(e.bin(B::Ne, r, zero), e.bin(B::Lt, e.bin(B::BitXor, r, c), zero));
+  }
+
+  Stmt *int_floordiv(IrEmitter &e, Stmt *a, Stmt *c) {
+    c = safe_divisor(e, a, c);
+    Stmt *q = e.bin(B::Div, a, c);
+    if (!is_signed(a->dtype)) return q;
+    Stmt *adjust = python_adjust(e, e.bin(B::Rem, a, c), c);
+    return e.sel(adjust, e.bin(B::Sub, q, e.ci(q->dtype, 1)), q);
+  }
+
+  Stmt *int_mod(IrEmitter &e, Stmt *a, Stmt *c) {
+    c = safe_divisor(e, a, c);
+    Stmt *r = e.bin(B::Rem, a, c);
+    if (!is_signed(a->dtype)) return r;
+    return e.sel(python_adjust(e, r, c), e.bin(B::Add, r, c), r);
+  }
+
+  // Square-and-multiply. A negative exponent is 1 / base**-n in integer division: 1 for base 1,
+  // +-1 for base -1, else 0.
+  Stmt *int_pow(IrEmitter &e, Stmt *base, Stmt *exp) {
+    DataType t = base->dtype;
+    Stmt *r = e.var(t, e.ci(t, 1)), *x = e.var(t, base), *n = e.var(t, exp);
+    {
+      IrEmitter loop = e.while_();
+      Stmt *nv = loop.load(n);
+      loop.if_(loop.bin(B::Le, nv, loop.ci(t, 0))).break_();
+      Stmt *xv = loop.load(x), *rv = loop.load(r);
+      Stmt *odd = loop.bin(B::Ne, loop.bin(B::BitAnd, nv, loop.ci(t, 1)), loop.ci(t, 0));
+      loop.store(r, loop.sel(odd, loop.bin(B::Mul, rv, xv), rv));
+      loop.store(x, loop.bin(B::Mul, xv, xv));
+      loop.store(n, shift(loop, B::Shr, nv, loop.ci(t, 1)));
+    }
+    Stmt *result = e.load(r);
+    if (!is_signed(t)) return result;
+    Stmt *one = e.ci(t, 1), *minus_one = e.ci(t, -1), *zero = e.ci(t, 0);
+    Stmt *odd = e.bin(B::Ne, e.bin(B::BitAnd, exp, one), zero);
+    Stmt *inverse = e.sel(e.bin(B::Eq, base, one), one,
+                          e.sel(e.bin(B::Eq, base, minus_one), e.sel(odd, minus_one, one), zero));
+    return e.sel(e.bin(B::Lt, exp, zero), inverse, result);
+  }
+
+  // Shifts by the bit width or more (or by a negative amount) give 0, or the sign for an
+  // arithmetic right shift, as PTX does; the primitive shift then always has an amount < bits.
+  Stmt *shift(IrEmitter &e, B op, Stmt *a, Stmt *amount) {
+    DataType t = a->dtype;
+    int bits = bit_width(t);
+    DataType ut = int_of_width(bit_width(amount->dtype), false);
+    Stmt *too_far = e.bin(B::Ge, e.bitcast(amount, ut), e.ci(ut, bits));
+    bool arithmetic = op == B::Shr && is_signed(t);
+    Stmt *n = e.sel(too_far, e.ci(t, arithmetic ? bits - 1 : 0), e.cast(amount, t));
+    Stmt *shifted = e.bin(op, a, n);
+    return arithmetic ? shifted : e.sel(too_far, e.ci(t, 0), shifted);
+  }
+
+  // ---- floats -----------------------------------------------------------------------------
+
+  // The sign bit of x (-0.0 included, NaN excluded).
+  Stmt *signbit(IrEmitter &e, Stmt *x) {
+    Stmt *zero = e.c(x->dtype, 0);
+    return e.either(e.bin(B::Lt, x, zero), e.bin(B::Lt, e.bin(B::Div, e.c(x->dtype, 1), x), zero));
+  }
+
+  // x, or when x is zero, a zero with the sign bit of `sign`.
+  Stmt *zero_signed_like(IrEmitter &e, Stmt *x, Stmt *sign) {
+    DataType t = x->dtype;
+    Stmt *signed_zero = e.sel(signbit(e, sign), e.c(t, -0.0), e.c(t, 0.0));
+    return e.sel(e.bin(B::Eq, x, e.c(t, 0)), signed_zero, x);
+  }
+
+  // p - a * b, exactly, for p = a * b rounded (Dekker's product with Veltkamp's split); the
+  // target's fma need not be fused (lavapipe's is not), so it cannot give this term.
+  Stmt *product_error(IrEmitter &e, Stmt *a, Stmt *b, Stmt *p) {
+    DataType t = a->dtype;
+    double splitter = t == DataType::f64 ? 134217729.0 : t == DataType::f32 ? 4097.0 : 65.0;  // 2^ceil(p/2) + 1
+    auto split = [&](Stmt *x, Stmt *&hi, Stmt *&lo) {
+      Stmt *s = e.bin(B::Mul, x, e.c(t, splitter));
+      hi = e.bin(B::Sub, s, e.bin(B::Sub, s, x));
+      lo = e.bin(B::Sub, x, hi);
+    };
+    Stmt *ah, *al, *bh, *bl;
+    split(a, ah, al);
+    split(b, bh, bl);
+    Stmt *err = e.bin(B::Add, e.bin(B::Sub, e.bin(B::Mul, ah, bh), p), e.bin(B::Mul, ah, bl));
+    err = e.bin(B::Add, e.bin(B::Add, err, e.bin(B::Mul, al, bh)), e.bin(B::Mul, al, bl));
+    return err;
+  }
+
+  // r mod t for 0 <= r < t * 2^(mantissa bits - 1): q = trunc(r / t) is then off by at most one,
+  // and r - q * t is computed exactly (r - p is exact by Sterbenz's lemma, then the product's
+  // rounding error is taken off; the true remainder is representable).
+  Stmt *exact_step(IrEmitter &e, Stmt *r, Stmt *t) {
+    DataType ft = r->dtype;
+    Stmt *q = e.un(U::Trunc, e.bin(B::Div, r, t));
+    Stmt *p = e.bin(B::Mul, q, t);
+    Stmt *x = e.bin(B::Sub, e.bin(B::Sub, r, p), product_error(e, q, t, p));
+    x = e.sel(e.bin(B::Lt, x, e.c(ft, 0)), e.bin(B::Add, x, t), x);
+    return e.sel(e.bin(B::Ge, x, t), e.bin(B::Sub, x, t), x);
+  }
+
+  // C's fmod(a, b), exact on every target (SPIR-V's OpFRem and NVPTX's frem are a - b*trunc(a/b),
+  // wrong when the quotient is not small). |a| is reduced against b * 2^(k*s) for a falling k, one
+  // exact step per s bits of the quotient: a bounded loop (at most ~40 rounds for f64).
+  Stmt *fmod(IrEmitter &e, Stmt *a, Stmt *b) {
+    if (target_.has_exact_float_rem()) return e.bin(B::Rem, a, b);
+    DataType t = a->dtype;
+    int mantissa = t == DataType::f64 ? 53 : t == DataType::f32 ? 24 : 11;
+    double ladder = std::ldexp(1.0, mantissa - 2), unladder = std::ldexp(1.0, 2 - mantissa);
+    // A huge dividend would overflow the split in product_error: scale both down (exactly, unless
+    // |b| is then below the normal range: a quotient beyond 2^1800, which this does not handle).
+    double huge = std::ldexp(1.0, t == DataType::f64 ? 960 : t == DataType::f32 ? 100 : 9);
+    double scale = std::ldexp(1.0, t == DataType::f64 ? -64 : t == DataType::f32 ? -20 : -8);
+    Stmt *ra = e.un(U::Abs, a), *rb = e.un(U::Abs, b);
+    Stmt *f = e.sel(e.bin(B::Ge, ra, e.c(t, huge)), e.c(t, scale), e.c(t, 1));
+    Stmt *r = e.var(t, e.bin(B::Mul, ra, f));
+    Stmt *d = e.bin(B::Mul, rb, f);
+    Stmt *finite = e.both(e.bin(B::Lt, ra, e.c(t, INFINITY)), e.bin(B::Gt, rb, e.c(t, 0)));
+    {
+      IrEmitter work = e.if_(e.both(finite, e.bin(B::Ge, ra, rb)));
+      Stmt *step = work.var(t, d);
+      {  // climb: step = d * 2^(k*s) with r / step < 2^s
+        IrEmitter up = work.while_();
+        Stmt *next = up.bin(B::Mul, up.load(step), up.c(t, ladder));
+        up.if_(up.not_(up.bin(B::Le, next, up.load(r)))).break_();
+        up.store(step, next);
+      }
+      {  // descend: reduce r against each rung, down to d itself
+        IrEmitter down = work.while_();
+        Stmt *sv = down.load(step);
+        down.store(r, exact_step(down, down.load(r), sv));
+        down.if_(down.bin(B::Le, sv, d)).break_();
+        down.store(step, down.bin(B::Mul, sv, down.c(t, unladder)));
+      }
+    }
+    Stmt *mag = e.bin(B::Div, e.load(r), f);
+    Stmt *result = e.sel(e.bin(B::Lt, a, e.c(t, 0)), e.un(U::Neg, mag), mag);
+    // |a| < |b| (and +-0 with its sign, a finite a over an infinite b): a itself. NaN operands,
+    // an infinite a or a zero b: NaN.
+    Stmt *nan = e.c(t, NAN);
+    result = e.sel(e.bin(B::Lt, ra, rb), a, result);
+    return e.sel(e.either(e.not_(finite), e.bin(B::Ne, b, b)), e.sel(e.bin(B::Lt, ra, rb), a, nan), result);
+  }
+
+  // Python's float %: the result takes the divisor's sign (0 takes it too).
+  Stmt *float_mod(IrEmitter &e, Stmt *a, Stmt *b) {
+    DataType t = a->dtype;
+    Stmt *zero = e.c(t, 0);
+    Stmt *m = fmod(e, a, b);
+    Stmt *signs_differ = e.bin(B::Ne, e.bin(B::Lt, m, zero), e.bin(B::Lt, b, zero));
+    m = e.sel(e.both(e.bin(B::Ne, m, zero), signs_differ), e.bin(B::Add, m, b), m);
+    return zero_signed_like(e, m, b);
+  }
+
+  // Python's float //: (a - a % b) / b rounded to the nearest integer, which is exact where
+  // floor(a / b) is not (1.0 // 0.1 is 9.0, as 1.0 % 0.1 is 0.0999...).
+  Stmt *float_floordiv(IrEmitter &e, Stmt *a, Stmt *b) {
+    DataType t = a->dtype;
+    Stmt *zero = e.c(t, 0), *one = e.c(t, 1);
+    Stmt *m = fmod(e, a, b);
+    Stmt *div = e.bin(B::Div, e.bin(B::Sub, a, m), b);
+    Stmt *signs_differ = e.bin(B::Ne, e.bin(B::Lt, m, zero), e.bin(B::Lt, b, zero));
+    div = e.sel(e.both(e.bin(B::Ne, m, zero), signs_differ), e.bin(B::Sub, div, one), div);
+    Stmt *fl = e.un(U::Floor, div);
+    fl = e.sel(e.bin(B::Gt, e.bin(B::Sub, div, fl), e.c(t, 0.5)), e.bin(B::Add, fl, one), fl);
+    // A zero quotient takes the sign of a / b; a zero or NaN divisor gives a / b's inf or NaN.
+    Stmt *q = e.bin(B::Div, a, b);
+    fl = zero_signed_like(e, fl, q);
+    Stmt *special = e.either(e.bin(B::Eq, b, zero), e.bin(B::Ne, m, m));
+    return e.sel(special, q, fl);
+  }
+
+  // round-half-to-even from floor, for targets whose RoundEven is wrong on f64 (lavapipe).
+  Stmt *round_half_even(IrEmitter &e, Stmt *x) {
+    DataType t = x->dtype;
+    Stmt *half = e.c(t, 0.5), *one = e.c(t, 1);
+    Stmt *fl = e.un(U::Floor, x);
+    Stmt *frac = e.bin(B::Sub, x, fl);
+    Stmt *fl_even = e.bin(B::Eq, e.un(U::Floor, e.bin(B::Mul, fl, half)), e.bin(B::Mul, fl, half));
+    Stmt *up = e.either(e.bin(B::Gt, frac, half), e.both(e.bin(B::Eq, frac, half), e.not_(fl_even)));
+    Stmt *r = e.sel(up, e.bin(B::Add, fl, one), fl);
+    return zero_signed_like(e, r, x);  // round(-0.4) is -0.0
+  }
+
+  // ---- atomics ----------------------------------------------------------------------------
+
+  // Native atomics stay (float atomic_sub as atomic_add of the negated operand, float exchange as an
+  // exchange of the bits); CAS-loop atomics become a loop over the compare-exchange primitive:
+  //   expected = load(x); loop { seen = cas(x, expected, op(expected, v)); if seen == expected:
+  //   break; expected = seen }; old = expected
+  // on the value's bits, so a NaN in memory compares equal to itself and cannot spin the loop.
+  Stmt *atomic(IrEmitter &e, Stmt &s) {
+    AtomicOp op = s.atomic_op();
+    Stmt *ptr = s.operands[0], *val = s.operands[1];
+    DataType t = s.dtype;
+    if (op == AtomicOp::Sub && is_real(t)) {  // no float sub instruction anywhere
+      op = AtomicOp::Add;
+      val = e.un(U::Neg, val);
+    }
+    DataType bits = is_real(t) ? int_of_width(bit_width(t), false) : t;
+    if (s.lowering == Lowering::Native) {
+      if (op == AtomicOp::Exchange && bits != t)
+        return e.bitcast(primitive(e, AtomicOp::Exchange, bits, {ptr, e.bitcast(val, bits)}), t);
+      std::vector<Stmt *> operands = {ptr, val};
+      if (op == AtomicOp::Cas) operands.push_back(s.operands[2]);
+      return primitive(e, op, t, operands);
+    }
+    Stmt *load = e.add(StmtKind::GlobalLoad, bits, {ptr});
+    load->is_volatile = true;  // a first guess, re-read every call; the CAS checks it
+    Stmt *expected = e.var(bits, load);
+    {
+      IrEmitter loop = e.while_("cas.loop");
+      Stmt *old_bits = loop.load(expected);
+      Stmt *old = loop.bitcast(old_bits, t);
+      Stmt *updated = op == AtomicOp::Exchange ? val
+                      : op == AtomicOp::Sub  ? loop.bin(B::Sub, old, val)
+                                             : loop.bin(*atomic_op_info(op).combine, old, val);
+      Stmt *seen = primitive(loop, AtomicOp::Cas, bits, {ptr, old_bits, loop.bitcast(updated, bits)});
+      loop.if_(loop.bin(B::Eq, seen, old_bits)).break_();
+      loop.store(expected, seen);
+    }
+    return e.bitcast(e.load(expected), t);
+  }
+
+  Stmt *primitive(IrEmitter &e, AtomicOp op, DataType t, std::vector<Stmt *> operands) {
+    Stmt *a = e.add(StmtKind::Atomic, t, std::move(operands));
+    a->ival = static_cast<int64_t>(op);
+    a->lowering = Lowering::Native;
+    return a;
+  }
+
+  const Target &target_;
+  std::vector<Stmt *> work_;
+  std::unordered_map<Stmt *, Stmt *> replaced_;
+};
+
+}  // namespace
+
+void legalize(KernelIR &k, const Target &target) { Legalizer(target).run(k); }
+
+}  // namespace qd

@@ -52,7 +52,7 @@ def report_case(case, arch, what, budget, pred=None):
 def worker(args):
     """Runs one arch in this process; `--skip` batches crashed in an earlier worker."""
     arch = args.arch
-    qd.init(arch=getattr(qd, arch))
+    qd.init(arch=getattr(qd, arch), offline_cache=False)  # one-off kernels: keep them out of the disk cache
     off = args.off
     cases, regen = F.generate(args.seed, args.cases, off=off, arch=arch, size=args.size)
     stats = F.Stats()
@@ -107,7 +107,7 @@ def worker(args):
 def crash_batch(args):
     """Finds the case of batch `--crash-batch` that kills the process and shrinks it."""
     arch = args.arch
-    qd.init(arch=getattr(qd, arch))
+    qd.init(arch=getattr(qd, arch), offline_cache=False)  # one-off kernels: keep them out of the disk cache
     off = args.off
     cases, _ = F.generate(args.seed, args.cases, off=off, arch=arch, size=args.size)
     group = list(F.batches(cases, args.batch or F.batch_size(arch)))[args.crash_batch]

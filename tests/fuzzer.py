@@ -132,12 +132,8 @@ LIMITS = [
 ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
 KNOWN_BUGS = {
     "float_floordiv_mod": dict(
-        arches=ALL_ARCHES, why="float // is floor(a / b), not Python's floor division, on every backend "
-        "(repros/wrong_float_floordiv_not_python.py); vulkan float % is OpFRem, inaccurate for a large "
-        "quotient (repros/wrong_vulkan_float_mod_inaccurate.py): issue 8"),
-    "f64_round": dict(
-        arches=["vulkan"], why="qd.round(f64) is wrong on lavapipe (1.5 -> 1.0; repros/wrong_vulkan_f64_round.py): "
-        "issue 8"),
+        arches=ALL_ARCHES, why="float // of an infinite dividend by a finite divisor gives +-inf, not Python's NaN "
+        "(inf // 3.0, -inf // -1.0; the last line of repros/wrong_float_floordiv_not_python.py): issue 8"),
     "float_special": dict(
         arches=["vulkan"], why="no IEEE-preserving SPIR-V: inf - inf, inf * 0, x / 0.0, -0.0 and NaN are folded "
         "or lost (repros/wrong_vulkan_ieee_inf_nan_signedzero_reassoc.py): issue 8 item 4"),
@@ -912,7 +908,8 @@ def op_tags(e, args, result):
     """The known-bug classes (KNOWN_BUGS tags) one operation touches, from its operand and result values."""
     tags = set()
     fl = [x for a in args for x in _float_vals(a)] + _float_vals(result)
-    if e.kind == "bin" and e.op in ("//", "%") and not is_int(e.dtype):
+    if e.kind == "bin" and e.op == "//" and not is_int(e.dtype) and any(
+            np.isinf(x) for x in _float_vals(args[0])) and any(np.isfinite(x) for x in _float_vals(args[1])):
         tags.add("float_floordiv_mod")
     if e.kind == "un" and e.op == "round" and e.dtype == "f64":
         tags.add("f64_round")

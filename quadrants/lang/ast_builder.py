@@ -17,7 +17,13 @@ from quadrants.lang.context import is_py_scalar
 from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsSyntaxError)
 from quadrants.lang.field import Field
-from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang.struct import StructField, StructValue
+from quadrants.lang.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+
+def _core_promoted(a, b):
+    from quadrants import _core
+    return _core.promoted_type(a, b)
+
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
            ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bit_and", ast.BitOr: "bit_or", ast.BitXor: "bit_xor",
@@ -187,7 +193,7 @@ class FunctionWalker(ast.NodeVisitor):
         try:
             assigned = {n.id for n in ast.walk(self.fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             for name, value in bound_args.items():
-                if name in assigned and isinstance(value, (Expr, Var, Ptr, MatrixValue)) or \
+                if name in assigned and isinstance(value, (Expr, Var, Ptr, MatrixValue, StructValue, DynIndex)) or \
                         name in assigned and is_py_scalar(value):
                     value = self.ctx.new_var(value)
                 self.bind(name, value)
@@ -229,9 +235,9 @@ class FunctionWalker(ast.NodeVisitor):
     def assign(self, target, value):
         if isinstance(target, ast.Name):
             existing = self.lookup_local(target.id)
-            if isinstance(existing, (Var, MatrixValue)) and self._is_lvalue(existing):
+            if isinstance(existing, (Var, MatrixValue, StructValue)) and self._is_lvalue(existing):
                 self.ctx.store(existing, value)
-            elif isinstance(value, (Expr, Var, Ptr, MatrixValue)) or is_py_scalar(value):
+            elif isinstance(value, (Expr, Var, Ptr, MatrixValue, StructValue, DynIndex)) or is_py_scalar(value):
                 self.bind(target.id, self.ctx.new_var(value))
             else:
                 self.bind(target.id, value)  # a Python object: field, function, tuple, ...
@@ -250,7 +256,11 @@ class FunctionWalker(ast.NodeVisitor):
     @staticmethod
     def _is_lvalue(v):
         if isinstance(v, MatrixValue):
-            return all(isinstance(e, (Var, Ptr)) for e in v.entries)
+            return all(FunctionWalker._is_lvalue(e) for e in v.entries)
+        if isinstance(v, StructValue):
+            return all(FunctionWalker._is_lvalue(e) for e in v.members.values())
+        if isinstance(v, DynIndex):
+            return all(FunctionWalker._is_lvalue(e) for e in v.entries)
         return isinstance(v, (Var, Ptr))
 
     def visit_AugAssign(self, node):
@@ -258,7 +268,8 @@ class FunctionWalker(ast.NodeVisitor):
         value = self.visit(node.value)
         if not self._is_lvalue(target):
             self.ctx.syntax_error("augmented assignment needs a variable or a memory element as its target")
-        entries = target.entries if isinstance(target, MatrixValue) else [target]
+        entries = target.entries if isinstance(target, (MatrixValue, DynIndex)) else [target]
+        entries = [x for e in entries for x in (e.entries if isinstance(e, DynIndex) else [e])]
         # Global memory, and kernel-scope variables inside the parallel loop, are shared by the
         # loop's iterations: their `+=` etc. must be atomic.
         shared = any(isinstance(e, Ptr) or (self.ctx.in_parallel_loop and e.kernel_scope) for e in entries)
@@ -410,7 +421,7 @@ class FunctionWalker(ast.NodeVisitor):
             return self.unroll(node, iterable.values)
         if isinstance(iterable, (list, tuple, range)):
             return self.unroll(node, iterable)
-        if isinstance(iterable, (Field, NdarrayArg)):
+        if isinstance(iterable, (Field, NdarrayArg, StructField)):
             iterable = ops.grouped_impl(self.ctx, iterable, grouped=False)  # `for I in x` groups below
         if isinstance(iterable, LoopGroup):
             return self.range_for(node, iterable.bounds, iterable.grouped)
@@ -482,6 +493,8 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.depth += 1
         self.scopes.append({})
         flat = ctx.expr(self.b.loop_index(loop))
+        if parallel:  # qd.random's per-iteration stream: the counter is declared here on first use
+            ctx.rng_loops.append({"anchor": flat.stmt, "thread": flat, "counter": None})
         coords = []
         for (b, _), size in reversed(list(zip(bounds, sizes))):
             if len(bounds) == 1:
@@ -504,6 +517,8 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.depth -= 1
         self.loops.pop()
         self.ctx.in_parallel_loop = outer_parallel
+        if parallel:
+            ctx.rng_loops.pop()
         self.set_loc(node)
         self.b.end_range_for(loop)
 
@@ -536,16 +551,36 @@ class FunctionWalker(ast.NodeVisitor):
         return self.ctx.unary({ast.USub: "neg", ast.Not: "not_", ast.Invert: "bit_not"}[type(node.op)], v)
 
     def visit_BoolOp(self, node):
-        # Both sides are evaluated (no short-circuit at run time), as in other kernel languages.
-        op = "and_" if isinstance(node.op, ast.And) else "or_"
-        result = self.visit(node.values[0])
-        for v in node.values[1:]:
-            c = self.visit(v)
-            if is_py_scalar(self.ctx.rvalue(result)) and is_py_scalar(self.ctx.rvalue(c)):
-                result = (result and c) if op == "and_" else (result or c)
-            else:
-                result = self.ctx.binary(op, result, c)
-        return result
+        # Python's short-circuit: the right operand is evaluated only when the left one does not
+        # decide (`i < n and x[i] > 0` never reads x[n]). A run-time result is 0 or 1 (i32).
+        result = self.short_circuit(isinstance(node.op, ast.And), self.visit(node.values[0]), node.values[1:])
+        v = self.ctx.rvalue(result)
+        if isinstance(v, Expr) and not getattr(v, "is_truth", False):  # `0 or h`: the truth of h
+            v = self.ctx.binary("ne", v, 0)
+        return v if isinstance(v, Expr) else result
+
+    def short_circuit(self, is_and, first, rest):
+        if not rest:
+            return first
+        v = self.ctx.rvalue(first)
+        if not isinstance(v, (Expr, MatrixValue)):  # compile-time: Python decides, and keeps the value
+            if bool(v) != is_and:
+                return first
+            return self.short_circuit(is_and, self.visit(rest[0]), rest[1:])
+        if isinstance(v, MatrixValue):
+            self.ctx.type_error("'and'/'or' take scalars; use a & b / a | b on vectors, or .any() / .all()")
+        flag = self.ctx.new_var(self.ctx.binary("ne", v, 0), T.i32)
+        s = self.b.begin_if((self.ctx.rvalue(flag) if is_and else self.ctx.binary("eq", flag, 0)).stmt)
+        self.depth += 1
+        self.ctx.depth += 1
+        second = self.ctx.truth(self.short_circuit(is_and, self.visit(rest[0]), rest[1:]))
+        self.ctx.store(flag, int(second) if isinstance(second, bool) else self.ctx.binary("ne", second, 0))
+        self.depth -= 1
+        self.ctx.depth -= 1
+        self.b.end_if(s)
+        r = self.ctx.rvalue(flag)
+        r.is_truth = True
+        return r
 
     def visit_Compare(self, node):
         result, left = None, self.visit(node.left)
@@ -570,7 +605,16 @@ class FunctionWalker(ast.NodeVisitor):
         cond = self.ctx.truth(self.visit(node.test))
         if isinstance(cond, bool):
             return self.visit(node.body if cond else node.orelse)
-        a, c = self.ctx.scalar(self.visit(node.body)), self.ctx.scalar(self.visit(node.orelse))
+        a, c = self.ctx.rvalue(self.visit(node.body)), self.ctx.rvalue(self.visit(node.orelse))
+        if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):  # vectors: element-wise select
+            return self.ctx.elementwise(lambda x, y: self.select(cond, x, y), a, c)
+        return self.select(cond, a, c)
+
+    def select(self, cond, a, c):
+        a, c = self.ctx.scalar(a), self.ctx.scalar(c)
+        if a.dtype is not c.dtype:
+            t = T.from_core(_core_promoted(a.dtype.core, c.dtype.core))
+            a, c = self.ctx.cast(a, t), self.ctx.cast(c, t)
         return self.ctx.expr(self.b.select(cond.stmt, a.stmt, c.stmt))
 
     def visit_Attribute(self, node):
@@ -594,6 +638,13 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(base, MatrixValue):
             from quadrants.lang import matrix
             return matrix.attribute(self.ctx, base, attr)
+        if isinstance(base, StructValue):
+            if attr in base.members:
+                return base.members[attr]
+            if attr in base.type.methods:
+                from quadrants.lang.kernel import _BoundFunc
+                return _BoundFunc(base.type.methods[attr], base)
+            self.ctx.syntax_error(f"struct {base.type.name} has no member '{attr}'")
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error(f"a scalar has no attribute '{attr}'")
         try:
@@ -607,7 +658,7 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Subscript(self, node):
         base = self.visit(node.value)
         index = self.visit(node.slice)
-        if isinstance(base, (Field, NdarrayArg)):
+        if isinstance(base, (Field, NdarrayArg, StructField)):
             if index is None:
                 indices = []
             elif isinstance(index, MatrixValue):
@@ -619,8 +670,10 @@ class FunctionWalker(ast.NodeVisitor):
             return self.ctx.element(base, indices)
         if isinstance(base, MatrixValue):
             idx = index if isinstance(index, tuple) else (index,)
+            if isinstance(index, MatrixValue):
+                idx = tuple(index.entries)
             if not all(isinstance(i, (int, np.integer)) for i in idx):
-                self.ctx.syntax_error("vector/matrix indices must be compile-time integers (use qd.static)")
+                return self.runtime_index(base, idx)
             if len(idx) > len(base.shape):
                 self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
             # Python's rules per axis: negative counts from the end, out of range is an error (a
@@ -642,6 +695,24 @@ class FunctionWalker(ast.NodeVisitor):
             return base[index]
         except Exception as e:
             self.ctx.syntax_error(f"cannot index {type(base).__name__}: {e}")
+
+    def runtime_index(self, base, idx):
+        """v[i] / m[i, j] / m[i] with run-time indices: a DynIndex over the entries (out of range: the
+        last entry is read, nothing is written)."""
+        if len(idx) > len(base.shape):
+            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+        idx = [self.ctx.rvalue(i) if not isinstance(i, (int, np.integer)) else int(i) for i in idx]
+        for i in idx:
+            if isinstance(i, Expr) and i.dtype.is_real:
+                self.ctx.type_error("vector/matrix indices must be integers")
+        if len(idx) == 1 and len(base.shape) == 2:  # a row: one DynIndex per column
+            m = base.shape[1]
+            return MatrixValue([DynIndex([base.entry(r, c) for r in range(base.shape[0])], idx[0]) for c in range(m)],
+                               (m,))
+        flat = idx[0]
+        if len(idx) == 2:
+            flat = self.ctx.binary("add", self.ctx.binary("mul", idx[0], base.shape[1]), idx[1])
+        return DynIndex(base.entries, self.ctx.scalar(flat))
 
     def visit_Slice(self, node):
         self.ctx.syntax_error("slices are not supported in kernels")

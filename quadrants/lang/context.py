@@ -10,7 +10,7 @@ from quadrants import _core
 from quadrants.lang import types as T
 from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.field import Field
-from quadrants.lang.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var
 
 _current = None
 
@@ -31,7 +31,7 @@ _PYOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": 
           "bit_or": operator.or_, "bit_xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
           "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
           "ge": operator.ge, "min": min, "max": max, "and_": lambda a, b: int(bool(a and b)),
-          "or_": lambda a, b: int(bool(a or b))}
+          "or_": lambda a, b: int(bool(a or b)), "atan2": __import__("math").atan2}
 
 
 def _fits(v, dtype):
@@ -58,6 +58,26 @@ class KernelContext:
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
         from quadrants.lang.template_key import Tracker
         self.tracker = Tracker()  # what the kernel reads from its plain-object template arguments
+        self.rng_launch_slot = None  # the hidden argument numbering launches, once qd.random is used
+        self.rng_loops = []          # per enclosing parallel loop: {"anchor", "thread", "counter"}
+        self.rng_kernel = None       # the same for kernel-scope code (thread 0)
+
+    # --- random numbers ---------------------------------------------------------------------------
+    def rng_stream(self):
+        """(counter Var, thread index Expr, launch number Expr) for qd.random at this point."""
+        if self.rng_launch_slot is None:
+            self.rng_launch_slot = self.b.add_scalar_arg("__qd_random_launch", T.u32.core)
+        launch = self.expr(self.b.arg(self.rng_launch_slot, T.u32.core))
+        if not self.rng_loops and self.rng_kernel is None:
+            if self.depth != 0:
+                self.syntax_error("qd.random in kernel-scope serial code (outside the parallel loop) inside a loop "
+                                  "or branch, reached through a @qd.func: call qd.random once in the kernel first")
+            zero = self.const(0, T.i32)
+            self.rng_kernel = {"anchor": zero.stmt, "thread": zero, "counter": None}
+        rec = self.rng_loops[-1] if self.rng_loops else self.rng_kernel
+        if rec["counter"] is None:
+            rec["counter"] = Var(self.b.alloca_before(rec["anchor"], T.u32.core), T.u32)
+        return rec["counter"], rec["thread"], launch
 
     # --- errors ---------------------------------------------------------------------------------
     def syntax_error(self, msg):
@@ -94,6 +114,19 @@ class KernelContext:
             return self.expr(self.b.global_load(v.stmt, False))
         if isinstance(v, MatrixValue):
             return MatrixValue([self.rvalue(e) for e in v.entries], v.shape)
+        if isinstance(v, DynIndex):
+            vals = [self.scalar(e) for e in v.entries]
+            dtype = vals[0].dtype
+            for x in vals[1:]:
+                dtype = T.from_core(_core.promoted_type(dtype.core, x.dtype.core)) if x.dtype is not dtype else dtype
+            result = self.cast(vals[0], dtype) if vals[0].dtype is not dtype else vals[0]
+            for k in range(1, len(vals)):
+                hit = self.binary("eq", v.index, k)
+                result = self.expr(self.b.select(hit.stmt, self.cast(vals[k], dtype).stmt, result.stmt))
+            return result
+        from quadrants.lang.struct import StructValue
+        if isinstance(v, StructValue):
+            return StructValue(v.type, {k: self.rvalue(m) for k, m in v.members.items()})
         if isinstance(v, np.ndarray) and v.ndim in (1, 2):
             return MatrixValue(v.reshape(-1).tolist(), v.shape)  # qd.Vector / qd.Matrix made outside kernels
         return v
@@ -179,6 +212,9 @@ class KernelContext:
 
     def element(self, base, indices):
         """base[indices] for a field or an ndarray argument: a Ptr, or a MatrixValue of Ptrs."""
+        from quadrants.lang.struct import StructField, StructValue
+        if isinstance(base, StructField):
+            return StructValue(base.type, {k: self.element(f, indices) for k, f in base.fields.items()})
         if isinstance(base, Field):
             buf, dtype, elem, name, nd = self.field_buffer(base), base.dtype, base.element_shape, base.name, len(base.shape)
         else:
@@ -196,6 +232,21 @@ class KernelContext:
         return MatrixValue(ptrs, elem)
 
     def store(self, target, value):
+        from quadrants.lang.struct import StructValue
+        if isinstance(target, StructValue):
+            value = self.rvalue(value)
+            if not isinstance(value, StructValue) or value.type is not target.type:
+                self.type_error(f"cannot assign {type(value).__name__} to a struct {target.type.name}")
+            for k, t in target.members.items():
+                self.store(t, value.members[k])
+            return
+        if isinstance(target, DynIndex):
+            value = self.rvalue(value)
+            for k, t in enumerate(target.entries):
+                s = self.b.begin_if(self.binary("eq", target.index, k).stmt)
+                self.store(t, value)
+                self.b.end_if(s)
+            return
         if isinstance(target, MatrixValue):
             value = self.rvalue(value)
             if isinstance(value, MatrixValue):
@@ -217,6 +268,9 @@ class KernelContext:
 
     def new_var(self, value, dtype=None):
         value = self.rvalue(value)
+        from quadrants.lang.struct import StructValue
+        if isinstance(value, StructValue):
+            return StructValue(value.type, {k: self.new_var(m) for k, m in value.members.items()})
         if isinstance(value, MatrixValue):
             return MatrixValue([self.new_var(e, dtype) for e in value.entries], value.shape)
         v = self.scalar(value, dtype)
@@ -227,6 +281,13 @@ class KernelContext:
 
     # --- atomics --------------------------------------------------------------------------------
     def atomic(self, op, target, value, desired=None):
+        if isinstance(target, DynIndex):  # one guarded atomic per entry; the old value of the one taken
+            old = self.new_var(0, target.dtype)
+            for k, t in enumerate(target.entries):
+                s = self.b.begin_if(self.binary("eq", target.index, k).stmt)
+                self.store(old, self.atomic(op, t, value, desired))
+                self.b.end_if(s)
+            return self.rvalue(old)
         if isinstance(target, MatrixValue):
             # Fan-out: one scalar atomic per component, a scalar operand broadcast.
             value = self.rvalue(value)

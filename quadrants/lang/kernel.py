@@ -278,13 +278,15 @@ class Kernel:
                 bound[p.name] = v
                 if template_key.is_plain_object(v):
                     ctx.tracker.root(v, index)
-        num_slots = ctx.b.num_arg_slots()
         ctx.b.set_returns([d.core for d, shape in self.returns for _ in range(_num_entries(shape))])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
         prev, context._current = context._current, ctx
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
             walker.set_loc(walker.fdef)
+            if "random" in walker.source:  # where kernel-scope qd.random's counter is declared
+                zero = ctx.const(0, T.i32)
+                ctx.rng_kernel = {"anchor": zero.stmt, "thread": zero, "counter": None}
             # Scalar arguments are read where the kernel starts.
             args = {}
             for n, v in bound.items():
@@ -299,6 +301,9 @@ class Kernel:
                                        f"supported in kernels and @qd.func)") from None
         finally:
             context._current = prev
+        num_slots = ctx.b.num_arg_slots()
+        if ctx.rng_launch_slot is not None:
+            plan.append(("random", ctx.rng_launch_slot))
         return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
 
     def __call__(self, *args, **kwargs):
@@ -373,6 +378,9 @@ class Kernel:
                     first = entry.compiled.shape_slot(buf)
                     for k, n in enumerate(shape + tuple(elem)):
                         slots[first + k] = int(n)
+            if entry.plan and entry.plan[-1][0] == "random":  # the launch number of qd.random's streams
+                prog.random_launches = getattr(prog, "random_launches", 0) + 1
+                slots[entry.plan[-1][1]] = prog.random_launches & 0xFFFFFFFF
             ret = prog.runtime.launch(entry.compiled, buffers, slots)
             staging.copy_back()
         finally:
@@ -482,7 +490,13 @@ class Func:
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
 
-    def inline(self, ctx, args, kwargs):
+    def __get__(self, obj, objtype=None):
+        """A func written as a method (of a @qd.data_oriented class or a @qd.dataclass): `self.f(x)`."""
+        if obj is None:
+            return self
+        return _BoundFunc(self, obj)
+
+    def inline(self, ctx, args, kwargs, self_lvalue=False):
         for name in kwargs:
             if name not in self.signature.parameters:
                 ctx.syntax_error(f"@qd.func '{self.__name__}' got an unexpected keyword argument '{name}'")
@@ -508,15 +522,61 @@ class Func:
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=False)
             values = {}
-            for name, v in bound.arguments.items():
+            for k, (name, v) in enumerate(bound.arguments.items()):
                 ann = self.signature.parameters[name].annotation
-                values[name] = v if T.is_template(ann) else ctx.rvalue(v)
-            return walker.emit(values)
+                values[name] = v if T.is_template(ann) or (k == 0 and self_lvalue) else _func_argument(ctx, self, name, ctx.rvalue(v), ann)
+            result = walker.emit(values)
+            ret = self.signature.return_annotation
+            if result is not None and (isinstance(ret, (T.DataType, T.VectorType, T.MatrixType)) or ret in (int, float)):
+                result = ctx.cast(result, T.to_dtype(ret) if not isinstance(ret, (T.VectorType, T.MatrixType))
+                                  else ret.dtype)
+            return result
         finally:
             ctx.inlining.pop()
 
 
 _RUNTIME = (Expr, Var, Ptr, MatrixValue)
+
+
+class _BoundFunc:
+    """obj.method where method is a @qd.func: inlined with obj as its first argument."""
+
+    _qd_builtin = True
+
+    def __init__(self, func, obj):
+        self.func, self.obj = func, obj
+        self.__name__ = func.__name__
+
+    def __call__(self, *args, **kwargs):
+        ctx = context.current()
+        if ctx is None:
+            raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
+        return self.func.inline(ctx, [self.obj] + list(args), kwargs, self_lvalue=True)
+
+
+def _func_argument(ctx, func, name, v, ann):
+    """A @qd.func argument converted to its annotation, as a kernel argument is: qd.i32 truncates 3.7 to 3."""
+    if ann is inspect.Parameter.empty or ann is None:
+        return v
+    if isinstance(ann, T.DataType) or ann in (int, float):
+        if isinstance(v, MatrixValue):
+            ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} (a scalar) but got "
+                           f"a vector/matrix of shape {v.shape}")
+        if isinstance(v, (Expr, Var, Ptr)) or context.is_py_scalar(v):
+            return ctx.cast(v, T.to_dtype(ann))
+        ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got "
+                       f"{type(v).__name__}")
+    if isinstance(ann, (T.VectorType, T.MatrixType)):
+        if not isinstance(v, MatrixValue) or v.shape != ann.shape:
+            got = f"shape {v.shape}" if isinstance(v, MatrixValue) else type(v).__name__
+            ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got {got}")
+        return ctx.cast(v, ann.dtype)
+    from quadrants.lang.struct import StructType, StructValue
+    if isinstance(ann, StructType):
+        if not isinstance(v, StructValue) or v.type is not ann:
+            ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got "
+                           f"{type(v).__name__}")
+    return v
 _MAX_INLINE_DEPTH = 24
 
 

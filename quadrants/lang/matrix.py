@@ -15,15 +15,115 @@ def _flatten(rows):
     return list(rows), (len(rows),)
 
 
+class PyMatrix(np.ndarray):
+    """A vector or matrix in Python scope: a numpy array with the methods kernels have (.n, .m, .norm(),
+    .dot(), .cross(), .inverse(), .determinant(), .to_numpy(), ...)."""
+
+    @property
+    def n(self):
+        return self.shape[0]
+
+    @property
+    def m(self):
+        return self.shape[1] if self.ndim == 2 else 1
+
+    def to_numpy(self):
+        return np.array(self)
+
+    def to_list(self):
+        return self.tolist()
+
+    def norm(self, eps=0):
+        return float(np.sqrt(np.sum(np.asarray(self) ** 2) + eps))
+
+    def norm_sqr(self):
+        return np.sum(np.asarray(self) ** 2)
+
+    def normalized(self, eps=0):
+        return self / np.sqrt(np.sum(np.asarray(self) ** 2) + eps)
+
+    def cross(self, other):
+        r = np.cross(np.asarray(self), np.asarray(other))
+        return r.view(PyMatrix) if np.ndim(r) else r
+
+    def outer_product(self, other):
+        return np.outer(np.asarray(self), np.asarray(other)).view(PyMatrix)
+
+    def inverse(self):
+        return np.linalg.inv(np.asarray(self)).view(PyMatrix)
+
+    def determinant(self):
+        return np.linalg.det(np.asarray(self))
+
+    def transpose(self, *axes):
+        return np.asarray(self).transpose(*axes).view(PyMatrix)
+
+    @property
+    def T(self):
+        return self.transpose()
+
+
+def _py(a, dt=None):
+    return np.array(a, dtype=dt.np if dt is not None else None).view(PyMatrix)
+
+
+def _flat_args(args):
+    """The components of vec3(v2, z), mat2(1, 2, 3, 4), mat2([[1, 2], [3, 4]]): nested sequences
+    and vectors are flattened, scalars kept."""
+    out = []
+    for a in args:
+        if isinstance(a, MatrixValue):
+            out.extend(a.entries)
+        elif isinstance(a, np.ndarray):
+            out.extend(a.reshape(-1).tolist())
+        elif isinstance(a, (list, tuple)):
+            out.extend(_flat_args(a))
+        else:
+            out.append(a)
+    return out
+
+
+def construct(mtype, args):
+    """vec3(1, 2, 3), vec3(1) (every component), vec3(v.xy, 0), mat2([[1, 2], [3, 4]]), mat2(1, 2, 3, 4)."""
+    n = int(np.prod(mtype.shape))
+    ctx = current()
+    if ctx is not None:
+        args = [ctx.rvalue(a) for a in args]
+    flat = _flat_args(args)
+    if len(flat) == 1:
+        flat = flat * n
+    if len(flat) != n:
+        raise TypeError(f"{mtype!r} takes {n} components (or one for all of them), got {len(flat)}")
+    if ctx is None:
+        return _py(flat, mtype.dtype).reshape(mtype.shape)
+    return ctx.cast(MatrixValue(flat, mtype.shape), mtype.dtype)
+
+
+def _make(rows, dt):
+    """A matrix of Python numbers: a value in kernels (of dtype dt), a PyMatrix outside them."""
+    ctx = current()
+    if ctx is None:
+        return _py(rows, dt)
+    flat, shape = _flatten(list(rows))
+    mv = MatrixValue(flat, shape)
+    return ctx.cast(mv, _dt(dt))
+
+
+def _dt(dt):
+    from quadrants.lang import types as T
+
+    return T.to_dtype(dt if dt is not None else float)
+
+
 class Matrix:
-    """qd.Matrix([[a, b], [c, d]]). In kernels a value; in Python scope a numpy array."""
+    """qd.Matrix([[a, b], [c, d]]). In kernels a value; in Python scope a numpy array (PyMatrix)."""
 
     _qd_builtin = True
 
     def __new__(cls, entries, dt=None):
         ctx = current()
         if ctx is None:
-            return np.array(entries, dtype=dt.np if dt else None)
+            return _py(entries, dt)
         if isinstance(entries, MatrixValue):
             return entries
         flat, shape = _flatten(list(entries))
@@ -31,8 +131,52 @@ class Matrix:
         return ctx.cast(mv, dt) if dt else mv
 
     @staticmethod
-    def field(n, m, dtype, shape=None, name=None):
+    def field(n, m, dtype, shape=None, name=None, **_ignored):
         return Field(dtype, shape, element_shape=(n, m), name=name)
+
+    @staticmethod
+    def identity(dt, n):
+        return _make([[1 if i == j else 0 for j in range(n)] for i in range(n)], dt)
+
+    @staticmethod
+    def zero(dt, n, m=None):
+        return _make([0] * n if m is None else [[0] * m for _ in range(n)], dt)
+
+    @staticmethod
+    def one(dt, n, m=None):
+        return _make([1] * n if m is None else [[1] * m for _ in range(n)], dt)
+
+    @staticmethod
+    def unit(n, i, dt=None):
+        return _make([1 if k == i else 0 for k in range(n)], dt)
+
+    @staticmethod
+    def diag(dim, val):
+        """A dim x dim matrix with `val` on the diagonal (val may be a kernel value)."""
+        ctx = current()
+        if ctx is None:
+            return _py(np.diag([val] * dim))
+        v = ctx.rvalue(val)
+        zero = ctx.cast(0, v.dtype) if not isinstance(v, (int, float)) else 0
+        return MatrixValue([v if i == j else zero for i in range(dim) for j in range(dim)], (dim, dim))
+
+    @staticmethod
+    def rows(rows):
+        ctx = current()
+        if ctx is None:
+            return _py([np.asarray(r).reshape(-1) for r in rows])
+        rs = [ctx.rvalue(r) for r in rows]
+        return MatrixValue([e for r in rs for e in (r.entries if isinstance(r, MatrixValue) else r)],
+                           (len(rs), len(_flat_args([rs[0]]))))
+
+    @staticmethod
+    def cols(cols):
+        ctx = current()
+        if ctx is None:
+            return _py(np.array([np.asarray(c).reshape(-1) for c in cols]).T)
+        m = Matrix.rows(cols)
+        return MatrixValue([m.entry(j, i) for i in range(m.shape[1]) for j in range(m.shape[0])],
+                           (m.shape[1], m.shape[0]))
 
     @staticmethod
     def ndarray(n, m, dtype, shape):
@@ -48,29 +192,12 @@ class Vector(Matrix):
         return Matrix.__new__(cls, list(entries), dt)
 
     @staticmethod
-    def field(n, dtype, shape=None, name=None):
+    def field(n, dtype, shape=None, name=None, **_ignored):
         return Field(dtype, shape, element_shape=(n,), name=name)
 
     @staticmethod
     def ndarray(n, dtype, shape):
         return Ndarray(dtype, shape, element_shape=(n,))
-
-
-def _vec(n):
-    def make(*xs):
-        if len(xs) == 1 and not isinstance(xs[0], (list, tuple)) and not isinstance(xs[0], MatrixValue):
-            xs = xs * n
-        elif len(xs) == 1:
-            xs = tuple(xs[0].entries if isinstance(xs[0], MatrixValue) else xs[0])
-        if len(xs) != n:
-            raise TypeError(f"vec{n} takes {n} components, got {len(xs)}")
-        return Vector(list(xs))
-    make._qd_builtin = True
-    make.__name__ = f"vec{n}"
-    return make
-
-
-vec2, vec3, vec4 = _vec(2), _vec(3), _vec(4)
 
 
 # --- in-kernel operations on MatrixValue -------------------------------------------------------
@@ -105,28 +232,129 @@ def _builtin(f):
     return f
 
 
+_SWIZZLE_GROUPS = ("xyzw", "rgba", "stpq")
+
+
+def _swizzle(m, attr):
+    """v.x, v.xy, v.zyx, v.rgba: the entries (lvalues stay lvalues: `v.xy = ...` assigns)."""
+    if len(m.shape) != 1:
+        return None
+    for group in _SWIZZLE_GROUPS:
+        if all(c in group for c in attr):
+            idx = [group.index(c) for c in attr]
+            if any(i >= m.shape[0] for i in idx):
+                return None
+            if len(idx) == 1:
+                return m.entries[idx[0]]
+            return MatrixValue([m.entries[i] for i in idx], (len(idx),))
+    return None
+
+
+def _det(ctx, r):
+    n = r.shape[0]
+    if n == 1:
+        return r.entries[0]
+    if n == 2:
+        return ctx.binary("sub", ctx.binary("mul", r.entry(0, 0), r.entry(1, 1)),
+                          ctx.binary("mul", r.entry(0, 1), r.entry(1, 0)))
+    acc = None
+    for j in range(n):  # Laplace expansion along the first row
+        term = ctx.binary("mul", r.entry(0, j), _det(ctx, _minor(r, 0, j)))
+        acc = term if acc is None else ctx.binary("add" if j % 2 == 0 else "sub", acc, term)
+    return acc
+
+
+def _minor(r, i, j):
+    n = r.shape[0]
+    return MatrixValue([r.entry(a, b) for a in range(n) if a != i for b in range(n) if b != j], (n - 1, n - 1))
+
+
+def _square(ctx, r, what):
+    if len(r.shape) != 2 or r.shape[0] != r.shape[1] or r.shape[0] > 4:
+        ctx.type_error(f".{what}() needs a square matrix of size 1 to 4, got shape {r.shape}")
+
+
+def _inverse(ctx, r):
+    _square(ctx, r, "inverse")
+    n = r.shape[0]
+    inv_det = ctx.binary("div", 1.0, _det(ctx, r))
+    if n == 1:
+        return MatrixValue([inv_det], (1, 1))
+    out = []
+    for i in range(n):
+        for j in range(n):  # adjugate: the transposed cofactors
+            c = _det(ctx, _minor(r, j, i))
+            out.append(ctx.binary("mul", c if (i + j) % 2 == 0 else ctx.unary("neg", c), inv_det))
+    return MatrixValue(out, (n, n))
+
+
 def attribute(ctx, m, attr):
     from quadrants.lang import ops
 
-    swizzle = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
-    if attr in swizzle and len(m.shape) == 1:
-        return m.entries[swizzle[attr]]
+    sw = _swizzle(m, attr)
+    if sw is not None:
+        return sw
     if attr == "n":
         return m.shape[0]
     if attr == "m":
         return m.shape[1] if len(m.shape) == 2 else 1
     r = ctx.rvalue(m)
+
+    def norm_sqr():
+        return _sum(ctx, ctx.binary("mul", r, r))
+
+    def determinant():
+        _square(ctx, r, "determinant")
+        return _det(ctx, r)
+
+    def trace():
+        _square(ctx, r, "trace")
+        acc = r.entry(0, 0)
+        for i in range(1, r.shape[0]):
+            acc = ctx.binary("add", acc, r.entry(i, i))
+        return acc
+
+    def outer_product(o):
+        o = ctx.rvalue(o)
+        if len(r.shape) != 1 or not isinstance(o, MatrixValue) or len(o.shape) != 1:
+            ctx.type_error(".outer_product() takes two vectors")
+        return MatrixValue([ctx.binary("mul", a, c) for a in r.entries for c in o.entries], (r.shape[0], o.shape[0]))
+
+    def any_():
+        acc = ctx.binary("ne", r.entries[0], 0)
+        for e in r.entries[1:]:
+            acc = ctx.binary("or_", acc, ctx.binary("ne", e, 0))
+        return acc
+
+    def all_():
+        acc = ctx.binary("ne", r.entries[0], 0)
+        for e in r.entries[1:]:
+            acc = ctx.binary("and_", acc, ctx.binary("ne", e, 0))
+        return acc
+
     methods = {
         "sum": lambda: _sum(ctx, r),
         "dot": lambda o: _sum(ctx, ctx.binary("mul", r, ctx.rvalue(o))),
-        "norm_sqr": lambda: _sum(ctx, ctx.binary("mul", r, r)),
-        "norm": lambda: ops.sqrt(_sum(ctx, ctx.binary("mul", r, r))),
-        "normalized": lambda: ctx.binary("div", r, ops.sqrt(_sum(ctx, ctx.binary("mul", r, r)))),
+        "norm_sqr": norm_sqr,
+        "norm": lambda eps=0: ops.sqrt(ctx.binary("add", norm_sqr(), eps) if eps else norm_sqr()),
+        "norm_inv": lambda eps=0: ctx.binary("div", 1.0, ops.sqrt(ctx.binary("add", norm_sqr(), eps) if eps
+                                                                   else norm_sqr())),
+        "normalized": lambda eps=0: ctx.binary("div", r, ops.sqrt(ctx.binary("add", norm_sqr(), eps) if eps
+                                                                   else norm_sqr())),
         "transpose": lambda: MatrixValue([r.entry(j, i) for i in range(r.shape[1]) for j in range(r.shape[0])],
-                                         (r.shape[1], r.shape[0])),
+                                         (r.shape[1], r.shape[0])) if len(r.shape) == 2 else r,
         "cross": lambda o: _cross(ctx, r, ctx.rvalue(o)),
         "max": lambda: ops.max(*r.entries),
         "min": lambda: ops.min(*r.entries),
+        "determinant": determinant,
+        "inverse": lambda: _inverse(ctx, r),
+        "trace": trace,
+        "outer_product": outer_product,
+        "any": any_,
+        "all": all_,
+        "cast": lambda dt: ctx.cast(r, dt),
+        "to_list": lambda: list(r.entries),
+        "frobenius_inner": lambda o: _sum(ctx, ctx.binary("mul", r, ctx.rvalue(o))),
     }
     if attr not in methods:
         ctx.syntax_error(f"vectors/matrices have no attribute '{attr}'")

@@ -51,6 +51,9 @@ def static(x, *more):
 def _unary(name, doc):
     @builtin
     def f(x):
+        if current() is None:  # Python scope: numpy's (qd.math functions run there too)
+            import numpy as np
+            return getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}.get(name, name))(x)
         return require(f"qd.{name}").unary(name, x)
     f.__name__, f.__doc__ = name, doc
     return f
@@ -97,11 +100,17 @@ min, max = _nary("min"), _nary("max")
 
 @builtin
 def atan2(y, x):
+    if current() is None:
+        import numpy as np
+        return np.arctan2(y, x)
     return require("qd.atan2").binary("atan2", y, x)
 
 
 @builtin
 def pow(x, y):
+    if current() is None:
+        import numpy as np
+        return np.power(x, y)
     return require("qd.pow").binary("pow", x, y)
 
 
@@ -142,6 +151,8 @@ def grouped_impl(ctx, x, grouped=True):
     if isinstance(x, LoopGroup):
         return LoopGroup(x.bounds, grouped=grouped)
     if isinstance(x, Field):
+        bounds = [(0, n) for n in x.shape]
+    elif type(x).__name__ == "StructField":
         bounds = [(0, n) for n in x.shape]
     elif isinstance(x, NdarrayArg):
         n = x.ndim - len(x.element_shape)
@@ -227,3 +238,79 @@ def fill_in_kernel(ctx, target, value):
     finally:
         ctx.depth -= 1
     ctx.b.end_range_for(loop)
+
+
+# --- compile-time checks and random numbers ------------------------------------------------------
+@builtin
+def static_assert(cond, msg=None):
+    """Checks `cond` when the kernel compiles (no run-time cost); fails with QuadrantsAssertionError."""
+    from quadrants.lang.exception import QuadrantsAssertionError
+
+    ctx = current()
+    if _is_runtime(cond):
+        (ctx.type_error if ctx else _raise_type)("qd.static_assert needs a compile-time condition; use assert for "
+                                                 "run-time checks")
+    if not cond:
+        text = msg if msg is not None else "static assertion failed"
+        raise QuadrantsAssertionError(ctx.walker.located(text) if ctx and ctx.walker else text)
+
+
+def _raise_type(msg):
+    raise TypeError(msg)
+
+
+_GOLDEN = 0x9E3779B9
+
+
+def _mix32(ctx, h):
+    """A 32-bit avalanche (murmur3's finalizer) on u32 values."""
+    h = ctx.binary("bit_xor", h, ctx.binary("shr", h, 16))
+    h = ctx.binary("mul", h, 0x85EBCA6B)
+    h = ctx.binary("bit_xor", h, ctx.binary("shr", h, 13))
+    h = ctx.binary("mul", h, 0xC2B2AE35)
+    return ctx.binary("bit_xor", h, ctx.binary("shr", h, 16))
+
+
+def _next_u32(ctx):
+    """The next 32 random bits of this thread: a hash of (seed, launch, thread index, per-thread counter)."""
+    from quadrants.lang import types as T
+
+    rng = ctx.rng_stream()
+    counter, thread, launch = rng
+    c = ctx.rvalue(counter)
+    ctx.store(counter, ctx.binary("add", c, 1))
+    seed = int(ctx.config.random_seed) & 0xFFFFFFFF
+    u = lambda v: ctx.cast(v, T.u32)  # noqa: E731
+    h = _mix32(ctx, ctx.binary("bit_xor", u(thread), ctx.const((seed * 0x27D4EB2F + 0x165667B1) & 0xFFFFFFFF, T.u32)))
+    h = _mix32(ctx, ctx.binary("add", h, ctx.binary("mul", u(launch), 0x7FEB352D)))
+    h = _mix32(ctx, ctx.binary("add", h, ctx.binary("mul", u(c), _GOLDEN)))
+    return _mix32(ctx, ctx.binary("add", h, 0x68E31DA4))
+
+
+@builtin
+def random(dtype=float):
+    """A random value: floats uniform in [0, 1); integers uniform over all values of their type.
+
+    Counter-based: each thread hashes (qd.init(random_seed=), the launch number, its loop index, how
+    many numbers it drew), so a program gives the same numbers on every backend."""
+    from quadrants.lang import types as T
+
+    ctx = require("qd.random")
+    dtype = T.to_dtype(dtype)
+    if dtype.is_real:
+        if dtype is T.f64:
+            hi = ctx.cast(ctx.binary("shr", _next_u32(ctx), 5), T.f64)   # 27 bits
+            lo = ctx.cast(ctx.binary("shr", _next_u32(ctx), 6), T.f64)   # 26 bits
+            return ctx.binary("mul", ctx.binary("add", ctx.binary("mul", hi, float(1 << 26)), lo), 2.0 ** -53)
+        x = ctx.cast(ctx.binary("shr", _next_u32(ctx), 8), T.f32)        # 24 bits: exact in f32
+        return ctx.cast(ctx.binary("mul", x, 2.0 ** -24), dtype) if dtype is not T.f32 else \
+            ctx.binary("mul", x, ctx.const(2.0 ** -24, T.f32))
+    if dtype.bits == 64:
+        hi = ctx.cast(_next_u32(ctx), T.u64)
+        lo = ctx.cast(_next_u32(ctx), T.u64)
+        return ctx.expr(ctx.b.bitcast(ctx.binary("bit_or", ctx.binary("shl", hi, 32), lo).stmt, dtype.core)) \
+            if dtype is not T.u64 else ctx.binary("bit_or", ctx.binary("shl", hi, 32), lo)
+    bits = _next_u32(ctx)
+    if dtype.bits == 32:
+        return bits if dtype is T.u32 else ctx.expr(ctx.b.bitcast(bits.stmt, dtype.core))
+    return ctx.cast(bits, dtype)

@@ -125,11 +125,45 @@ def is_template(annotation):
     return isinstance(annotation, Template) or annotation is template or annotation is Template
 
 
-class VectorType:
-    """qd.types.vector(3, qd.f32): a vector dtype for ndarrays."""
+class _MatrixTypeBase:
+    """What qd.types.vector / qd.types.matrix (and qd.math.vec3, mat3, ...) share: a dtype for fields,
+    ndarrays and annotations, and a constructor inside and outside kernels."""
 
-    def __init__(self, n, dtype):
-        self.n, self.dtype = n, dtype
+    @property
+    def dtype(self):
+        if isinstance(self._dtype, DataType):
+            return self._dtype
+        from quadrants.lang import runtime
+
+        try:
+            return to_dtype(self._dtype)  # Python float/int: the current qd.init()'s default_fp / default_ip
+        except Exception:
+            return f32 if self._dtype is float else i32
+
+    def __call__(self, *args):
+        from quadrants.lang import matrix
+
+        return matrix.construct(self, args)
+
+    def field(self, shape=None, name=None, **_ignored):
+        from quadrants.lang.field import Field
+
+        return Field(self.dtype, shape, element_shape=self.shape, name=name)
+
+    def ndarray(self, shape, **_ignored):
+        from quadrants.lang.ndarray import Ndarray
+
+        return Ndarray(self.dtype, shape, element_shape=self.shape)
+
+
+class VectorType(_MatrixTypeBase):
+    """qd.types.vector(3, qd.f32): a vector dtype for fields and ndarrays, an annotation, a constructor."""
+
+    _qd_builtin = True
+
+    def __init__(self, n, dtype=float):
+        self.n, self._dtype = n, dtype
+        self.m = 1
         self.shape = (n,)
 
     def __repr__(self):
@@ -142,9 +176,13 @@ class VectorType:
         return hash(("vector", self.n, repr(self.dtype)))
 
 
-class MatrixType:
-    def __init__(self, n, m, dtype):
-        self.n, self.m, self.dtype = n, m, dtype
+class MatrixType(_MatrixTypeBase):
+    """qd.types.matrix(3, 3, qd.f32)."""
+
+    _qd_builtin = True
+
+    def __init__(self, n, m, dtype=float):
+        self.n, self.m, self._dtype = n, m, dtype
         self.shape = (n, m)
 
     def __repr__(self):
@@ -163,6 +201,12 @@ class _TypesNamespace:
     template = staticmethod(template)
     vector = VectorType
     matrix = MatrixType
+
+    @staticmethod
+    def struct(**members):
+        from quadrants.lang.struct import StructType
+
+        return StructType(members)
 
 
 types = _TypesNamespace()

@@ -43,6 +43,21 @@ class MatrixValue:
         return self.entries[flat]
 
 
+class DynIndex:
+    """entries[index] with `index` known only at run time (a local vector indexed by a loop variable).
+
+    Read: a chain of selects; written: one guarded store per entry. Entries may be lvalues."""
+
+    def __init__(self, entries, index):
+        self.entries, self.index = list(entries), index
+
+    @property
+    def dtype(self):
+        return self.entries[0].dtype
+
+    kernel_scope = False
+
+
 class NdarrayArg:
     """An ndarray kernel argument: a buffer whose shape comes with the launch."""
 

@@ -1,0 +1,171 @@
+"""qd.types.struct(...) / @qd.dataclass: compound element types; fields of them hold one field per member."""
+import numpy as np
+
+from quadrants.lang import types as T
+from quadrants.lang.context import current
+from quadrants.lang.field import Field
+
+
+class StructType:
+    """A struct dtype: members name -> dtype (a scalar dtype, a vector/matrix type or another struct).
+
+    Particle.field(shape=n) makes a StructField; Particle(x=..., v=...) makes a value (in kernels a
+    StructValue, in Python scope a dict-like PyStruct); methods of a @qd.dataclass are @qd.func."""
+
+    _qd_builtin = True
+
+    def __init__(self, members, name="struct", methods=None):
+        self.members = dict(members)
+        for k, t in self.members.items():
+            if not isinstance(t, (T.DataType, T.VectorType, T.MatrixType, StructType)) and t not in (int, float):
+                raise TypeError(f"struct member '{k}' has type {t!r}; use a dtype, a vector/matrix type or a struct")
+        self.name = name
+        self.methods = dict(methods or {})
+
+    def __repr__(self):
+        return f"<struct {self.name} {', '.join(f'{k}: {t!r}' for k, t in self.members.items())}>"
+
+    def __getattr__(self, attr):
+        methods = self.__dict__.get("methods", {})
+        if attr in methods:
+            return methods[attr]
+        raise AttributeError(f"struct {self.__dict__.get('name')} has no attribute '{attr}'")
+
+    def __call__(self, *args, **kwargs):
+        """Particle(x, v) or Particle(x=..., v=...); members not given are zero."""
+        names = list(self.members)
+        if len(args) > len(names):
+            raise TypeError(f"{self.name} has {len(names)} members, got {len(args)} positional values")
+        values = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in self.members:
+                raise TypeError(f"{self.name} has no member '{k}'")
+            if k in values:
+                raise TypeError(f"{self.name}: member '{k}' given twice")
+            values[k] = v
+        ctx = current()
+        if ctx is None:
+            return PyStruct(self, {k: _py_member(t, values.get(k, 0)) for k, t in self.members.items()})
+        out = {}
+        for k, t in self.members.items():
+            v = values.get(k, 0)
+            if isinstance(t, StructType):
+                out[k] = v if isinstance(v, StructValue) else t(**(v if isinstance(v, dict) else {}))
+            elif isinstance(t, (T.VectorType, T.MatrixType)):
+                out[k] = t(v)
+            else:
+                out[k] = ctx.cast(v, T.to_dtype(t))
+        return StructValue(self, out)
+
+    def field(self, shape=None, name=None, **_ignored):
+        return StructField(self, shape, name)
+
+
+def _py_member(t, v):
+    if isinstance(t, StructType):
+        return v if isinstance(v, PyStruct) else t(**(v if isinstance(v, dict) else {}))
+    if isinstance(t, (T.VectorType, T.MatrixType)):
+        return t(v)
+    return T.to_dtype(t).np.type(v)
+
+
+class PyStruct(dict):
+    """A struct value in Python scope: a dict whose members are also attributes (p.x)."""
+
+    def __init__(self, stype, values):
+        super().__init__(values)
+        object.__setattr__(self, "type", stype)
+
+    def __getattr__(self, k):
+        try:
+            return self[k]
+        except KeyError:
+            raise AttributeError(k) from None
+
+    def __setattr__(self, k, v):
+        self[k] = v
+
+
+class StructValue:
+    """A struct inside a kernel: member name -> front-end value (Expr/Var/Ptr/MatrixValue/StructValue)."""
+
+    def __init__(self, stype, members):
+        self.type, self.members = stype, dict(members)
+
+
+class StructField:
+    """A field of structs: one Field (or StructField) per member, e.g. particles.x[i] / particles[i].x."""
+
+    def __init__(self, stype, shape, name=None):
+        self.type = stype
+        self.name = name or stype.name
+        self.fields = {}
+        for k, t in stype.members.items():
+            if isinstance(t, StructType):
+                self.fields[k] = StructField(t, shape, f"{self.name}.{k}")
+            elif isinstance(t, (T.VectorType, T.MatrixType)):
+                self.fields[k] = Field(t.dtype, shape, element_shape=t.shape, name=f"{self.name}.{k}")
+            else:
+                self.fields[k] = Field(t, shape, name=f"{self.name}.{k}")
+
+    def __getattr__(self, k):
+        fields = self.__dict__.get("fields", {})
+        if k in fields:
+            return fields[k]
+        raise AttributeError(f"struct field {self.__dict__.get('name')} has no member '{k}'")
+
+    @property
+    def shape(self):
+        return next(iter(self.fields.values())).shape
+
+    def keys(self):
+        return list(self.fields)
+
+    def __getitem__(self, key):
+        return PyStruct(self.type, {k: f[key] for k, f in self.fields.items()})
+
+    def __setitem__(self, key, value):
+        for k, v in dict(value).items():
+            self.fields[k][key] = v
+
+    def to_numpy(self):
+        return {k: f.to_numpy() for k, f in self.fields.items()}
+
+    def from_numpy(self, d):
+        for k, v in d.items():
+            self.fields[k].from_numpy(v)
+
+    def fill(self, value):
+        for f in self.fields.values():
+            f.fill(value)
+
+    def __repr__(self):
+        return f"<qd.struct_field {self.name} shape={self.shape}>"
+
+
+def dataclass(cls):
+    """@qd.dataclass: a struct type from a class's annotated members; its @qd.func methods stay methods."""
+    from quadrants.lang.kernel import Func
+
+    members = {k: v for k, v in getattr(cls, "__annotations__", {}).items()}
+    methods = {k: v for k, v in vars(cls).items() if isinstance(v, Func)}
+    return StructType(members, name=cls.__name__, methods=methods)
+
+
+def data_oriented(cls):
+    """@qd.data_oriented: a class whose methods are kernels and funcs reading its fields (self.x[i]).
+
+    Kernels as methods take `self` as a compile-time argument; funcs as methods are inlined with it."""
+    cls._qd_data_oriented = True
+    return cls
+
+
+_ = np
+
+
+class Struct:
+    """qd.Struct(...) in kernels: a struct value without a declared type is not supported; use
+    qd.types.struct(...) or @qd.dataclass."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("declare a struct type with qd.types.struct(x=qd.f32, ...) or @qd.dataclass")

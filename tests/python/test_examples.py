@@ -1,0 +1,32 @@
+"""examples/particles.py (a dataclass, qd.math vectors, a data-oriented class, atomics into a density
+grid) against its numpy reference, on every available arch."""
+import importlib.util
+import os
+
+import numpy as np
+
+from test_utils import test
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "particles.py")
+_spec = importlib.util.spec_from_file_location("particles_example", _PATH)
+particles = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(particles)
+
+
+@test()
+def test_particles_example_matches_numpy():
+    n, steps = 2000, 60
+    sim = particles.Simulation(n)
+    x0, v0, m = particles.initial_state(n, seed=3)
+    sim.load(x0, v0, m)
+    for _ in range(steps):
+        sim.step(particles.DT)
+    x, v = sim.particles.x.to_numpy(), sim.particles.v.to_numpy()
+    rx, rv = particles.reference(x0, v0, m, steps)
+    assert np.allclose(x, rx, atol=1e-5) and np.allclose(v, rv, atol=1e-4)
+    assert ((0 <= x) & (x <= 1)).all() and np.array_equal(sim.particles.m.to_numpy(), m)
+    assert (np.abs(v - v0) > 0).any()  # something happened: they fell and bounced
+    density = sim.density.to_numpy()
+    assert np.allclose(density, particles.density_of(x, m), rtol=1e-5, atol=1e-3)
+    assert np.isclose(density.sum(), m.sum(), rtol=1e-5)
+    assert np.isclose(sim.kinetic_energy(), 0.5 * (m * (rv ** 2).sum(axis=1)).sum(), rtol=1e-4)

@@ -155,7 +155,9 @@ class Printer {
       case StmtKind::LocalLoad: os_ << "local load " << ops(); break;
       case StmtKind::LocalStore: os_ << "local store " << ops(); break;
       case StmtKind::Unary: os_ << unary_op_name(static_cast<UnaryOp>(s.op)) << " " << ops(); break;
-      case StmtKind::Binary: os_ << binary_op_name(static_cast<BinaryOp>(s.op)) << " " << ops(); break;
+      case StmtKind::Binary:
+        os_ << binary_op_name(static_cast<BinaryOp>(s.op)) << (s.reassoc ? " reassoc " : " ") << ops();
+        break;
       case StmtKind::Select: os_ << "select " << ops(); break;
       case StmtKind::Atomic:
         os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")

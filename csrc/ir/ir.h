@@ -56,6 +56,9 @@ struct Stmt {
   DataType cast_from = DataType::none;
   bool is_volatile = false;     // GlobalLoad
   bool serialize = false;       // RangeFor
+  // Binary: a privatized reduction's combine, which may be reassociated (the atomics it replaced
+  // were unordered); float min/max operands are then never NaN (reductions.cpp). cpu: fast-math.
+  bool reassoc = false;
   Lowering lowering = Lowering::Native;  // Atomic: the support table's verdict, decided once (decide_atomics)
   int block_dim = 0;            // RangeFor
   const char *label = nullptr;  // While: a name for the loop in emitted code ("cas.loop")

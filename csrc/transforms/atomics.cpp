@@ -138,7 +138,7 @@ void run_passes(KernelIR &k, const Target &target) {
   demote_unique_atomics(k);  // before the verdicts: an element unique to its iteration needs no atomic
   decide_atomics(k, target);
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu)
-    privatize_reductions(k, /*arrays=*/backend == Backend::Cpu);
+    privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
   legalize(k, target);
 }
 

@@ -22,9 +22,11 @@ void demote_unique_atomics(KernelIR &k);
 
 // Atomics with unused results on loop-invariant addresses in a parallel loop are accumulated per
 // thread in a variable (Task::pre_loop) and applied once per thread (Task::post_loop).
-// With `arrays` (cpu), small fields updated only by such atomics (histograms), when native, get a
-// private copy per thread (a Private buffer).
-void privatize_reductions(KernelIR &k, bool arrays);
+// The combining operations are marked reassociable (Stmt::reassoc), so the cpu loop vectorises
+// with several accumulators. With `cpu`, small fields updated only by such atomics (histograms),
+// when native, get a private copy per thread (a Private buffer), and float min/max accumulate
+// their non-NaN operands only (a form LLVM vectorises).
+void privatize_reductions(KernelIR &k, bool cpu);
 
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
 // QuadrantsTypeError (naming the source line) for atomics the target cannot do.

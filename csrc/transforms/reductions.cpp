@@ -3,6 +3,7 @@
 // for every iteration, each thread can combine its iterations' operands in a register and apply
 // one atomic at the end of its share of the loop. Any interleaving of those grouped updates is
 // one the original program could have had, so per-location atomicity still holds.
+#include <cmath>
 #include <functional>
 #include <map>
 #include <unordered_set>
@@ -25,7 +26,7 @@ bool loop_invariant(const Stmt &ptr) {
 
 class Privatizer {
  public:
-  Privatizer(KernelIR &k, Task &t) : k_(k), t_(t) {}
+  Privatizer(KernelIR &k, Task &t, bool cpu) : k_(k), t_(t), cpu_(cpu) {}
 
   void run() {
     std::unordered_set<const Stmt *> used;
@@ -77,8 +78,25 @@ class Privatizer {
     DataType t = atomic->dtype;
     IrEmitter pre(t_.pre_loop, atomic->loc), in(atomic);
     AtomicIdentity id = atomic_identity(op, t);
-    Stmt *acc = pre.var(t, is_real(t) ? pre.c(t, id.f) : pre.ci(t, id.i));
-    in.store(acc, in.bin(*atomic_op_info(op).combine, in.load(acc), atomic->operands[1]));
+    Stmt *value = atomic->operands[1];
+    BinaryOp combine = *atomic_op_info(op).combine;
+    // Float min/max (cpu): the identity is NaN and a NaN operand loses, which LLVM cannot vectorise.
+    // The accumulator instead starts at -inf (max) / +inf (min) and takes the non-NaN operands
+    // only; `seen` says whether there was one, and the flush applies NaN (the identity) if not.
+    bool numeric = cpu_ && is_real(t) && (op == AtomicOp::Min || op == AtomicOp::Max);
+    double inf = op == AtomicOp::Max ? -INFINITY : INFINITY;
+    Stmt *acc = pre.var(t, numeric ? pre.c(t, inf) : is_real(t) ? pre.c(t, id.f) : pre.ci(t, id.i));
+    Stmt *seen = numeric ? pre.var(DataType::i32, pre.ci(DataType::i32, 0)) : nullptr;
+    if (numeric) {
+      Stmt *is_nan = in.bin(BinaryOp::Ne, value, value);
+      Stmt *any = in.bin(BinaryOp::BitOr, in.load(seen), in.bin(BinaryOp::Eq, value, value));
+      any->reassoc = true;
+      in.store(seen, any);
+      value = in.sel(is_nan, in.c(t, inf), value);
+    }
+    Stmt *combined = in.bin(combine, in.load(acc), value);
+    combined->reassoc = true;  // several accumulators / SIMD lanes: the atomics were unordered
+    in.store(acc, combined);
     const Stmt &ptr = *atomic->operands[0];
     auto hoisted = clone_leaf(ptr);
     for (Stmt *&idx : hoisted->operands) {
@@ -88,7 +106,9 @@ class Privatizer {
     }
     Stmt *flush_ptr = t_.post_loop.push(std::move(hoisted));
     IrEmitter post(t_.post_loop, atomic->loc);
-    Stmt *flush = post.add(StmtKind::Atomic, t, {flush_ptr, post.load(acc)});
+    Stmt *result = post.load(acc);
+    if (numeric) result = post.sel(post.load(seen), result, post.c(t, id.f));
+    Stmt *flush = post.add(StmtKind::Atomic, t, {flush_ptr, result});
     flush->ival = static_cast<int64_t>(op);
     flush->lowering = atomic->lowering;
     std::erase_if(atomic->parent->stmts, [&](auto &s) { return s.get() == atomic; });
@@ -96,6 +116,7 @@ class Privatizer {
 
   KernelIR &k_;
   Task &t_;
+  bool cpu_;
 };
 
 }  // namespace
@@ -205,11 +226,11 @@ void privatize_arrays(KernelIR &k, Task &t) {
 
 }  // namespace
 
-void privatize_reductions(KernelIR &k, bool arrays) {
+void privatize_reductions(KernelIR &k, bool cpu) {
   for (Task &t : k.tasks) {
     if (!t.parallel) continue;
-    Privatizer(k, t).run();
-    if (arrays) privatize_arrays(k, t);
+    Privatizer(k, t, cpu).run();
+    if (cpu) privatize_arrays(k, t);
   }
 }
 

@@ -267,6 +267,16 @@ Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
 Value *LlvmCodegen::binary(const Stmt &s) {
   DataType ot = s.operands[0]->dtype;
   Value *a = value(s.operands[0]), *c = value(s.operands[1]);
+  llvm::IRBuilder<>::FastMathFlagGuard keep(b_);
+  if (s.reassoc && is_real(ot)) {  // a privatized reduction: may use several accumulators / SIMD
+    llvm::FastMathFlags f;
+    f.setAllowReassoc();
+    if (s.op == int(BinaryOp::Min) || s.op == int(BinaryOp::Max)) {  // operands never NaN (reductions.cpp)
+      f.setNoNaNs();
+      f.setNoSignedZeros();
+    }
+    b_.setFastMathFlags(f);
+  }
   switch (static_cast<BinaryOp>(s.op)) {
     case BinaryOp::LogicalAnd:
       return b_.CreateZExt(b_.CreateAnd(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());

@@ -218,6 +218,22 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Pass(self, node):
         pass
 
+    def visit_Assert(self, node):
+        """`assert cond, "message"`: checked at run time under qd.init(debug=True), compiled out otherwise.
+        A failure raises QuadrantsAssertionError naming the line when the launch returns."""
+        if not self.ctx.config.debug:
+            return
+        msg = None
+        if node.msg is not None:
+            msg = self.visit(node.msg)
+            if not isinstance(msg, str):
+                self.ctx.syntax_error("an assert message in a kernel must be a string known at compile time")
+        cond = self.ctx.truth(self.visit(node.test))
+        if cond is True:
+            return
+        self.set_loc(node)
+        self.ctx.kernel_assert(cond, self.located(msg if msg is not None else "assertion failed"))
+
     def visit_Assign(self, node):
         value = self.visit(node.value)
         for t in node.targets:

@@ -58,6 +58,7 @@ class KernelContext:
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
         from quadrants.lang.template_key import Tracker
         self.tracker = Tracker()  # what the kernel reads from its plain-object template arguments
+        self.assert_messages = []     # the located message of each run-time assert, numbered from 1
         self.rng_launch_slot = None  # the hidden argument numbering launches, once qd.random is used
         self.rng_loops = []          # per enclosing parallel loop: {"anchor", "thread", "counter"}
         self.rng_kernel = None       # the same for kernel-scope code (thread 0)
@@ -78,6 +79,19 @@ class KernelContext:
         if rec["counter"] is None:
             rec["counter"] = Var(self.b.alloca_before(rec["anchor"], T.u32.core), T.u32)
         return rec["counter"], rec["thread"], launch
+
+    # --- run-time assertions (debug=True) ---------------------------------------------------------
+    def kernel_assert(self, cond, message):
+        """if not cond: the first failing assert's number goes to the program's assertion word."""
+        from quadrants.lang import runtime
+
+        word = runtime.program().assert_word()
+        self.assert_messages.append(message)
+        failed = self.binary("eq", cond, 0) if not isinstance(cond, bool) else None
+        s = self.b.begin_if(failed.stmt) if failed is not None else None
+        self.atomic("cas", self.element(word, [0]), 0, len(self.assert_messages))
+        if s is not None:
+            self.b.end_if(s)
 
     # --- errors ---------------------------------------------------------------------------------
     def syntax_error(self, msg):

@@ -11,7 +11,7 @@ import numpy as np
 from quadrants import _core
 from quadrants.lang import ast_builder, context, runtime, template_key
 from quadrants.lang import types as T
-from quadrants.lang.exception import (QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+from quadrants.lang.exception import (QuadrantsAssertionError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.runtime_array import external_array
@@ -304,6 +304,7 @@ class Kernel:
         num_slots = ctx.b.num_arg_slots()
         if ctx.rng_launch_slot is not None:
             plan.append(("random", ctx.rng_launch_slot))
+        ctx.tracker.assert_messages = ctx.assert_messages
         return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
 
     def __call__(self, *args, **kwargs):
@@ -331,6 +332,7 @@ class Kernel:
                 print(compiled.artifacts["ir"])
             entry = _Compiled(compiled, fields, num_slots, plan, written)
             entry.guards = tracker.guards
+            entry.assert_messages = getattr(tracker, "assert_messages", [])
             # The specialisation lives as long as every object it was compiled for: the objects
             # keyed by identity and the fields it reads. When one dies its entry goes (with the
             # compiled code); a new object at the same address compiles afresh.
@@ -388,6 +390,12 @@ class Kernel:
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
             raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
+        if getattr(entry, "assert_messages", None):
+            word = prog.assert_word()
+            failed = int(word[0])
+            if failed:
+                word[0] = 0
+                raise QuadrantsAssertionError(entry.assert_messages[failed - 1])
         if entry.returns:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             result, k = [], 0

@@ -61,6 +61,20 @@ class Program:
         Program.next_generation += 1
         self.compile_count = 0
         self.lock = threading.Lock()
+        self._assert_word = None
+
+    def assert_word(self):
+        """A one-element i32 field where a failing kernel assert (debug=True) writes its number."""
+        if self._assert_word is None:
+            from quadrants.lang import context
+            from quadrants.lang.field import Field
+
+            prev, context._current = context._current, None  # a runtime resource, made while compiling
+            try:
+                self._assert_word = Field(T.i32, (1,), name="__qd_assert")
+            finally:
+                context._current = prev
+        return self._assert_word
 
     next_generation = 0
 

@@ -460,3 +460,40 @@ def test_random_seed_changes_the_numbers():
         finally:
             qd.reset()
     assert np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[0], outs[2])
+
+
+@test(debug=True)
+def test_assert_under_debug_raises_naming_the_line():
+    x = qd.field(qd.i32, shape=8)
+
+    @qd.func
+    def check(v):
+        assert v < 5, "v must be below 5"
+
+    @qd.kernel
+    def k(n: qd.i32):
+        for i in range(n):
+            x[i] = i
+            check(i)
+        assert n > 0
+
+    k(3)
+    with pytest.raises(qd.QuadrantsAssertionError, match="v must be below 5") as e:
+        k(7)
+    assert "test_language_surface.py" in str(e.value) and 'assert v < 5, "v must be below 5"' in str(e.value)
+    with pytest.raises(qd.QuadrantsAssertionError, match="assertion failed") as e:
+        k(0)
+    assert "assert n > 0" in str(e.value)
+    k(2)  # the failure was reported once; the next launch starts clean
+    assert x.to_numpy()[:5].tolist() == [0, 1, 2, 3, 4]
+
+
+@test()
+def test_assert_is_compiled_out_without_debug():
+    @qd.kernel
+    def k(n: qd.i32) -> qd.i32:
+        assert n > 0, "never checked"
+        return n
+
+    assert k(-1) == -1
+    assert "__qd_assert" not in qd.compile(k, 1).ir

@@ -730,6 +730,28 @@ class FunctionWalker(ast.NodeVisitor):
             flat = self.ctx.binary("add", self.ctx.binary("mul", idx[0], base.shape[1]), idx[1])
         return DynIndex(base.entries, self.ctx.scalar(flat))
 
+    def visit_JoinedStr(self, node):
+        """An f-string: compile-time parts are formatted now, run-time values when the record is printed."""
+        from quadrants.lang.printing import Format
+
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+                continue
+            value = self.ctx.rvalue(self.visit(v.value))
+            spec = self.visit(v.format_spec) if v.format_spec is not None else ""
+            if isinstance(spec, Format):
+                if spec.values:
+                    self.ctx.syntax_error("a format spec in a kernel f-string must be known at compile time")
+                spec = "".join(spec.parts)
+            conv = {-1: "", 115: "!s", 114: "!r", 97: "!a"}[v.conversion]
+            if isinstance(value, (Expr, MatrixValue)):
+                parts.append((value, conv, spec))
+            else:
+                parts.append(("{" + conv + (":" + spec if spec else "") + "}").format(value))
+        return Format.of(parts)
+
     def visit_Slice(self, node):
         self.ctx.syntax_error("slices are not supported in kernels")
 
@@ -762,7 +784,7 @@ class FunctionWalker(ast.NodeVisitor):
             return range(*args) if all(isinstance(a, int) for a in args) else \
                 self.ctx.syntax_error("range() with run-time bounds is only allowed as a for-loop iterator")
         if func is print:
-            self.ctx.syntax_error("print() is not supported in kernels")
+            return self.ctx.kernel_print(args, kwargs)
         runtime_args = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Expr, Var, Ptr, MatrixValue))]
         if runtime_args:
             name = getattr(func, "__name__", repr(func))

@@ -58,6 +58,7 @@ class KernelContext:
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
         from quadrants.lang.template_key import Tracker
         self.tracker = Tracker()  # what the kernel reads from its plain-object template arguments
+        self.print_formats = []       # per print() call: (pieces, layout) to format its records
         self.assert_messages = []     # the located message of each run-time assert, numbered from 1
         self.rng_launch_slot = None  # the hidden argument numbering launches, once qd.random is used
         self.rng_loops = []          # per enclosing parallel loop: {"anchor", "thread", "counter"}
@@ -79,6 +80,10 @@ class KernelContext:
         if rec["counter"] is None:
             rec["counter"] = Var(self.b.alloca_before(rec["anchor"], T.u32.core), T.u32)
         return rec["counter"], rec["thread"], launch
+
+    def kernel_print(self, args, kwargs):
+        from quadrants.lang import printing
+        return printing.kernel_print(self, args, dict(kwargs))
 
     # --- run-time assertions (debug=True) ---------------------------------------------------------
     def kernel_assert(self, cond, message):

@@ -305,6 +305,7 @@ class Kernel:
         if ctx.rng_launch_slot is not None:
             plan.append(("random", ctx.rng_launch_slot))
         ctx.tracker.assert_messages = ctx.assert_messages
+        ctx.tracker.print_formats = ctx.print_formats
         return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
 
     def __call__(self, *args, **kwargs):
@@ -333,6 +334,7 @@ class Kernel:
             entry = _Compiled(compiled, fields, num_slots, plan, written)
             entry.guards = tracker.guards
             entry.assert_messages = getattr(tracker, "assert_messages", [])
+            entry.print_formats = getattr(tracker, "print_formats", [])
             # The specialisation lives as long as every object it was compiled for: the objects
             # keyed by identity and the fields it reads. When one dies its entry goes (with the
             # compiled code); a new object at the same address compiles afresh.
@@ -390,6 +392,9 @@ class Kernel:
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
             raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
+        if getattr(entry, "print_formats", None):
+            from quadrants.lang import printing
+            printing.flush(prog, entry.print_formats)
         if getattr(entry, "assert_messages", None):
             word = prog.assert_word()
             failed = int(word[0])

@@ -62,6 +62,22 @@ class Program:
         self.compile_count = 0
         self.lock = threading.Lock()
         self._assert_word = None
+        self._print_buffer = None
+
+    def print_buffer(self):
+        """(words, cursor): the i32 fields kernel print() records go to (quadrants/lang/printing.py)."""
+        if self._print_buffer is None:
+            from quadrants.lang import context
+            from quadrants.lang.field import Field
+            from quadrants.lang.printing import PRINT_WORDS
+
+            prev, context._current = context._current, None
+            try:
+                self._print_buffer = (Field(T.i32, (PRINT_WORDS,), name="__qd_print"),
+                                      Field(T.i32, (1,), name="__qd_print_cursor"))
+            finally:
+                context._current = prev
+        return self._print_buffer
 
     def assert_word(self):
         """A one-element i32 field where a failing kernel assert (debug=True) writes its number."""

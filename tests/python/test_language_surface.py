@@ -497,3 +497,26 @@ def test_assert_is_compiled_out_without_debug():
 
     assert k(-1) == -1
     assert "__qd_assert" not in qd.compile(k, 1).ir
+
+
+@test()
+def test_print_in_kernels(capsys):
+    @qd.func
+    def show(i, v):
+        print(f"i={i} v={v} sq={i * i:>3} half={i / 4:.3f}", v.x)
+
+    @qd.kernel
+    def k(n: qd.i32, f: qd.f32):
+        print("start", n, f, 3, qd.math.pi > 3, sep=", ")
+        for i in range(n):
+            show(i, qd.math.vec2(i, 0.1))
+        print("end", qd.i64(-5) << 40, qd.u8(250), qd.f64(1.0) / 3, qd.Matrix([[1, 2], [3, 4]]), end="!\n")
+
+    k(4, 2.5)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "start, 4, 2.5, 3, True"
+    assert sorted(lines[1:5]) == [f"i={i} v=[{float(i)}, 0.1] sq={i * i:>3} half={i / 4:.3f} {float(i)}"
+                                  for i in range(4)]   # threads print in any order
+    assert lines[5] == f"end {-5 << 40} 250 {1 / 3} [[1, 2], [3, 4]]!" and len(lines) == 6
+    k(0, 1.0)
+    assert capsys.readouterr().out == "start, 0, 1.0, 3, True\nend -5497558138880 250 0.3333333333333333 [[1, 2], [3, 4]]!\n"

@@ -1818,8 +1818,8 @@ class Contended:
             if op == "mul" and not initial:
                 return make(t, rng.choice([1, 1, 1, -1, 3, 2]))
             return random_value(rng, t)
-        if op in ("add", "sub"):  # small integers: every order of the sums is exact
-            return make(t, rng.randint(-8, 8))
+        if op in ("add", "sub"):  # small integers (and -0.0): every order of the sums is exact
+            return make(t, rng.randint(-8, 8) if rng.random() < 0.9 else -0.0)
         if op == "mul":
             return make(t, rng.choice([1.0, -1.0]) if not initial else rng.choice([1.5, -3.0, 0.0]))
         v = random_value(rng, t)

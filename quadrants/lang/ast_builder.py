@@ -363,6 +363,8 @@ class FunctionWalker(ast.NodeVisitor):
         self.block_done = True
 
     def flatten_return(self, value):
+        if isinstance(value, StructValue):
+            return [x for m in value.members.values() for x in self.flatten_return(self.ctx.rvalue(m))]
         if isinstance(value, MatrixValue):
             return [self.ctx.rvalue(e) for e in value.entries]
         if isinstance(value, (tuple, list)):
@@ -392,6 +394,8 @@ class FunctionWalker(ast.NodeVisitor):
             return tuple(self.return_storage(self.ctx.rvalue(v)) for v in value)
         if isinstance(value, MatrixValue):
             return MatrixValue([self.return_storage(e) for e in value.entries], value.shape)
+        if isinstance(value, StructValue):
+            return StructValue(value.type, {k: self.return_storage(self.ctx.rvalue(m)) for k, m in value.members.items()})
         ann = self.func.__annotations__.get("return") if hasattr(self.func, "__annotations__") else None
         if isinstance(ann, T.DataType):
             dtype = ann

@@ -107,7 +107,10 @@ class Field(RuntimeArray):
         self._check()
         out = np.empty(self.element_shape, dtype=self.dtype.np)
         self._program.runtime.read(self.handle, self._offset(key), out.reshape(-1))
-        return out if self.element_shape else out[()]
+        if not self.element_shape:
+            return out[()]
+        from quadrants.lang.matrix import PyMatrix
+        return out.view(PyMatrix)  # a vector/matrix with .n, .norm(), .dot(), ... as in kernels
 
     def __setitem__(self, key, value):
         self._check()

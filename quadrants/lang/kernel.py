@@ -10,6 +10,7 @@ import numpy as np
 
 from quadrants import _core
 from quadrants.lang import ast_builder, context, runtime, template_key
+from quadrants.lang import struct as _struct
 from quadrants.lang import types as T
 from quadrants.lang.exception import (QuadrantsAssertionError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
@@ -62,6 +63,8 @@ class _Param:
             self.kind = "scalar"
         elif isinstance(annotation, (T.VectorType, T.MatrixType)):
             self.kind = "matrix"  # one scalar slot per entry
+        elif isinstance(annotation, _struct.StructType):
+            self.kind = "struct"  # one scalar slot per entry of each member
         else:
             raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' has an unsupported "
                                      f"annotation {annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
@@ -165,7 +168,9 @@ def _return_spec(annotation, func):
     spec = []
     for r in annotation if isinstance(annotation, tuple) else (annotation,):
         try:
-            if isinstance(r, (T.VectorType, T.MatrixType)):
+            if isinstance(r, _struct.StructType):
+                spec.append((None, r))
+            elif isinstance(r, (T.VectorType, T.MatrixType)):
                 spec.append((T.to_dtype(r.dtype), r.shape))
             else:
                 spec.append((T.to_dtype(r), None))
@@ -178,6 +183,17 @@ def _return_spec(annotation, func):
 
 def _num_entries(shape):
     return math.prod(shape) if shape is not None else 1
+
+
+def _return_dtypes(spec):
+    """The scalar return slots of a return spec: vectors/matrices per entry, structs per member entry."""
+    out = []
+    for d, shape in spec:
+        if d is None:
+            out.extend(ld for _, ld, lshape in _struct.leaves(shape) for _ in range(_num_entries(lshape)))
+        else:
+            out.extend([d] * _num_entries(shape))
+    return out
 
 
 _MAX_ELEMENTS = (1 << 31) - 1  # loop and element indices are 32-bit
@@ -268,6 +284,15 @@ class Kernel:
                 slots = [ctx.b.add_scalar_arg(f"{p.name}{list(e)}", dtype.core) for e in np.ndindex(*ann.shape)]
                 plan.append(("matrix", slots, dtype, ann.shape))
                 bound[p.name] = ("matrix", slots, dtype, ann.shape)
+            elif p.kind == "struct":
+                leaf_slots = []
+                for path, ld, lshape in _struct.leaves(p.annotation):
+                    n = ".".join(path)
+                    slots = [ctx.b.add_scalar_arg(f"{p.name}.{n}{list(e) if lshape else ''}", ld.core)
+                             for e in (np.ndindex(*lshape) if lshape else [()])]
+                    leaf_slots.append((path, slots, ld, lshape))
+                plan.append(("struct", leaf_slots))
+                bound[p.name] = ("struct", leaf_slots, p.annotation)
             elif p.kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
                 buf = ctx.b.add_ndarray_arg(p.name, dtype.core, len(shape) + len(elem), list(elem))
@@ -278,7 +303,7 @@ class Kernel:
                 bound[p.name] = v
                 if template_key.is_plain_object(v):
                     ctx.tracker.root(v, index)
-        ctx.b.set_returns([d.core for d, shape in self.returns for _ in range(_num_entries(shape))])
+        ctx.b.set_returns([d.core for d in _return_dtypes(self.returns)])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
         prev, context._current = context._current, ctx
         try:
@@ -294,6 +319,12 @@ class Kernel:
                     v = ctx.expr(ctx.b.arg(v[1], v[2].core))
                 elif isinstance(v, tuple) and v[0] == "matrix":
                     v = MatrixValue([ctx.expr(ctx.b.arg(slot, v[2].core)) for slot in v[1]], v[3])
+                elif isinstance(v, tuple) and v[0] == "struct":
+                    vals = {}
+                    for path, slots, ld, lshape in v[1]:
+                        es = [ctx.expr(ctx.b.arg(slot, ld.core)) for slot in slots]
+                        vals[path] = es[0] if lshape is None else MatrixValue(es, lshape)
+                    v = _struct.value_from_leaves(v[2], vals)
                 args[n] = v
             walker.emit(args)
         except RecursionError:
@@ -371,6 +402,20 @@ class Kernel:
                                                         f"{np.shape(v)}")
                     for slot, e in zip(mslots, flat):
                         slots[slot] = self._scalar_slot(param, e, dtype)
+                elif step[0] == "struct":
+                    for path, lslots, ld, lshape in step[1]:
+                        try:
+                            member = _struct.get_path(v, path)
+                        except (KeyError, AttributeError, TypeError):
+                            raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' "
+                                                            f"lacks member '{'.'.join(path)}'") from None
+                        flat = np.asarray(member, dtype=object).reshape(-1) if lshape else [member]
+                        if lshape and np.shape(member) != tuple(lshape):
+                            raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' "
+                                                            f"member '{'.'.join(path)}' expects shape {lshape}, got "
+                                                            f"{np.shape(member)}")
+                        for slot, e in zip(lslots, flat):
+                            slots[slot] = self._scalar_slot(param, e, ld)
                 elif step[0] == "ndarray":
                     _, buf, ndim, elem = step
                     shape = tuple(v.shape if isinstance(v, Ndarray) else v.shape[:ndim])
@@ -405,6 +450,15 @@ class Kernel:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             result, k = [], 0
             for dtype, shape in self.returns:
+                if dtype is None:  # a struct: its members' entries in order
+                    leaf_values = {}
+                    for path, ld, lshape in _struct.leaves(shape):
+                        n = _num_entries(lshape)
+                        leaf_values[path] = out[k] if lshape is None else \
+                            np.array(out[k:k + n], dtype=ld.np).reshape(lshape)
+                        k += n
+                    result.append(_struct.py_from_leaves(shape, leaf_values))
+                    continue
                 if shape is None:
                     result.append(out[k])
                 else:

@@ -61,6 +61,46 @@ class StructType:
         return StructField(self, shape, name)
 
 
+def leaves(stype, prefix=()):
+    """The scalar/vector/matrix members of a struct type, nested structs flattened: [(path, dtype, shape)]."""
+    out = []
+    for k, t in stype.members.items():
+        if isinstance(t, StructType):
+            out.extend(leaves(t, prefix + (k,)))
+        elif isinstance(t, (T.VectorType, T.MatrixType)):
+            out.append((prefix + (k,), t.dtype, t.shape))
+        else:
+            out.append((prefix + (k,), T.to_dtype(t), None))
+    return out
+
+
+def value_from_leaves(stype, leaf_values):
+    """A StructValue (in kernels) from {path: value}."""
+    members = {}
+    for k, t in stype.members.items():
+        if isinstance(t, StructType):
+            members[k] = value_from_leaves(t, {p[1:]: v for p, v in leaf_values.items() if p[0] == k})
+        else:
+            members[k] = leaf_values[(k,)]
+    return StructValue(stype, members)
+
+
+def py_from_leaves(stype, leaf_values):
+    members = {}
+    for k, t in stype.members.items():
+        if isinstance(t, StructType):
+            members[k] = py_from_leaves(t, {p[1:]: v for p, v in leaf_values.items() if p[0] == k})
+        else:
+            members[k] = leaf_values[(k,)]
+    return PyStruct(stype, members)
+
+
+def get_path(v, path):
+    for k in path:
+        v = v[k] if isinstance(v, dict) else getattr(v, k)
+    return v
+
+
 def _py_member(t, v):
     if isinstance(t, StructType):
         return v if isinstance(v, PyStruct) else t(**(v if isinstance(v, dict) else {}))

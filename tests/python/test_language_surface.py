@@ -520,3 +520,31 @@ def test_print_in_kernels(capsys):
     assert lines[5] == f"end {-5 << 40} 250 {1 / 3} [[1, 2], [3, 4]]!" and len(lines) == 6
     k(0, 1.0)
     assert capsys.readouterr().out == "start, 0, 1.0, 3, True\nend -5497558138880 250 0.3333333333333333 [[1, 2], [3, 4]]!\n"
+
+
+@test()
+def test_struct_kernel_arguments_returns_and_early_return():
+    Body = qd.types.struct(p=vec2, m=qd.f32, id=qd.i32)
+    Pair = qd.types.struct(a=Body, w=qd.f64)
+
+    @qd.func
+    def pick(b: Body, flip) -> Body:
+        if flip > 0:
+            return Body(p=b.p.yx, m=b.m, id=-b.id)
+        return b
+
+    @qd.kernel
+    def k(b: Body, s: Pair, flip: qd.i32) -> Pair:
+        r = s
+        r.a.p += b.p * b.m
+        r.a.id = b.id + s.a.id
+        r.w = s.w * 2
+        r.a = pick(r.a, flip)
+        return r
+
+    r = k({"p": [1, 2], "m": 2.0, "id": 5}, Pair(a=Body(p=[10, 20], m=1, id=7), w=0.25), 0)
+    assert r.a.p.tolist() == [12, 24] and r.a.m == 1 and r.a.id == 12 and r.w == 0.5
+    r = k({"p": [1, 2], "m": 2.0, "id": 5}, Pair(a=Body(p=[10, 20], m=1, id=7), w=0.25), 1)
+    assert r.a.p.tolist() == [24, 12] and r.a.id == -12
+    with pytest.raises(qd.QuadrantsRuntimeTypeError, match="lacks member 'm'"):
+        k({"p": [1, 2], "id": 5}, r, 0)

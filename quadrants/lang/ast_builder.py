@@ -15,7 +15,7 @@ import numpy as np
 from quadrants.lang import types as T
 from quadrants.lang.context import is_py_scalar
 from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
-                                      QuadrantsSyntaxError)
+                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
 from quadrants.lang.field import Field
 from quadrants.lang.struct import StructField, StructValue
 from quadrants.lang.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
@@ -729,6 +729,12 @@ class FunctionWalker(ast.NodeVisitor):
             m = base.shape[1]
             return MatrixValue([DynIndex([base.entry(r, c) for r in range(base.shape[0])], idx[0]) for c in range(m)],
                                (m,))
+        if self.ctx.config.bounds_checks:  # debug=True / check_out_of_bound=True: each run-time index checked
+            for i, n in zip(idx, base.shape):
+                if isinstance(i, Expr):
+                    ok = self.ctx.binary("and_", self.ctx.binary("ge", i, 0), self.ctx.binary("lt", i, n))
+                    self.ctx.kernel_assert(ok, self.located(f"run-time index out of range for a vector/matrix of "
+                                                            f"shape {base.shape}"), QuadrantsOutOfBoundsError)
         flat = idx[0]
         if len(idx) == 2:
             flat = self.ctx.binary("add", self.ctx.binary("mul", idx[0], base.shape[1]), idx[1])

@@ -86,12 +86,12 @@ class KernelContext:
         return printing.kernel_print(self, args, dict(kwargs))
 
     # --- run-time assertions (debug=True) ---------------------------------------------------------
-    def kernel_assert(self, cond, message):
+    def kernel_assert(self, cond, message, exc=None):
         """if not cond: the first failing assert's number goes to the program's assertion word."""
         from quadrants.lang import runtime
 
         word = runtime.program().assert_word()
-        self.assert_messages.append(message)
+        self.assert_messages.append(message if exc is None else (exc, message))
         failed = self.binary("eq", cond, 0) if not isinstance(cond, bool) else None
         s = self.b.begin_if(failed.stmt) if failed is not None else None
         self.atomic("cas", self.element(word, [0]), 0, len(self.assert_messages))

@@ -445,7 +445,9 @@ class Kernel:
             failed = int(word[0])
             if failed:
                 word[0] = 0
-                raise QuadrantsAssertionError(entry.assert_messages[failed - 1])
+                what = entry.assert_messages[failed - 1]
+                exc, message = what if isinstance(what, tuple) else (QuadrantsAssertionError, what)
+                raise exc(message)
         if entry.returns:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             result, k = [], 0

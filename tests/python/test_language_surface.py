@@ -548,3 +548,21 @@ def test_struct_kernel_arguments_returns_and_early_return():
     assert r.a.p.tolist() == [24, 12] and r.a.id == -12
     with pytest.raises(qd.QuadrantsRuntimeTypeError, match="lacks member 'm'"):
         k({"p": [1, 2], "id": 5}, r, 0)
+
+
+@test(debug=True)
+def test_runtime_vector_index_checked_under_debug():
+    out = qd.field(qd.i32, shape=1)
+
+    @qd.kernel
+    def k(j: qd.i32):
+        v = qd.math.ivec3(1, 2, 3)
+        out[0] = v[j]
+
+    k(2)
+    assert out[0] == 3
+    with pytest.raises(qd.QuadrantsOutOfBoundsError, match="run-time index out of range") as e:
+        k(3)
+    assert "out[0] = v[j]" in str(e.value)
+    with pytest.raises(qd.QuadrantsOutOfBoundsError):
+        k(-1)

@@ -17,7 +17,7 @@ from quadrants.lang.context import is_py_scalar
 from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
 from quadrants.lang.field import Field
-from quadrants.lang.struct import StructField, StructValue
+from quadrants.lang.struct import StructField, StructType, StructValue
 from quadrants.lang.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
 def _core_promoted(a, b):
@@ -243,6 +243,17 @@ class FunctionWalker(ast.NodeVisitor):
         if not isinstance(node.target, ast.Name):
             self.ctx.syntax_error("annotated assignment needs a plain variable name")
         dtype = self.visit(node.annotation)
+        if isinstance(dtype, (T.VectorType, T.MatrixType, StructType)):  # v: vec3 = ..., p: Particle = ...
+            value = self.ctx.rvalue(self.visit(node.value)) if node.value is not None else None
+            if isinstance(dtype, StructType):
+                if value is None:
+                    value = dtype()
+                if not isinstance(value, StructValue) or value.type is not dtype:
+                    self.ctx.type_error(f"variable annotated {dtype!r} assigned {type(value).__name__}")
+            else:
+                value = dtype(value if value is not None else 0)  # converts, broadcasts, checks the shape
+            self.bind(node.target.id, self.ctx.new_var(value))
+            return
         if not isinstance(dtype, T.DataType):
             self.ctx.type_error(f"variable annotation must be a dtype such as qd.i32, got {dtype!r}")
         value = self.visit(node.value) if node.value is not None else 0

@@ -566,3 +566,26 @@ def test_runtime_vector_index_checked_under_debug():
     assert "out[0] = v[j]" in str(e.value)
     with pytest.raises(qd.QuadrantsOutOfBoundsError):
         k(-1)
+
+
+@test()
+def test_annotated_vector_and_struct_locals():
+    P = qd.types.struct(x=vec2, n=qd.i32)
+    out = qd.field(qd.f32, shape=5)
+
+    @qd.kernel
+    def k():
+        v: vec3 = qd.math.ivec3(1, 2, 3)   # converted to f32
+        w: vec2 = 0.5                      # every component
+        z: mat2 = 0
+        p: P = P(n=4)
+        q: P
+        v /= 2
+        out[0] = v.z
+        out[1] = w.y
+        out[2] = z[1, 1]
+        out[3] = p.n + p.x.x
+        out[4] = q.n
+
+    k()
+    assert out.to_numpy().tolist() == [1.5, 0.5, 0, 4, 0]

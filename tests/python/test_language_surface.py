@@ -589,3 +589,35 @@ def test_annotated_vector_and_struct_locals():
 
     k()
     assert out.to_numpy().tolist() == [1.5, 0.5, 0, 4, 0]
+
+
+@test()
+def test_bit_counting():
+    vals32 = np.array([0, 1, 2, 3, 0x80000000, 0xFFFFFFFF, 0x00F0F000, 12345678, 0x7FFFFFFF, 16], np.uint32)
+    vals64 = np.array([0, 1, 1 << 40, (1 << 64) - 1, 1 << 32, 12345678901234], np.uint64)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.u32, ndim=1), b: qd.types.ndarray(dtype=qd.u64, ndim=1),
+          o: qd.types.ndarray(dtype=qd.i32, ndim=2), p: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        for i in range(a.shape[0]):
+            o[i, 0] = qd.math.popcnt(a[i])
+            o[i, 1] = qd.math.clz(a[i])
+            o[i, 2] = qd.math.ffs(a[i])
+            o[i, 3] = qd.math.clz(qd.cast(a[i], qd.u8))      # in the type's own width
+            o[i, 4] = qd.math.popcnt(qd.cast(a[i], qd.i32))  # negative: its two's complement bits
+        for i in range(b.shape[0]):
+            p[i, 0] = qd.math.popcnt(b[i])
+            p[i, 1] = qd.math.clz(b[i])
+            p[i, 2] = qd.math.ffs(b[i])
+
+    o, p = np.zeros((10, 5), np.int32), np.zeros((6, 3), np.int32)
+    k(vals32, vals64, o, p)
+
+    def ref(v, bits):
+        v = int(v)
+        return [bin(v).count("1"), bits - v.bit_length(), (v & -v).bit_length()]
+
+    assert o[:, :3].tolist() == [ref(v, 32) for v in vals32]
+    assert o[:, 3].tolist() == [ref(int(v) & 0xFF, 8)[1] for v in vals32] and o[:, 4].tolist() == o[:, 0].tolist()
+    assert p.tolist() == [ref(v, 64) for v in vals64]
+    assert qd.math.popcnt(np.uint32(7)) == 3 and qd.math.clz(np.int64(1)) == 63

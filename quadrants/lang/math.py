@@ -412,6 +412,27 @@ def ffs(x):
                                                               _ffs32(ctx, lo)))
 
 
+@_func
+def fns(mask: _T.u32, base: _T.u32, offset: _T.i32) -> _T.u32:
+    """CUDA's __fns: the position of the |offset|-th set bit of `mask`, scanning up from bit `base`
+    (offset > 0) or down from it (offset < 0), both inclusive; offset 0 gives `base` if that bit is
+    set. 0xFFFFFFFF when there is no such bit."""
+    result = _T.u32(0xFFFFFFFF)
+    if offset == 0:
+        if base < 32:
+            if (mask >> base) & 1 != 0:
+                result = base
+    else:
+        n = abs(offset)
+        for i in range(32):
+            pos = _T.u32(i) if offset > 0 else _T.u32(31 - i)
+            if (pos >= base if offset > 0 else pos <= base) and (mask >> pos) & 1 != 0 and n > 0:
+                n -= 1
+                if n == 0:
+                    result = pos
+    return result
+
+
 @_builtin
 def _cast_fp(x):
     ctx = _context.current()
@@ -422,7 +443,7 @@ def _cast_fp(x):
 
 __all__ = [
     "acos", "asin", "atan", "atan2", "cconj", "cdiv", "ceil", "cexp", "cinv", "clamp", "clog", "cmul", "cos",
-    "clz", "cpow", "cross", "csqrt", "degrees", "determinant", "distance", "dot", "e", "exp", "exp2", "eye", "ffs", "floor",
+    "clz", "cpow", "cross", "csqrt", "degrees", "determinant", "distance", "dot", "e", "exp", "exp2", "eye", "ffs", "floor", "fns",
     "fract", "inf", "inverse", "isinf", "isnan", "ivec2", "ivec3", "ivec4", "length", "log", "log2", "mat2",
     "mat3", "mat4", "max", "min", "mix", "mod", "nan", "normalize", "pi", "popcnt", "pow", "radians", "reflect", "refract",
     "rot_by_axis", "rot_yaw_pitch_roll", "rotation2d", "rotation3d", "round", "scale", "sign", "sin",

@@ -621,3 +621,28 @@ def test_bit_counting():
     assert o[:, 3].tolist() == [ref(int(v) & 0xFF, 8)[1] for v in vals32] and o[:, 4].tolist() == o[:, 0].tolist()
     assert p.tolist() == [ref(v, 64) for v in vals64]
     assert qd.math.popcnt(np.uint32(7)) == 3 and qd.math.clz(np.int64(1)) == 63
+
+
+def _fns_reference(mask, base, offset):
+    if offset == 0:
+        return base if base < 32 and (mask >> base) & 1 else 0xFFFFFFFF
+    order = range(base, 32) if offset > 0 else range(min(base, 31), -1, -1)
+    hits = [p for p in order if (mask >> p) & 1]
+    return hits[abs(offset) - 1] if len(hits) >= abs(offset) else 0xFFFFFFFF
+
+
+@test()
+def test_fns_finds_the_nth_set_bit():
+    cases = [(0b1011_0110, b, o) for b in (0, 1, 3, 7, 31, 40) for o in (-3, -1, 0, 1, 2, 4)]
+    cases += [(0xFFFFFFFF, 5, 27), (0xFFFFFFFF, 5, 28), (0x80000001, 31, -2), (0, 0, 1)]
+    m, b, o = (np.array(c, dt) for c, dt in zip(zip(*cases), (np.uint32, np.uint32, np.int32)))
+    out = np.zeros(len(cases), np.uint32)
+
+    @qd.kernel
+    def k(m: qd.types.ndarray(dtype=qd.u32, ndim=1), b: qd.types.ndarray(dtype=qd.u32, ndim=1),
+          o: qd.types.ndarray(dtype=qd.i32, ndim=1), out: qd.types.ndarray(dtype=qd.u32, ndim=1)):
+        for i in range(m.shape[0]):
+            out[i] = qd.math.fns(m[i], b[i], o[i])
+
+    k(m, b, o, out)
+    assert out.tolist() == [_fns_reference(*c) for c in cases]

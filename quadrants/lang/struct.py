@@ -1,6 +1,4 @@
 """qd.types.struct(...) / @qd.dataclass: compound element types; fields of them hold one field per member."""
-import numpy as np
-
 from quadrants.lang import types as T
 from quadrants.lang.context import current
 from quadrants.lang.field import Field
@@ -200,12 +198,3 @@ def data_oriented(cls):
     return cls
 
 
-_ = np
-
-
-class Struct:
-    """qd.Struct(...) in kernels: a struct value without a declared type is not supported; use
-    qd.types.struct(...) or @qd.dataclass."""
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError("declare a struct type with qd.types.struct(x=qd.f32, ...) or @qd.dataclass")

@@ -133,8 +133,6 @@ class _MatrixTypeBase:
     def dtype(self):
         if isinstance(self._dtype, DataType):
             return self._dtype
-        from quadrants.lang import runtime
-
         try:
             return to_dtype(self._dtype)  # Python float/int: the current qd.init()'s default_fp / default_ip
         except Exception:

@@ -35,6 +35,10 @@ from quadrants.lang.types import (  # noqa: E402
 )
 from quadrants import _lib  # noqa: E402
 from quadrants.lang import exception, impl  # noqa: E402,F401  (qd.lang.impl, qd.lang.exception)
+from quadrants.lang import simt  # noqa: E402  (qd.simt.block, qd.simt.grid)
+import sys as _sys  # noqa: E402
+
+_sys.modules.setdefault("quadrants.math", math)  # `from quadrants.math import vec4`
 
 globals().update({f"atomic_{_name}": _fn for _name, _fn in _ATOMIC_OPS.items()})
 

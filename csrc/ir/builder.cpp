@@ -42,6 +42,26 @@ int Builder::add_field(int64_t field_id, DataType dtype, std::vector<int64_t> sh
   return kernel_->add_buffer(std::move(d));
 }
 
+int Builder::add_shared(DataType dtype, std::vector<int64_t> shape, const std::string &name) {
+  if (dtype == DataType::none) type_error("a SharedArray needs a dtype", loc_);
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d <= 0) syntax_error("SharedArray dimensions must be positive", loc_);
+    n *= d;
+  }
+  if (n > (int64_t(1) << 31) / 8) syntax_error("SharedArray is too large for any device's shared memory", loc_);
+  BufferDesc d{BufferKind::Shared, dtype, std::move(shape)};
+  d.name = name;
+  return kernel_->add_buffer(std::move(d));
+}
+
+Stmt *Builder::simt(SimtOp op) {
+  bool has_value = op == SimtOp::ThreadIdx || op == SimtOp::GlobalThreadIdx;
+  Stmt *s = make(StmtKind::Simt, has_value ? DataType::i32 : DataType::none);
+  s->op = static_cast<int>(op);
+  return has_value ? s : nullptr;
+}
+
 Stmt *Builder::push(std::unique_ptr<Stmt> s) {
   s->loc = loc_;
   return blocks_.back()->push(std::move(s));

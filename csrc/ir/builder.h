@@ -23,6 +23,9 @@ class Builder {
   int add_scalar_arg(const std::string &name, DataType dtype);   // returns the arg slot
   int add_ndarray_arg(const std::string &name, DataType dtype, int ndim, std::vector<int64_t> static_tail);
   int add_field(int64_t field_id, DataType dtype, std::vector<int64_t> shape, const std::string &name);
+  // A block-shared array (qd.simt.block.SharedArray): a fresh buffer per allocation site; `shape`
+  // includes the element dims of vector dtypes.
+  int add_shared(DataType dtype, std::vector<int64_t> shape, const std::string &name);
   void set_returns(std::vector<DataType> types) { kernel_->returns = std::move(types); }
   void set_debug(bool on) { kernel_->debug = on; }
 
@@ -47,6 +50,9 @@ class Builder {
   Stmt *select(Stmt *cond, Stmt *a, Stmt *b);
   // `target` is a GlobalPtr or an Alloca; operands are cast to its dtype. Returns the old value.
   Stmt *atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired = nullptr);
+
+  // A block / grid operation; ThreadIdx and GlobalThreadIdx return an i32 value, the others null.
+  Stmt *simt(SimtOp op);
 
   // Control flow: begin_* opens a block, end_* closes it.
   Stmt *begin_if(Stmt *cond);

@@ -17,6 +17,12 @@ const char *binary_op_name(BinaryOp op) {
   return n[static_cast<int>(op)];
 }
 
+const char *simt_op_name(SimtOp op) {
+  static const char *n[] = {"block.sync", "block.mem_fence", "grid.mem_fence", "block.thread_idx",
+                            "block.global_thread_idx"};
+  return n[static_cast<int>(op)];
+}
+
 bool Stmt::is_pure() const {
   switch (kind) {
     case StmtKind::Const: case StmtKind::Arg: case StmtKind::GlobalPtr: case StmtKind::Unary:
@@ -125,6 +131,7 @@ class Printer {
       case BufferKind::Ndarray: return "ndarray " + d.name;
       case BufferKind::Temps: return "temps";
       case BufferKind::Private: return "private copy of " + d.name;
+      case BufferKind::Shared: return "shared " + d.name;
       default: return "result";
     }
   }
@@ -167,6 +174,7 @@ class Printer {
       case StmtKind::Break: os_ << "break"; break;
       case StmtKind::Continue: os_ << "continue"; break;
       case StmtKind::Return: os_ << "return " << ops(); break;
+      case StmtKind::Simt: os_ << simt_op_name(static_cast<SimtOp>(s.op)); break;
       case StmtKind::If:
         os_ << "if " << ops() << ":\n";
         block(*s.body, depth + 1);

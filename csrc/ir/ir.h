@@ -18,6 +18,7 @@ namespace qd {
 enum class StmtKind {
   Const, Arg, GlobalPtr, GlobalLoad, GlobalStore, Alloca, LocalLoad, LocalStore,
   Unary, Binary, Select, Atomic, If, While, RangeFor, LoopIndex, Break, Continue, Return,
+  Simt,  // a block / grid operation (barrier, fence, thread index): `op` is a SimtOp
 };
 
 
@@ -28,7 +29,9 @@ struct Stmt;
 // whose data pointer comes with the launch and whose shape lives in argument slots.
 // Private: a per-thread copy of a field (privatized histograms), placed by the codegen in the
 // thread's stack; no memory is bound for it.
-enum class BufferKind { Field, Ndarray, Temps, Result, Private };
+// Shared: a block-shared array (qd.simt.block.SharedArray), one copy per block of the parallel
+// loop that uses it; placed by the codegen in workgroup / addrspace(3) memory, never bound.
+enum class BufferKind { Field, Ndarray, Temps, Result, Private, Shared };
 struct BufferDesc {
   BufferKind kind;
   DataType dtype;

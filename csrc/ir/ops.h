@@ -16,6 +16,11 @@ enum class BinaryOp {
 // After legalization: integer Div / Rem never see a zero divisor or MIN / -1, shift amounts are
 // in [0, bits) and have the shifted value's type, FloorDiv / Mod / integer Pow are gone.
 
+// Block and grid operations (Simt statements). ThreadIdx / GlobalThreadIdx are i32 values; the
+// others have no value. BlockSync is a barrier of the block with a block-scope memory fence.
+enum class SimtOp { BlockSync, BlockMemFence, GridMemFence, ThreadIdx, GlobalThreadIdx };
+const char *simt_op_name(SimtOp op);
+
 const char *unary_op_name(UnaryOp op);
 const char *binary_op_name(BinaryOp op);
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }

@@ -51,6 +51,12 @@ void bind_ir(py::module_ &m) {
       .def("add_scalar_arg", &Builder::add_scalar_arg)
       .def("add_ndarray_arg", &Builder::add_ndarray_arg)
       .def("add_field", &Builder::add_field)
+      .def("add_shared", &Builder::add_shared)
+      .def("simt", [](Builder &b, const std::string &name) {
+        for (int i = 0; i <= static_cast<int>(SimtOp::GlobalThreadIdx); i++)
+          if (name == simt_op_name(SimtOp(i))) return b.simt(SimtOp(i));
+        throw std::invalid_argument("unknown simt op '" + name + "'");
+      }, ref)
       .def("set_returns", &Builder::set_returns)
       .def("set_debug", &Builder::set_debug)
       .def("const_int", &Builder::const_int, ref)

@@ -123,7 +123,9 @@ void demote_unique_atomics(KernelIR &k) {
 void decide_atomics(KernelIR &k, const Target &target) {
   auto decide = [&](Stmt &s) {
     if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
-    auto verdict = atomic_lowering(target.backend, s.atomic_op(), s.dtype, MemorySpace::Global, target.features);
+    bool shared = k.buffers[s.operands[0]->ival].kind == BufferKind::Shared;
+    auto verdict = atomic_lowering(target.backend, s.atomic_op(), s.dtype,
+                                   shared ? MemorySpace::Shared : MemorySpace::Global, target.features);
     if (verdict.kind == Lowering::Rejected) type_error(verdict.reason, s.loc);
     s.lowering = verdict.kind;
   };

@@ -36,13 +36,19 @@ class Privatizer {
     // A buffer qualifies when it is touched in the loop only by reducible atomics with unused
     // results on invariant addresses; anything else (a load, a store, a returned old value) keeps
     // all its atomics as they are.
+    // Block barriers and fences order the loop's atomics against other threads' accesses, and a
+    // shared array lives per block: neither may move to the end of the thread's share.
+    bool simt = false;
+    for_each_stmt(*t_.loop()->body, [&](Stmt &s) { simt = simt || s.kind == StmtKind::Simt; });
+    if (simt) return;
     std::map<std::pair<int64_t, int64_t>, bool> ok;  // (buffer, byte offset) -> qualifies
     std::vector<Stmt *> candidates;
     for_each_stmt(*t_.loop()->body, [&](Stmt &s) {
       if (s.kind == StmtKind::Atomic) {
         const Stmt &ptr = *s.operands[0];
         if (ptr.kind != StmtKind::GlobalPtr) return;
-        bool good = reducible(s.atomic_op()) && !used.count(&s) && loop_invariant(ptr);
+        bool good = reducible(s.atomic_op()) && !used.count(&s) && loop_invariant(ptr) &&
+                    k_.buffers[ptr.ival].kind != BufferKind::Shared;
         auto [it, fresh] = ok.emplace(key(ptr), good);
         it->second = it->second && good;
         if (good) candidates.push_back(&s);

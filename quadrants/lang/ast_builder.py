@@ -689,7 +689,8 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Subscript(self, node):
         base = self.visit(node.value)
         index = self.visit(node.slice)
-        if isinstance(base, (Field, NdarrayArg, StructField)):
+        from quadrants.lang.simt.block import SharedArray
+        if isinstance(base, (Field, NdarrayArg, StructField, SharedArray)):
             if index is None:
                 indices = []
             elif isinstance(index, MatrixValue):

@@ -54,6 +54,8 @@ class KernelContext:
         self.walker = None  # the FunctionWalker currently emitting
         self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
         self.in_parallel_loop = False
+        self.arch = config.arch  # the arch the kernel is built for (qd.compile may pick another)
+        self.shared_arrays = []  # qd.simt.block.SharedArray allocations, in order
         self.written = set()  # buffer indices the kernel stores to (read-only numpy inputs need not be)
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
         from quadrants.lang.template_key import Tracker
@@ -236,6 +238,8 @@ class KernelContext:
             return StructValue(base.type, {k: self.element(f, indices) for k, f in base.fields.items()})
         if isinstance(base, Field):
             buf, dtype, elem, name, nd = self.field_buffer(base), base.dtype, base.element_shape, base.name, len(base.shape)
+        elif not isinstance(base, NdarrayArg):  # a qd.simt.block.SharedArray
+            buf, dtype, elem, name, nd = base.buffer, base.dtype, base.element_shape, base.name, len(base.shape)
         else:
             buf, dtype, elem, name = base.buffer, base.dtype, base.element_shape, base.name
             nd = base.ndim - len(elem)

@@ -52,6 +52,8 @@ class _Param:
         if annotation is inspect.Parameter.empty:
             raise QuadrantsSyntaxError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' needs a type "
                                        f"annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
+        if annotation is T.NdarrayType:
+            annotation = T.NdarrayType()  # `x: qd.types.ndarray` (not called): any dtype and ndim
         if T.is_template(annotation):
             self.kind = "template"
         elif isinstance(annotation, T.NdarrayType):
@@ -268,9 +270,11 @@ class Kernel:
                 values[i] = external_array(values[i], self.__name__, self.params[i].name)
         return values
 
-    def build(self, values, config):
-        """Walks the kernel's AST into a core Builder. Returns (builder, fields, num_slots, plan, written)."""
+    def build(self, values, config, arch=None):
+        """Walks the kernel's AST into a core Builder for `arch` (default: the config's). Returns
+        (builder, fields, num_slots, plan, written)."""
         ctx = context.KernelContext(self.__name__, config)
+        ctx.arch = arch or config.arch
         plan, bound = [], {}
         for index, (p, v) in enumerate(zip(self.params, values)):
             if p.kind == "scalar":
@@ -683,7 +687,7 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     if isinstance(arch, str):
         arch = runtime.arch_from_name(arch)
     values = kernel._bind(args, kwargs)
-    builder = kernel.build(values, prog.config)[0]
+    builder = kernel.build(values, prog.config, arch)[0]
     if features is None:
         features = prog.runtime.features if arch is prog.config.arch else _core.compile_features(arch.name)
     return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features)))

@@ -104,6 +104,7 @@ void LlvmCodegen::emit(const Stmt &s) {
       start_dead_block();
       break;
     case StmtKind::Return: emit_return(s); break;
+    case StmtKind::Simt: v = target_.emit_simt(*this, static_cast<SimtOp>(s.op)); break;
   }
   if (v) values_[&s] = v;
 }
@@ -125,6 +126,18 @@ Value *LlvmCodegen::buffer_base(int buffer) {
     int64_t n = 1;
     for (int64_t dim : d.shape) n *= dim;
     return bases_[buffer] = eb.CreateAlloca(type(d.dtype), eb.getInt64(n));
+  }
+  if (d.kind == BufferKind::Shared) {  // one array per block: a module global in the shared address space
+    auto it = shared_.find(buffer);
+    if (it != shared_.end()) return bases_[buffer] = it->second;
+    int64_t n = 1;
+    for (int64_t dim : d.shape) n *= dim;
+    auto *ty = llvm::ArrayType::get(type(d.dtype), n);
+    auto *g = new llvm::GlobalVariable(*module_, ty, false, llvm::GlobalValue::InternalLinkage,
+                                       llvm::UndefValue::get(ty), d.name, nullptr,
+                                       llvm::GlobalValue::NotThreadLocal, 3);
+    g->setAlignment(llvm::Align(16));
+    return bases_[buffer] = shared_[buffer] = g;
   }
   // Loaded once in the entry block: the buffer table does not change during a launch.
   auto *ptr_ty = llvm::PointerType::get(ctx_, target_.global_address_space());
@@ -158,6 +171,12 @@ Value *LlvmCodegen::global_ptr(const Stmt &s) {
     linear = b_.CreateAdd(b_.CreateMul(linear, dim), idx);
   }
   return b_.CreateGEP(type(s.dtype), base, linear);
+}
+
+Value *LlvmTarget::emit_simt(LlvmCodegen &cg, SimtOp op) {
+  throw CompileError(ErrorKind::Codegen,
+                     std::string("qd.simt.") + simt_op_name(op) + " is not supported on " + backend_name(backend()),
+                     SourceLoc{});
 }
 
 Value *LlvmCodegen::to_bool(Value *v, DataType t) {

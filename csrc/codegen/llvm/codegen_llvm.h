@@ -35,6 +35,8 @@ class LlvmTarget {
   // the default lowering (LLVM intrinsic or libm call). GPU targets have no libm to call.
   virtual llvm::Value *emit_math(class LlvmCodegen &cg, const std::string &name,
                                  const std::vector<llvm::Value *> &args) { return nullptr; }
+  // A block / grid operation (barrier, fence, thread index); targets without blocks reject it.
+  virtual llvm::Value *emit_simt(class LlvmCodegen &cg, SimtOp op);
   // Emits the functions of one task: calls `emit_prologue` / `emit_body(index)` where the task's code
   // goes. Returns the symbols.
   virtual TaskSymbols emit_task(class LlvmCodegen &cg, const Task &task, int task_index) = 0;
@@ -90,6 +92,7 @@ class LlvmCodegen {
   llvm::BasicBlock *entry_ = nullptr;
   std::unordered_map<const Stmt *, llvm::Value *> values_;
   std::unordered_map<int, llvm::Value *> bases_;
+  std::unordered_map<int, llvm::GlobalVariable *> shared_;  // block-shared arrays, addrspace(3)
   struct LoopTargets {
     llvm::BasicBlock *continue_bb, *break_bb;
   };

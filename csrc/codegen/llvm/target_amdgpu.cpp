@@ -1,5 +1,7 @@
 #include "codegen/llvm/target_amdgpu.h"
 
+#include <llvm/IR/IntrinsicsAMDGPU.h>
+
 #include "codegen/llvm/gpu_targets.h"
 
 namespace qd {
@@ -26,6 +28,20 @@ GpuTarget::Ids AmdgpuTarget::ids(llvm::IRBuilderBase &b) {
   using llvm_gpu::Dim;
   return {llvm_gpu::amdgpu_workitem_id(b, Dim::X), llvm_gpu::amdgpu_workgroup_id(b, Dim::X),
           llvm_gpu::amdgpu_workgroup_size(b, Dim::X), llvm_gpu::amdgpu_num_workgroups(b, Dim::X)};
+}
+
+// s_barrier between a workgroup release and acquire fence, so the block's writes before the
+// barrier are visible after it; fences at workgroup / agent scope.
+void AmdgpuTarget::emit_barrier(llvm::IRBuilderBase &b) {
+  auto wg = b.getContext().getOrInsertSyncScopeID("workgroup");
+  b.CreateFence(llvm::AtomicOrdering::Release, wg);
+  b.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
+  b.CreateFence(llvm::AtomicOrdering::Acquire, wg);
+}
+
+void AmdgpuTarget::emit_fence(llvm::IRBuilderBase &b, bool device) {
+  b.CreateFence(llvm::AtomicOrdering::AcquireRelease,
+                b.getContext().getOrInsertSyncScopeID(device ? "agent" : "workgroup"));
 }
 
 GpuCompiled amdgpu_compile(KernelIR &k, const TargetFeatures &features, bool code_object) {

@@ -1,5 +1,7 @@
 #include "codegen/llvm/target_cuda.h"
 
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Metadata.h>
 
@@ -33,6 +35,15 @@ GpuTarget::Ids CudaTarget::ids(llvm::IRBuilderBase &b) {
   using llvm_gpu::Dim;
   return {llvm_gpu::nvptx_thread_idx(b, Dim::X), llvm_gpu::nvptx_block_idx(b, Dim::X),
           llvm_gpu::nvptx_block_dim(b, Dim::X), llvm_gpu::nvptx_grid_dim(b, Dim::X)};
+}
+
+// bar.sync 0 (also a block-scope fence); membar.cta / membar.gl.
+void CudaTarget::emit_barrier(llvm::IRBuilderBase &b) {
+  b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+}
+
+void CudaTarget::emit_fence(llvm::IRBuilderBase &b, bool device) {
+  b.CreateIntrinsic(device ? llvm::Intrinsic::nvvm_membar_gl : llvm::Intrinsic::nvvm_membar_cta, {}, {});
 }
 
 GpuCompiled cuda_compile(KernelIR &k, const TargetFeatures &features) {

@@ -24,6 +24,8 @@ class CudaTarget : public GpuTarget {
   int default_block_dim() const override { return 128; }
   void mark_kernel(llvm::Function &fn, int block_dim) override;
   Ids ids(llvm::IRBuilderBase &b) override;
+  void emit_barrier(llvm::IRBuilderBase &b) override;
+  void emit_fence(llvm::IRBuilderBase &b, bool device) override;
 
  private:
   TargetFeatures features_;

@@ -75,6 +75,21 @@ TaskSymbols GpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
   return {name, ""};
 }
 
+llvm::Value *GpuTarget::emit_simt(LlvmCodegen &cg, SimtOp op) {
+  auto &b = cg.b();
+  switch (op) {
+    case SimtOp::BlockSync: emit_barrier(b); return nullptr;
+    case SimtOp::BlockMemFence: emit_fence(b, false); return nullptr;
+    case SimtOp::GridMemFence: emit_fence(b, true); return nullptr;
+    case SimtOp::ThreadIdx: return ids(b).thread;
+    case SimtOp::GlobalThreadIdx: {
+      Ids id = ids(b);
+      return b.CreateAdd(b.CreateMul(id.block, id.block_dim), id.thread);
+    }
+  }
+  return nullptr;
+}
+
 GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {
   run_passes(k, Target{target.backend(), target.features()});
   GpuModule g;

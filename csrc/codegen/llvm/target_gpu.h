@@ -28,6 +28,7 @@ class GpuTarget : public LlvmTarget {
   // Threads per block a task is launched with: the loop's block_dim (1..1024), else the target's
   // default; 1 for serial tasks.
   int block_dim(const Task &task) const;
+  llvm::Value *emit_simt(LlvmCodegen &cg, SimtOp op) override;
 
  protected:
   struct Ids {
@@ -36,6 +37,9 @@ class GpuTarget : public LlvmTarget {
   virtual int default_block_dim() const = 0;
   virtual void mark_kernel(llvm::Function &fn, int block_dim) = 0;
   virtual Ids ids(llvm::IRBuilderBase &b) = 0;
+  // A barrier of the block (with a block-scope fence), and a fence at block or device scope.
+  virtual void emit_barrier(llvm::IRBuilderBase &b) = 0;
+  virtual void emit_fence(llvm::IRBuilderBase &b, bool device) = 0;
 };
 
 // A kernel's GPU module after the passes and codegen, before the target's backend runs.

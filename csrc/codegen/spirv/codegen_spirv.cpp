@@ -176,6 +176,7 @@ void SpirvCodegen::emit(const Stmt &s) {
     case StmtKind::Break: b_.break_loop(); break;
     case StmtKind::Continue: b_.continue_loop(); break;
     case StmtKind::Return: emit_return(s); break;
+    case StmtKind::Simt: v = simt(s); break;
   }
   if (v) values_[&s] = v;
 }

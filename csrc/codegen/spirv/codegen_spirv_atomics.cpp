@@ -38,21 +38,52 @@ Id SpirvCodegen::atomic(const Stmt &s) {
   AtomicOp op = s.atomic_op();
   DataType t = s.dtype;
   Id ty = type(t), val = value(s.operands[1]);
+  // Shared arrays: Workgroup scope (Device scope on workgroup memory breaks Metal).
+  spirv::Scope scope = is_shared(a.buffer) ? spirv::Scope::Workgroup : spirv::Scope::Device;
   if (is_real(t)) {  // add / min / max with the device's float atomic capability
     Op inst = op == AtomicOp::Add ? Op::AtomicFAddEXT : op == AtomicOp::Min ? Op::AtomicFMinEXT : Op::AtomicFMaxEXT;
-    return b_.atomic(inst, ty, element_ptr(float_view(a.buffer, t), a), val);
+    return b_.atomic(inst, ty, element_ptr(float_view(a.buffer, t), a), val, scope);
   }
   // Integers, also the bits of a float (exchange, and the compare-exchange of CAS loops). The
   // opcode, not the type, says whether min / max are signed.
   const StorageBuffer &cell = int_cell(a, t);
   Id ct = cell.elem_type;
-  auto in = [&](Id v) { return ct == ty ? v : b_.bitcast(ct, v); };
+  Id u16 = b_.t_int(16, false);
+  bool wide = widened(a.buffer);  // the 16-bit bits of an f16, zero-extended in a 32-bit word
+  auto in = [&](Id v) {
+    if (wide) return b_.convert(ct, u16, ty == u16 ? v : b_.bitcast(u16, v));
+    return ct == ty ? v : b_.bitcast(ct, v);
+  };
+  auto out = [&](Id v) {
+    if (wide) {
+      Id bits16 = b_.convert(u16, ct, v);
+      return ty == u16 ? bits16 : b_.bitcast(ty, bits16);
+    }
+    return ct == ty ? v : b_.bitcast(ty, v);
+  };
   Id ptr = element_ptr(cell, a), old;
   if (op == AtomicOp::Cas)  // OpAtomicCompareExchange takes (desired, expected)
-    old = b_.atomic_cas(ct, ptr, in(value(s.operands[2])), in(val));
+    old = b_.atomic_cas(ct, ptr, in(value(s.operands[2])), in(val), scope);
   else
-    old = b_.atomic(int_rmw(op, t), ct, ptr, in(val));
-  return ct == ty ? old : b_.bitcast(ty, old);
+    old = b_.atomic(int_rmw(op, t), ct, ptr, in(val), scope);
+  return out(old);
+}
+
+// Block barriers and fences, thread indices. A block barrier also orders the block's accesses to
+// global memory, as CUDA's bar.sync does.
+Id SpirvCodegen::simt(const Stmt &s) {
+  using spirv::Scope;
+  namespace sem = spirv::semantics;
+  uint32_t all = sem::AcquireRelease | sem::WorkgroupMemory | sem::UniformMemory;
+  switch (static_cast<SimtOp>(s.op)) {
+    case SimtOp::BlockSync: b_.control_barrier(Scope::Workgroup, Scope::Workgroup, all); return 0;
+    case SimtOp::BlockMemFence: b_.memory_barrier(Scope::Workgroup, all); return 0;
+    case SimtOp::GridMemFence: b_.memory_barrier(Scope::Device, all); return 0;
+    case SimtOp::ThreadIdx: return b_.bitcast(b_.t_i32(), b_.load_builtin(spirv::BuiltIn::LocalInvocationId, 0));
+    case SimtOp::GlobalThreadIdx:
+      return b_.bitcast(b_.t_i32(), b_.load_builtin(spirv::BuiltIn::GlobalInvocationId, 0));
+  }
+  return 0;
 }
 
 // The view an integer atomic goes through: the element type of an integer buffer; the integer of

@@ -3,6 +3,7 @@
 // (tasks and control flow; memory; arithmetic; atomics).
 #include <functional>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "codegen/spirv/codegen_spirv.h"
@@ -58,6 +59,10 @@ class SpirvCodegen {
   Id arg_value(int slot, DataType t);
   Address global_address(const Stmt &s);
   Id element_ptr(const spirv::StorageBuffer &view, const Address &a);
+  // Block-shared arrays: one Workgroup array per buffer, of one element type (see shared_view).
+  const spirv::StorageBuffer &shared_view(int buffer);
+  bool is_shared(int buffer) const { return k_.buffers[buffer].kind == BufferKind::Shared; }
+  bool widened(int buffer) const;  // a shared f16 array updated atomically: 32-bit words
   Id load(const Stmt &s);
   void store(const Stmt &ptr, Id v);
 
@@ -83,6 +88,7 @@ class SpirvCodegen {
 
   // codegen_spirv_atomics.cpp
   Id atomic(const Stmt &s);
+  Id simt(const Stmt &s);
   const spirv::StorageBuffer &int_cell(const Address &a, DataType t);
 
   const KernelIR &k_;
@@ -93,6 +99,8 @@ class SpirvCodegen {
   std::unordered_map<const Stmt *, Address> addresses_;
   std::map<int, ViewPlan> view_plans_;
   std::map<std::pair<int, Id>, spirv::StorageBuffer> views_;
+  std::map<int, spirv::StorageBuffer> shared_;
+  std::set<int> shared_atomic_;  // shared buffers some atomic updates
 };
 
 // The Vulkan device feature a dtype needs in registers ("shader_float64") or in buffers

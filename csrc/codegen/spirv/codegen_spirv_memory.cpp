@@ -16,6 +16,7 @@ void SpirvCodegen::plan_views() {
     bool atomic = s.kind == StmtKind::Atomic, bits_load = s.kind == StmtKind::GlobalLoad;
     if (!(atomic || bits_load) || s.operands[0]->kind != StmtKind::GlobalPtr) return;
     int buffer = static_cast<int>(s.operands[0]->ival);
+    if (atomic && is_shared(buffer)) shared_atomic_.insert(buffer);
     if (!is_real(k_.buffers[buffer].dtype)) return;
     ViewPlan &plan = view_plans_[buffer];
     if (!is_real(s.dtype)) plan.int_view = true;
@@ -28,6 +29,7 @@ void SpirvCodegen::plan_views() {
 // The temps buffer is also reached through typed views when a kernel-scope variable is updated
 // atomically, so its views always alias.
 const StorageBuffer &SpirvCodegen::view(int binding, Id elem_type) {
+  if (binding < static_cast<int>(args_binding_) && is_shared(binding)) return shared_view(binding);
   auto key = std::make_pair(binding, elem_type);
   auto it = views_.find(key);
   if (it != views_.end()) return it->second;
@@ -42,6 +44,35 @@ const StorageBuffer &SpirvCodegen::view(int binding, Id elem_type) {
   }
   if (!name.empty()) b_.name(buf.var, name);
   return views_[key] = buf;
+}
+
+bool SpirvCodegen::widened(int buffer) const {
+  return is_shared(buffer) && k_.buffers[buffer].dtype == DataType::f16 && shared_atomic_.count(buffer);
+}
+
+// A Workgroup variable cannot alias another, so a shared array has one element type: a float array
+// reached through its bits (exchange, CAS loops) holds the same-width integers, an f16 one updated
+// atomically 32-bit words (SPIR-V has no 16-bit atomics), any other its element type.
+const StorageBuffer &SpirvCodegen::shared_view(int buffer) {
+  auto it = shared_.find(buffer);
+  if (it != shared_.end()) return it->second;
+  const BufferDesc &d = k_.buffers[buffer];
+  const ViewPlan &plan = view_plans_[buffer];
+  if (is_real(d.dtype) && plan.int_view && plan.value_view && !widened(buffer))
+    throw CompileError(ErrorKind::Codegen,
+                       "shared array '" + d.name + "' is updated both by native float atomics and through its "
+                       "bits (exchange, CAS-loop atomics); on SPIR-V one shared array cannot do both yet: use "
+                       "two arrays", SourceLoc{});
+  Id elem = widened(buffer) ? b_.t_u32() : is_real(d.dtype) && plan.int_view ? int_type(d.dtype) : mem_type(d.dtype);
+  int64_t n = 1;
+  for (int64_t dim : d.shape) n *= dim;
+  StorageBuffer v;
+  v.var = b_.workgroup_array(elem, static_cast<uint32_t>(n));
+  v.elem_type = elem;
+  v.elem_ptr_type = b_.t_pointer(spirv::StorageClass::Workgroup, elem);
+  v.workgroup = true;
+  b_.name(v.var, d.name);
+  return shared_[buffer] = v;
 }
 
 const StorageBuffer &SpirvCodegen::int_view(int buffer, DataType t) { return view(buffer, int_type(t)); }
@@ -117,7 +148,7 @@ SpirvCodegen::Address SpirvCodegen::global_address(const Stmt &s) {
       continue;
     }
     Id dim;
-    if (d.kind == BufferKind::Field) dim = b_.c_i32(static_cast<int32_t>(d.shape[i]));
+    if (d.kind == BufferKind::Field || d.kind == BufferKind::Shared) dim = b_.c_i32(static_cast<int32_t>(d.shape[i]));
     else if (i < runtime_dims) dim = arg_value(d.shape_arg_slot + static_cast<int>(i), DataType::i32);
     else dim = b_.c_i32(static_cast<int32_t>(d.static_tail[i - runtime_dims]));
     linear = b_.add(i32, b_.mul(i32, linear, dim), idx);
@@ -140,6 +171,10 @@ SpirvCodegen::Id SpirvCodegen::load(const Stmt &s) {
   Id ptr = element_ptr(v, a);
   // volatile_load: OpLoad with the Volatile memory access, so every use re-reads memory.
   Id raw = s.is_volatile ? b_.load_volatile(v.elem_type, ptr) : b_.load(v.elem_type, ptr);
+  if (widened(a.buffer)) {  // the low 16 bits of the word
+    Id bits16 = b_.convert(b_.t_int(16, false), v.elem_type, raw);
+    return type(s.dtype) == b_.t_int(16, false) ? bits16 : b_.bitcast(type(s.dtype), bits16);
+  }
   if (d.dtype == DataType::u1) return b_.ne(v.elem_type, raw, b_.c_int(v.elem_type, 0));
   return v.elem_type == type(s.dtype) ? raw : b_.bitcast(type(s.dtype), raw);
 }
@@ -151,6 +186,11 @@ void SpirvCodegen::store(const Stmt &ptr_stmt, Id v) {
     return store_slot(a.buffer, a.byte_offset / 4, ptr_stmt.dtype, v);
   const StorageBuffer &view = plain_view(a.buffer, d.dtype);
   Id raw = v;
+  if (widened(a.buffer)) {
+    Id u16 = b_.t_int(16, false);
+    Id bits16 = type(ptr_stmt.dtype) == u16 ? v : b_.bitcast(u16, v);
+    return b_.store(element_ptr(view, a), b_.convert(view.elem_type, u16, bits16));
+  }
   if (d.dtype == DataType::u1) raw = b_.select(view.elem_type, v, b_.c_int(view.elem_type, 1), b_.c_int(view.elem_type, 0));
   else if (view.elem_type != type(d.dtype)) raw = b_.bitcast(view.elem_type, v);
   b_.store(element_ptr(view, a), raw);

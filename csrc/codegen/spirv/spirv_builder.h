@@ -29,11 +29,13 @@ struct TypeInfo {
   StorageClass storage = StorageClass::Function;  // for Pointer
 };
 
-// A StorageBuffer variable holding `struct { T data[]; }`.
+// A StorageBuffer variable holding `struct { T data[]; }`, or (workgroup) a Workgroup variable
+// holding `T data[n]` (a block-shared array).
 struct StorageBuffer {
   Id var = 0;
   Id elem_type = 0;
-  Id elem_ptr_type = 0;  // pointer to T in StorageBuffer
+  Id elem_ptr_type = 0;  // pointer to T in StorageBuffer (Workgroup)
+  bool workgroup = false;
 };
 
 class Builder {

@@ -151,6 +151,7 @@ Id Builder::access_chain(Id ptr_type, Id base, const std::vector<Id> &indices) {
 }
 
 Id Builder::element_ptr(const StorageBuffer &buf, Id index) {
+  if (buf.workgroup) return access_chain(buf.elem_ptr_type, buf.var, {index});
   return access_chain(buf.elem_ptr_type, buf.var, {c_u32(0), index});
 }
 

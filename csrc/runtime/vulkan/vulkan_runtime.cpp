@@ -143,6 +143,7 @@ class VulkanRuntime : public Runtime {
       switch (k.buffers[i].kind) {
         case BufferKind::Temps: table[i] = k.temps; break;
         case BufferKind::Result: table[i] = k.result; break;
+        case BufferKind::Private: case BufferKind::Shared: table[i] = k.args; break;  // no memory: unused binding
         default:
           if (i >= buffers.size() || !buffers[i])
             throw RuntimeError("kernel '" + k.name + "': no memory given for buffer '" + k.buffers[i].name + "'");

@@ -1,0 +1,381 @@
+"""qd.simt.block and qd.simt.grid (spec simt.md sections 1, 2, 4, 7, 8): shared arrays, barriers,
+votes, fences, thread indices, and every atomic on shared memory. Run on vulkan (lavapipe here);
+the CUDA and AMDGPU code is checked in the emitted PTX / AMDGCN (ptxas sm_75 / sm_90)."""
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from tests import test_utils
+from tests.python.test_gpu_codegen import has, ptxas
+
+RUNS = [qd.vulkan]  # the GPU arch this machine runs; cuda / amdgpu are checked in their assembly below
+
+
+# ------------------------------------------------------------------------------- block operations
+@test_utils.test(arch=RUNS)
+def test_sync_orders_shared_writes_across_the_block():
+    block_dim, n = 256, 1024
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=block_dim)
+        for i in range(n):
+            tid = qd.simt.block.thread_idx()
+            s = qd.simt.block.SharedArray((block_dim,), qd.i32)
+            s[tid] = i
+            qd.simt.block.sync()
+            out[i] = s[block_dim - 1 - tid]  # another thread's write
+
+    out = np.zeros(n, np.int32)
+    k(out)
+    blocks = np.arange(n) // block_dim * block_dim
+    np.testing.assert_array_equal(out, blocks + block_dim - 1 - np.arange(n) % block_dim)
+
+
+@test_utils.test(arch=RUNS)
+def test_sync_votes():
+    block_dim, n = 256, 1024
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=block_dim)
+        for i in range(n):
+            out[i, 0] = qd.simt.block.sync_all_nonzero(i % 256 != 3 or i < 256)
+            out[i, 1] = qd.simt.block.sync_any_nonzero(i == 700)
+            out[i, 2] = qd.simt.block.sync_count_nonzero(i % 3 == 0)
+
+    out = np.zeros((n, 3), np.int32)
+    k(out)
+    for b in range(n // block_dim):
+        ids = np.arange(b * block_dim, (b + 1) * block_dim)
+        want = [int(all((ids % 256 != 3) | (ids < 256))), int(any(ids == 700)), int(np.sum(ids % 3 == 0))]
+        np.testing.assert_array_equal(out[ids], np.tile(want, (block_dim, 1)), err_msg=f"block {b}")
+
+
+@test_utils.test(arch=RUNS)
+def test_thread_idx_and_global_thread_idx():
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=8)
+        for i in range(32):
+            out[i, 0] = qd.simt.block.thread_idx()
+            out[i, 1] = qd.simt.block.global_thread_idx()
+
+    out = np.zeros((32, 2), np.int32)
+    k(out)
+    np.testing.assert_array_equal(out[:, 0], np.arange(32) % 8)
+    np.testing.assert_array_equal(out[:, 1], np.arange(32))
+
+
+@test_utils.test(arch=RUNS)
+def test_fences_in_divergent_code():
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            out[i] = i
+            if qd.simt.block.thread_idx() == 0:
+                qd.simt.block.mem_fence()
+                qd.simt.grid.mem_fence()
+            out[i] += 1
+
+    out = np.zeros(64, np.int32)
+    k(out)
+    np.testing.assert_array_equal(out, np.arange(64) + 1)
+
+
+@test_utils.test(arch=RUNS)
+def test_deprecated_aliases_warn_and_work():
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(4):
+            qd.simt.block.mem_sync()
+            qd.simt.grid.memfence()
+            out[i] = 1
+
+    out = np.zeros(4, np.int32)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        k(out)
+    messages = [str(x.message) for x in w if issubclass(x.category, DeprecationWarning)]
+    assert any("qd.simt.block.mem_sync" in m and "mem_fence" in m for m in messages), messages
+    assert any("qd.simt.grid.memfence" in m and "mem_fence" in m for m in messages), messages
+    assert out.tolist() == [1] * 4
+
+
+@test_utils.test(arch=RUNS)
+def test_shared_arrays_per_block_and_per_site():
+    # Two arrays of one helper called twice do not alias; 2-D and vector arrays index row-major.
+    @qd.func
+    def stash(v):
+        s = qd.simt.block.SharedArray(16, qd.i32)
+        s[qd.simt.block.thread_idx()] = v
+        qd.simt.block.sync()
+        return s[15 - qd.simt.block.thread_idx()]
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=16)
+        for i in range(64):
+            tid = qd.simt.block.thread_idx()
+            m = qd.simt.block.SharedArray((4, 4), qd.i32)
+            v = qd.simt.block.SharedArray(16, qd.types.vector(2, qd.i32))
+            m[tid // 4, tid % 4] = tid
+            v[tid] = qd.Vector([tid, -tid])
+            a = stash(i)
+            b = stash(-i)
+            qd.simt.block.sync()
+            out[i, 0] = a
+            out[i, 1] = b
+            out[i, 2] = m[3 - tid // 4, tid % 4]
+            out[i, 3] = v[15 - tid][1]
+
+    out = np.zeros((64, 4), np.int32)
+    k(out)
+    i = np.arange(64)
+    tid = i % 16
+    partner = i - tid + 15 - tid
+    np.testing.assert_array_equal(out[:, 0], partner)
+    np.testing.assert_array_equal(out[:, 1], -partner)
+    np.testing.assert_array_equal(out[:, 2], (3 - tid // 4) * 4 + tid % 4)
+    np.testing.assert_array_equal(out[:, 3], -(15 - tid))
+
+
+# ------------------------------------------------------------------------------------ errors
+@test_utils.test(arch=qd.cpu)
+def test_block_ops_off_gpu_raise_the_spec_error():
+    for name, body in [("sync", lambda: qd.simt.block.sync()), ("thread_idx", lambda: qd.simt.block.thread_idx()),
+                       ("SharedArray", lambda: qd.simt.block.SharedArray(4, qd.i32))]:
+        @qd.kernel
+        def k():
+            for i in range(4):
+                body()
+
+        with pytest.raises(qd.QuadrantsCompilationError, match=rf"qd\.block\.{name} is not supported for arch cpu"):
+            k()
+
+    @qd.kernel
+    def g():
+        for i in range(4):
+            qd.simt.grid.mem_fence()
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"qd\.simt\.grid\.mem_fence is not supported for arch cpu"):
+        g()
+
+
+@test_utils.test(arch=RUNS)
+def test_shared_array_bad_shape_and_placement():
+    for shape in [(4, 0), 2.5, (), ("a",)]:
+        @qd.kernel
+        def k():
+            for i in range(4):
+                qd.simt.block.SharedArray(shape, qd.i32)
+
+        with pytest.raises(qd.QuadrantsCompilationError, match="SharedArray"):
+            k()
+
+    @qd.kernel
+    def outside():
+        qd.simt.block.sync()
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="parallel for loop"):
+        outside()
+
+
+# ------------------------------------------------------------------- atomics on shared memory
+INTS = ("i32", "u32", "i64", "u64")
+FLOATS = ("f16", "f32", "f64")
+SHARED_CASES = [(op, t) for op in ("add", "sub", "mul", "min", "max", "exchange") for t in INTS + FLOATS] + \
+               [(op, t) for op in ("and", "or", "xor", "cas") for t in INTS]
+BLOCK = 8  # small, so integer mul stays exact: values 1..8
+
+
+def _host(op, dtype, values):
+    """The final value of s[0] (starting at `start`) after every value is applied, in any order."""
+    acc = values.dtype.type(3)
+    for v in values:
+        with np.errstate(over="ignore"):  # unsigned sub wraps, as on the device
+            acc = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+                   "min": min, "max": max, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+                   "xor": lambda a, b: a ^ b}[op](acc, v)
+    return acc
+
+
+def _shared_atomic_kernel(op, dtype):
+    d = getattr(qd, dtype)
+    fn = getattr(qd, f"atomic_{op}")
+
+    @qd.kernel
+    def k(vals: qd.types.ndarray(dtype=d, ndim=1), final: qd.types.ndarray(dtype=d, ndim=1),
+          olds: qd.types.ndarray(dtype=d, ndim=1)):
+        qd.loop_config(block_dim=BLOCK)
+        for i in range(2 * BLOCK):
+            tid = qd.simt.block.thread_idx()
+            s = qd.simt.block.SharedArray((BLOCK,), d)
+            if tid == 0:
+                s[0] = qd.cast(3, d)
+            qd.simt.block.sync()
+            if qd.static(op == "cas"):
+                olds[i] = fn(s[0], qd.cast(3, d), vals[i])  # exactly one thread of the block wins
+            else:
+                olds[i] = fn(s[0], vals[i])
+            qd.simt.block.sync()
+            if tid == 0:
+                final[i // BLOCK] = s[0]
+
+    return k
+
+
+def _device_has(cap):
+    return bool(qd.lang.impl.get_runtime().prog.runtime.vulkan_caps.get(cap, False))
+
+
+@pytest.mark.parametrize("op,dtype", SHARED_CASES)
+@test_utils.test(arch=RUNS)
+def test_shared_atomic(op, dtype):
+    if dtype in ("i64", "u64", "f64") and not _device_has("int64_atomics_shared"):
+        pytest.skip("the device has no 64-bit shared atomics")
+    npt = np.dtype({"f16": np.float16}.get(dtype, dtype.replace("i", "int").replace("u", "uint").replace("f", "float")))
+    if dtype.startswith("u") or op in ("and", "or", "xor"):
+        vals = np.tile(np.array([1, 2, 4, 8, 16, 5, 6, 7], npt), 2)
+    else:
+        vals = np.tile(np.array([1, 2, 3, -1, 2, 1, 5, 1] if dtype[0] != "u" else [1] * 8, npt), 2)
+    if op == "cas":
+        vals = np.arange(10, 10 + 2 * BLOCK).astype(npt)
+    final, olds = np.zeros(2, npt), np.zeros(2 * BLOCK, npt)
+    _shared_atomic_kernel(op, dtype)(vals, final, olds)
+    for b in range(2):
+        v, o = vals[b * BLOCK:(b + 1) * BLOCK], olds[b * BLOCK:(b + 1) * BLOCK]
+        if op == "exchange":  # the olds and the final value are the start and the values, each once
+            assert sorted(np.append(o, final[b]).tolist()) == sorted([3] + v.tolist())
+        elif op == "cas":
+            winners = np.flatnonzero(o == 3)
+            assert len(winners) == 1 and final[b] == v[winners[0]], (o, final[b])
+        else:
+            assert final[b] == _host(op, dtype, v), (final[b], v)
+            if op in ("add",) and dtype in INTS:  # the olds are the prefix sums of some order
+                assert sorted(o.tolist())[0] == 3
+
+
+@test_utils.test(arch=RUNS)
+def test_shared_float_atomic_min_max_nan_loses():
+    # Spec (atomics.md): float min/max are minNum/maxNum: a NaN operand loses. On lavapipe they are
+    # native OpAtomicFMin/FMaxEXT on global and on shared memory.
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.f32, ndim=1), g: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=4)
+        for i in range(4):
+            s = qd.simt.block.SharedArray((2,), qd.f32)
+            if i == 0:
+                s[0] = 5.0
+                s[1] = 5.0
+            qd.simt.block.sync()
+            v = qd.math.nan if i % 2 == 0 else qd.cast(i, qd.f32)
+            qd.atomic_min(s[0], v)
+            qd.atomic_max(s[1], v)
+            qd.atomic_min(g[0], v)
+            qd.atomic_max(g[1], v)
+            qd.simt.block.sync()
+            if i == 0:
+                out[0] = s[0]
+                out[1] = s[1]
+
+    out, g = np.zeros(2, np.float32), np.array([5, 5], np.float32)
+    k(out, g)
+    assert out.tolist() == [1.0, 5.0] and g.tolist() == [1.0, 5.0]
+
+
+@test_utils.test(arch=RUNS)
+def test_shared_float_exchange_beyond_the_reference():
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=4)
+        for i in range(4):
+            s = qd.simt.block.SharedArray((4,), qd.f32)
+            s[qd.simt.block.thread_idx()] = 0.5
+            qd.simt.block.sync()
+            out[i] = qd.atomic_exchange(s[(i + 1) % 4], qd.cast(i, qd.f32) + 0.25)
+            qd.simt.block.sync()
+            out[i] += s[i] * 10
+
+    out = np.zeros(4, np.float32)
+    k(out)
+    np.testing.assert_array_equal(out, 0.5 + 10 * (np.array([3, 0, 1, 2]) + 0.25))
+
+
+# --------------------------------------------------------------------- CUDA and AMDGPU assembly
+def _codegen_kernel(dtype, op):
+    d = getattr(qd, dtype)
+    fn = getattr(qd, f"atomic_{op}")
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=d, ndim=1)):
+        qd.loop_config(block_dim=256)
+        for i in range(512):
+            s = qd.simt.block.SharedArray((256,), d)
+            s[qd.simt.block.thread_idx()] = out[i]
+            qd.simt.block.sync()
+            if qd.static(op == "cas"):
+                out[i] = fn(s[0], out[i], out[i])
+            else:
+                out[i] = fn(s[0], out[i])
+            qd.simt.block.mem_fence()
+            qd.simt.grid.mem_fence()
+            out[i] += qd.simt.block.global_thread_idx()
+
+    return k
+
+
+@pytest.fixture
+def cpu_program():
+    qd.init(arch=qd.cpu)
+    yield
+    qd.reset()
+
+
+def _ptx_shared(op, dtype):
+    """The PTX instruction of a native shared atomic, or the CAS of a CAS loop."""
+    w = "64" if dtype in ("i64", "u64", "f64") else "32"
+    native_float = op in ("add", "sub", "exchange") and dtype in ("f32", "f64")
+    if dtype == "f16" or op == "mul" or (op in ("min", "max") and dtype in FLOATS):
+        return f"atom.shared.cas.b{w}"
+    if op in ("add", "sub"):
+        return f"atom.shared.add.{dtype}" if native_float else f"atom.shared.add.u{w}"
+    if op in ("min", "max"):
+        return f"atom.shared.{op}.{dtype[0].replace('i', 's')}{w}"
+    if op == "exchange":
+        return f"atom.shared.exch.b{w}"
+    if op == "cas":
+        return f"atom.shared.cas.b{w}"
+    return f"atom.shared.{op}.b{w}"
+
+
+@pytest.mark.parametrize("op,dtype", SHARED_CASES)
+def test_shared_atomics_in_ptx_and_amdgcn(cpu_program, op, dtype):
+    k = _codegen_kernel(dtype, op)
+    npt = np.float16 if dtype == "f16" else np.dtype(dtype.replace("i", "int").replace("u", "uint").replace("f", "float"))
+    a = np.zeros(512, npt)
+    ptx = qd.compile(k, a, arch="cuda").ptx
+    for instr in ("bar.sync", "membar.cta", "membar.gl", _ptx_shared(op, dtype)):
+        assert has(ptx, instr), instr
+    for sm in ("sm_75", "sm_90"):
+        ptxas(ptx, sm)
+    amdgcn = qd.compile(k, a, arch="amdgpu").amdgcn
+    assert has(amdgcn, "s_barrier")
+    assert re.search(r"\bds_(?:add|sub|min|max|and|or|xor|swap|cmpst|cmpswap|mskor|wrxchg|max_f|min_f)\w*", amdgcn), \
+        "no LDS atomic"
+
+
+def test_simt_ops_need_a_gpu_arch_in_qd_compile(cpu_program):
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(8):
+            out[i] = qd.simt.block.thread_idx()
+
+    a = np.zeros(8, np.int32)
+    assert "tid.x" in qd.compile(k, a, arch="cuda").ptx
+    with pytest.raises(qd.QuadrantsCompilationError, match="not supported for arch cpu"):
+        qd.compile(k, a, arch="cpu")

@@ -158,23 +158,41 @@ TargetFeatures default_features(Backend backend) {
 
 namespace {
 
-std::string cell(Backend backend, AtomicOp op, DataType dtype) {
-  auto native = atomic_lowering(backend, op, dtype, MemorySpace::Global, default_features(backend));
-  switch (native.kind) {
-    case Lowering::Native:
-      return native.capability.empty() ? "native" : "native (needs `" + native.capability + "`)";
-    case Lowering::CasLoop: return "CAS loop";
-    default: break;
-  }
-  // Rejected by default: say whether some capability would enable it (Vulkan float16 add).
-  for (const char *cap : {"float16_atomic_add_buffer", "float64_atomic_add_buffer", "int64_atomics_buffer"}) {
+const char *verdict_name(Lowering l) {
+  return l == Lowering::Native ? "native" : l == Lowering::CasLoop ? "CAS loop" : "rejected";
+}
+
+std::string cell(Backend backend, AtomicOp op, DataType dtype, MemorySpace space) {
+  auto base = atomic_lowering(backend, op, dtype, space, default_features(backend));
+  if (base.kind == Lowering::Native)
+    return base.capability.empty() ? "native" : "native (needs `" + base.capability + "`)";
+  // Otherwise: say whether some device capability would do better (Vulkan float16 add, float
+  // min/max, ...).
+  for (const char *cap : {"float16_atomic_add", "float32_atomic_minmax", "float64_atomic_minmax",
+                          "float64_atomic_add", "int64_atomics"}) {
     auto f = default_features(backend);
-    f.insert(cap);
-    auto with = atomic_lowering(backend, op, dtype, MemorySpace::Global, f);
-    if (with.kind != Lowering::Rejected)
-      return std::string(with.kind == Lowering::Native ? "native" : "CAS loop") + " with `" + cap + "`, else rejected";
+    std::string c = with_space_suffix(cap, space);
+    if (f.count(c)) continue;
+    f.insert(c);
+    auto with = atomic_lowering(backend, op, dtype, space, f);
+    if (static_cast<int>(with.kind) < static_cast<int>(base.kind))
+      return std::string(verdict_name(with.kind)) + " with `" + c + "`, else " + verdict_name(base.kind);
   }
-  return "rejected";
+  return verdict_name(base.kind);
+}
+
+void table(std::ostringstream &os, Backend b, MemorySpace space) {
+  os << "| op |";
+  for (DataType t : atomic_dtypes()) os << " " << dtype_name(t) << " |";
+  os << "\n|---|";
+  for (size_t i = 0; i < atomic_dtypes().size(); i++) os << "---|";
+  os << "\n";
+  for (const auto &info : atomic_ops()) {
+    os << "| `atomic_" << info.name << "` |";
+    for (DataType t : atomic_dtypes()) os << " " << cell(b, info.op, t, space) << " |";
+    os << "\n";
+  }
+  os << "\n";
 }
 
 }  // namespace
@@ -183,17 +201,19 @@ std::string atomic_support_markdown() {
   std::ostringstream os;
   const Backend backends[] = {Backend::Cpu, Backend::Cuda, Backend::Amdgpu, Backend::Vulkan, Backend::Metal};
   for (Backend b : backends) {
-    os << "#### " << backend_name(b) << "\n\n| op |";
-    for (DataType t : atomic_dtypes()) os << " " << dtype_name(t) << " |";
-    os << "\n|---|";
-    for (size_t i = 0; i < atomic_dtypes().size(); i++) os << "---|";
-    os << "\n";
-    for (const auto &info : atomic_ops()) {
-      os << "| `atomic_" << info.name << "` |";
-      for (DataType t : atomic_dtypes()) os << " " << cell(b, info.op, t) << " |";
-      os << "\n";
-    }
-    os << "\n";
+    os << "#### " << backend_name(b) << "\n\n";
+    table(os, b, MemorySpace::Global);
+  }
+  // Block-shared memory (qd.simt.block.SharedArray; GPU arches only), where it differs.
+  for (Backend b : backends) {
+    if (b == Backend::Cpu) continue;
+    bool differs = false;
+    for (const auto &info : atomic_ops())
+      for (DataType t : atomic_dtypes())
+        differs = differs || cell(b, info.op, t, MemorySpace::Global) != cell(b, info.op, t, MemorySpace::Shared);
+    os << "#### " << backend_name(b) << ", shared memory\n\n";
+    if (differs) table(os, b, MemorySpace::Shared);
+    else os << "As on global memory.\n\n";
   }
   return os.str();
 }

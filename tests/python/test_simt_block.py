@@ -379,3 +379,19 @@ def test_simt_ops_need_a_gpu_arch_in_qd_compile(cpu_program):
     assert "tid.x" in qd.compile(k, a, arch="cuda").ptx
     with pytest.raises(qd.QuadrantsCompilationError, match="not supported for arch cpu"):
         qd.compile(k, a, arch="cpu")
+
+
+# ------------------------------------------------------------------------------------ example
+@test_utils.test(arch=RUNS)
+def test_block_histogram_example():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "block_histogram.py")
+    spec = importlib.util.spec_from_file_location("block_histogram_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    data = np.random.default_rng(1).integers(0, 256, 100_003, dtype=np.uint8)  # not a multiple of anything
+    expected = np.bincount(data, minlength=256)
+    for kernel in (example.block_histogram, example.global_histogram):
+        np.testing.assert_array_equal(example.histogram(data, kernel), expected)

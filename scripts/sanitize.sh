@@ -73,14 +73,14 @@ LD_PRELOAD="$PRELOAD" QD_CORE_DIR="$B/core" PYTHONMALLOC=malloc \
   || { status=1; echo "sanitize: pytest FAILED"; }
 echo "sanitize: pytest $(( $(date +%s) - t ))s"
 
-PATTERN="runtime error: |ERROR: AddressSanitizer|ERROR: LeakSanitizer|AddressSanitizer: CHECK failed"
+PATTERN="runtime error: |ERROR: AddressSanitizer|ERROR: LeakSanitizer|AddressSanitizer: CHECK failed|Assertion .* failed"
 if compgen -G "$REPORTS/*san*" >/dev/null || grep -qE "$PATTERN" "$REPORTS"/*.log; then
   for f in "$REPORTS"/*san*; do [ -e "$f" ] && { echo "=== $f"; cat "$f"; }; done
   grep -nE -A12 "$PATTERN" "$REPORTS"/*.log || true
   echo "sanitize: sanitizer report(s): $(ls "$REPORTS"/*san* 2>/dev/null | wc -l) file(s), $(grep -cE "$PATTERN" "$REPORTS"/*.log | awk -F: '{s += $2} END {print s}') in the logs"
   status=1
 else
-  echo "sanitize: no AddressSanitizer / UndefinedBehaviorSanitizer report"
+  echo "sanitize: no AddressSanitizer / UndefinedBehaviorSanitizer / libstdc++ assertion report"
 fi
 echo "sanitize: total $(( $(date +%s) - start ))s"
 exit $status

@@ -370,9 +370,9 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Va
 }
 
 void LlvmCodegen::emit_return(const Stmt &s) {
-  Value *base = buffer_base(k_.result_buffer);
+  // A bare `return` stores nothing, and its kernel may have no result buffer (index -1).
   for (size_t i = 0; i < s.operands.size(); i++)
-    b_.CreateStore(value(s.operands[i]), b_.CreateConstGEP1_64(b_.getInt8Ty(), base, 8 * i));
+    b_.CreateStore(value(s.operands[i]), b_.CreateConstGEP1_64(b_.getInt8Ty(), buffer_base(k_.result_buffer), 8 * i));
   b_.CreateRetVoid();
   start_dead_block();
 }

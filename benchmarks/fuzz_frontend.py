@@ -566,7 +566,7 @@ def _classify(exc, path, package_dir):
     last = in_package[-1]
     deliberate = inner is last and (last.line or "").lstrip().startswith("raise ")
     if deliberate and msg.strip() and isinstance(exc, (TypeError, ValueError, IndexError, RuntimeError,
-                                                        NotImplementedError, AttributeError, KeyError)):
+                                                        NotImplementedError, AttributeError, KeyError, OverflowError)):
         return "api_error"
     return "internal_error"
 

@@ -120,6 +120,26 @@ void demote_unique_atomics(KernelIR &k) {
   }
 }
 
+// On SPIR-V a shared array is one Workgroup variable of one element type (variables cannot
+// alias): a float array that some atomic reaches through its bits (exchange, CAS loops) holds
+// integers, so its native float atomics become CAS loops too.
+static void same_view_for_shared_floats(KernelIR &k) {
+  std::unordered_map<int64_t, std::vector<Stmt *>> by_buffer;
+  for (Task &t : k.tasks)
+    for_each_stmt(t.body, [&](Stmt &s) {
+      if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
+      const BufferDesc &d = k.buffers[s.operands[0]->ival];
+      if (d.kind == BufferKind::Shared && is_real(d.dtype)) by_buffer[s.operands[0]->ival].push_back(&s);
+    });
+  for (auto &[buffer, atomics] : by_buffer) {
+    bool bits = false;
+    for (Stmt *a : atomics) bits = bits || a->lowering == Lowering::CasLoop || a->atomic_op() == AtomicOp::Exchange;
+    if (!bits) continue;
+    for (Stmt *a : atomics)
+      if (a->atomic_op() != AtomicOp::Exchange) a->lowering = Lowering::CasLoop;
+  }
+}
+
 void decide_atomics(KernelIR &k, const Target &target) {
   auto decide = [&](Stmt &s) {
     if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
@@ -130,6 +150,7 @@ void decide_atomics(KernelIR &k, const Target &target) {
     s.lowering = verdict.kind;
   };
   for (Task &t : k.tasks) for_each_stmt(t.body, decide);
+  if (target.backend == Backend::Vulkan || target.backend == Backend::Metal) same_view_for_shared_floats(k);
 }
 
 void run_passes(KernelIR &k, const Target &target) {

@@ -395,3 +395,49 @@ def test_block_histogram_example():
     expected = np.bincount(data, minlength=256)
     for kernel in (example.block_histogram, example.global_histogram):
         np.testing.assert_array_equal(example.histogram(data, kernel), expected)
+
+
+@test_utils.test(arch=RUNS)
+def test_shared_float_array_with_native_and_cas_atomics():
+    # add / max are native on lavapipe's shared memory and mul is a CAS loop: on one SPIR-V shared
+    # array (one element type) all become CAS loops on the bits.
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=4)
+        for i in range(8):
+            s = qd.simt.block.SharedArray((3,), qd.f32)
+            if qd.simt.block.thread_idx() == 0:
+                s[0], s[1], s[2] = 0.0, 1.0, -1.0
+            qd.simt.block.sync()
+            qd.atomic_add(s[0], 0.5)
+            qd.atomic_mul(s[1], 2.0)
+            qd.atomic_max(s[2], qd.cast(qd.simt.block.thread_idx(), qd.f32))
+            qd.simt.block.sync()
+            if qd.simt.block.thread_idx() == 0:
+                out[i // 4 * 3 + 0] = s[0]
+                out[i // 4 * 3 + 1] = s[1]
+                out[i // 4 * 3 + 2] = s[2]
+
+    out = np.zeros(6, np.float32)
+    k(out)
+    assert out.tolist() == [2.0, 16.0, 3.0] * 2
+
+
+def test_block_ops_in_metal_msl(cpu_program):
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=64)
+        for i in range(128):
+            s = qd.simt.block.SharedArray((64,), qd.f32)
+            t = qd.simt.block.SharedArray((4,), qd.i32)
+            s[qd.simt.block.thread_idx()] = 1.0
+            qd.simt.block.sync()
+            qd.atomic_add(s[0], 2.0)  # a CAS loop on Metal (no float atomics)
+            t[0] += 1
+            qd.simt.block.mem_fence()
+            out[i] = s[0] + qd.atomic_add(t[1], 3) + qd.simt.block.sync_count_nonzero(i)
+
+    msl = qd.compile(k, np.zeros(128, np.float32), arch="metal").msl
+    for needle in ("threadgroup_barrier(", "threadgroup atomic_uint", "threadgroup atomic_int",
+                   "atomic_compare_exchange_weak_explicit", "atomic_fetch_add_explicit"):
+        assert needle in msl, needle

@@ -1,21 +1,45 @@
 #!/usr/bin/env python3
-"""Quadrants beside its peers on the same atomic workloads, on the CPU, in one run.
+"""Quadrants beside its peers on the same workloads, in one run: this checkout, the reference's
+PyPI release (quadrants==1.3.3), Taichi and NumPy.
 
-    pip install taichi warp-lang   # optional: peers that are not installed are left out
-    python3 benchmarks/peers.py [--log2n 24]
+    python3 benchmarks/peers.py [--log2n-cpu 24] [--log2n-vulkan 22] [--no-install]
 
-Workloads (n operations each): a 256-bin histogram of random bytes (atomic add i32), a sum of n
-floats into one address (atomic add f32), and an atomic max of n floats into one address. Times
-are the best of 5 after a warm-up call; the ratio is peer time / Quadrants time (>1: Quadrants is
-faster). Warp runs CPU kernels on one thread, so its ratio mostly measures that.
+Each peer runs in its own process; the reference and Taichi each in their own venv under
+--venvs (default /tmp/qd-peers), created with pip on first use. A peer, or a peer's arch, that
+cannot be installed or initialised is left out with a note. Times are the best of --repeat calls
+after a warm-up, synchronised; cells are ns per element (launch: us per call). Writes the
+markdown table to docs/performance.md and a bar chart to docs/performance.png (matplotlib).
+
+Workloads, n elements each (fields, filled once before timing):
+  copy          y[i] = x[i]                                      numpy: np.copyto
+  sum f32       atomic_add(total[None], x[i])                    numpy: x.sum()
+  max f32       atomic_max(m[None], x[i])                        numpy: x.max()
+  histogram     atomic_add(hist[d[i]], 1), 256 bins              numpy: np.bincount
+  scatter-add   atomic_add(y[p[i]], x[i]), p a permutation       numpy: np.add.at
+  compaction    if x[i] > .5: out[atomic_add(c[None], 1)] = i    numpy: np.flatnonzero
+  launch        a kernel storing one field element (us / call: 200 calls, then one sync)
 """
 import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
 import time
 
-import numpy as np
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORKLOADS = ["copy", "sum f32", "max f32", "histogram", "scatter-add", "compaction", "launch"]
+NUMPY_NAMES = {"copy": "copyto", "sum f32": "sum", "max f32": "max", "histogram": "bincount",
+               "scatter-add": "add.at", "compaction": "flatnonzero"}
+PEERS = {  # name: (pip requirement or None for this checkout, module)
+    "ours": (None, "quadrants"),
+    "reference 1.3.3": ("quadrants==1.3.3", "quadrants"),
+    "taichi": ("taichi", "taichi"),
+}
 
 
-def best_of(fn, sync, repeat=5):
+def best_of(fn, sync, repeat):
     fn()
     sync()
     best = float("inf")
@@ -27,110 +51,242 @@ def best_of(fn, sync, repeat=5):
     return best
 
 
-def quadrants_suite(data, x):
-    import quadrants as qd
-    qd.init(arch=qd.cpu)
+def data(n):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return (rng.random(n, dtype=np.float32), rng.integers(0, 256, n, dtype=np.int32),
+            rng.permutation(n).astype(np.int32))
+
+
+def numpy_worker(n, repeat):
+    import numpy as np
+    x, d, p = data(n)
+    y = np.zeros_like(x)
+    t = {"copy": best_of(lambda: np.copyto(y, x), lambda: None, repeat),
+         "sum f32": best_of(lambda: x.sum(), lambda: None, repeat),
+         "max f32": best_of(lambda: x.max(), lambda: None, repeat),
+         "histogram": best_of(lambda: np.bincount(d, minlength=256), lambda: None, repeat),
+         "scatter-add": best_of(lambda: np.add.at(y, p, x), lambda: None, max(1, repeat // 2)),
+         "compaction": best_of(lambda: np.flatnonzero(x > 0.5), lambda: None, repeat)}
+    return {k: v / n * 1e9 for k, v in t.items()}
+
+
+def lib_worker(module, arch, n, repeat):
+    """The same kernels through quadrants (either version) or taichi: their APIs agree here."""
+    import numpy as np
+    qd = __import__(module)
+    kw = {"log_level": "error"} if module == "taichi" else {}
+    qd.init(arch=getattr(qd, arch), **kw)
+    xs, ds, ps = data(n)
+    x, y, out = qd.field(qd.f32, shape=n), qd.field(qd.f32, shape=n), qd.field(qd.i32, shape=n)
+    d, p = qd.field(qd.i32, shape=n), qd.field(qd.i32, shape=n)
     hist = qd.field(qd.i32, shape=256)
-    acc = qd.field(qd.f32, shape=2)
+    total, m, c, one = (qd.field(t, shape=()) for t in (qd.f32, qd.f32, qd.i32, qd.f32))
+    x.from_numpy(xs)
+    d.from_numpy(ds)
+    p.from_numpy(ps)
 
     @qd.kernel
-    def histogram(d: qd.types.ndarray(dtype=qd.u8, ndim=1)):
-        for i in range(d.shape[0]):
+    def copy():
+        for i in range(n):
+            y[i] = x[i]
+
+    @qd.kernel
+    def sum_():
+        for i in range(n):
+            qd.atomic_add(total[None], x[i])
+
+    @qd.kernel
+    def max_():
+        for i in range(n):
+            qd.atomic_max(m[None], x[i])
+
+    @qd.kernel
+    def histogram():
+        for i in range(n):
             qd.atomic_add(hist[d[i]], 1)
 
     @qd.kernel
-    def total(v: qd.types.ndarray(dtype=qd.f32, ndim=1)):
-        for i in range(v.shape[0]):
-            qd.atomic_add(acc[0], v[i])
+    def scatter_add():
+        for i in range(n):
+            qd.atomic_add(y[p[i]], x[i])
 
     @qd.kernel
-    def biggest(v: qd.types.ndarray(dtype=qd.f32, ndim=1)):
-        for i in range(v.shape[0]):
-            qd.atomic_max(acc[1], v[i])
+    def compaction():
+        c[None] = 0
+        for i in range(n):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 1)] = i
 
-    return {"histogram": best_of(lambda: histogram(data), qd.sync),
-            "sum f32": best_of(lambda: total(x), qd.sync),
-            "max f32": best_of(lambda: biggest(x), qd.sync)}
+    @qd.kernel
+    def store_one():
+        one[None] = 1.0
 
+    sync = qd.sync
+    t = {"copy": best_of(copy, sync, repeat), "sum f32": best_of(sum_, sync, repeat),
+         "max f32": best_of(max_, sync, repeat), "histogram": best_of(histogram, sync, repeat),
+         "scatter-add": best_of(scatter_add, sync, repeat), "compaction": best_of(compaction, sync, repeat)}
+    res = {k: v / n * 1e9 for k, v in t.items()}
+    calls = 200
 
-def taichi_suite(data, x):
-    import taichi as ti
-    ti.init(arch=ti.cpu, log_level=ti.ERROR)
-    hist = ti.field(ti.i32, shape=256)
-    acc = ti.field(ti.f32, shape=2)
+    def launches():
+        for _ in range(calls):
+            store_one()
 
-    @ti.kernel
-    def histogram(d: ti.types.ndarray(dtype=ti.u8, ndim=1)):
-        for i in range(d.shape[0]):
-            ti.atomic_add(hist[ti.cast(d[i], ti.i32)], 1)
-
-    @ti.kernel
-    def total(v: ti.types.ndarray(dtype=ti.f32, ndim=1)):
-        for i in range(v.shape[0]):
-            ti.atomic_add(acc[0], v[i])
-
-    @ti.kernel
-    def biggest(v: ti.types.ndarray(dtype=ti.f32, ndim=1)):
-        for i in range(v.shape[0]):
-            ti.atomic_max(acc[1], v[i])
-
-    return {"histogram": best_of(lambda: histogram(data), ti.sync),
-            "sum f32": best_of(lambda: total(x), ti.sync),
-            "max f32": best_of(lambda: biggest(x), ti.sync)}
+    res["launch"] = best_of(launches, sync, repeat) / calls * 1e6
+    # Sanity: the results agree with numpy (a broken peer must not look fast).
+    m[None] = -1.0
+    max_()
+    compaction()
+    hist.fill(0)
+    histogram()
+    assert m[None] == xs.max() and c[None] == int((xs > 0.5).sum())
+    assert (hist.to_numpy() == np.bincount(ds, minlength=256)).all()
+    return res
 
 
-def warp_suite(data, x):
-    import warp as wp
-    wp.config.quiet = True
-    wp.init()
-    hist = wp.zeros(256, dtype=wp.int32, device="cpu")
-    acc = wp.zeros(2, dtype=wp.float32, device="cpu")
-    d = wp.array(data.astype(np.int32), dtype=wp.int32, device="cpu")
-    v = wp.array(x, dtype=wp.float32, device="cpu")
+def ensure_venv(venvs, name, requirement, install):
+    """The python of a venv holding `requirement` (with numpy), or None with a reason."""
+    path = os.path.join(venvs, name.split()[0])
+    python = os.path.join(path, "bin", "python")
+    mod = PEERS[name][1]
+    if os.path.exists(python) and subprocess.run([python, "-c", f"import {mod}, numpy"],
+                                                 capture_output=True).returncode == 0:
+        return python, None
+    if not install:
+        return None, f"no venv at {path} (--no-install)"
+    r = subprocess.run([sys.executable, "-m", "venv", path], capture_output=True, text=True)
+    if r.returncode == 0:
+        r = subprocess.run([python, "-m", "pip", "install", "-q", requirement, "numpy"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"pip install {requirement} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+    return python, None
 
-    @wp.kernel
-    def histogram(d: wp.array(dtype=wp.int32), h: wp.array(dtype=wp.int32)):
-        i = wp.tid()
-        wp.atomic_add(h, d[i], 1)
 
-    @wp.kernel
-    def total(v: wp.array(dtype=wp.float32), a: wp.array(dtype=wp.float32)):
-        i = wp.tid()
-        wp.atomic_add(a, 0, v[i])
+def run_worker(python, peer, arch, log2n, repeat, env, timeout):
+    args = [python, os.path.abspath(__file__), "--worker", peer, "--arch", arch, "--log2n", str(log2n),
+            "--repeat", str(repeat)]
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd="/tmp")
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
+    if r.returncode != 0 or not lines:
+        tail = (r.stderr or r.stdout).strip().splitlines()
+        return None, tail[-1] if tail else f"exit {r.returncode}"
+    return json.loads(lines[-1][7:]), None
 
-    @wp.kernel
-    def biggest(v: wp.array(dtype=wp.float32), a: wp.array(dtype=wp.float32)):
-        i = wp.tid()
-        wp.atomic_max(a, 1, v[i])
 
-    n = len(x)
-    sync = wp.synchronize
-    return {"histogram": best_of(lambda: wp.launch(histogram, dim=n, inputs=[d, hist], device="cpu"), sync),
-            "sum f32": best_of(lambda: wp.launch(total, dim=n, inputs=[v, acc], device="cpu"), sync),
-            "max f32": best_of(lambda: wp.launch(biggest, dim=n, inputs=[v, acc], device="cpu"), sync)}
+def chart(columns, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(11, 5))
+    width = 0.8 / max(1, len(columns))
+    for j, (label, res) in enumerate(columns):
+        xs = [i + j * width for i, w in enumerate(WORKLOADS) if res.get(w)]
+        ax.bar(xs, [res[w] for w in WORKLOADS if res.get(w)], width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(WORKLOADS))])
+    ax.set_xticklabels([w if w != "launch" else "launch (us)" for w in WORKLOADS])
+    ax.set_yscale("log")
+    ax.set_ylabel("ns per element (launch: us per call), lower is better")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--log2n", type=int, default=24)
+    p.add_argument("--log2n-cpu", type=int, default=24)
+    p.add_argument("--log2n-vulkan", type=int, default=22)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--venvs", default="/tmp/qd-peers")
+    p.add_argument("--no-install", action="store_true", help="use existing venvs only")
+    p.add_argument("--out", default=os.path.join(ROOT, "docs"), help="where performance.md/.png go")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per peer and arch")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--arch", help=argparse.SUPPRESS)
+    p.add_argument("--log2n", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
-    n = 2**a.log2n
-    rng = np.random.default_rng(0)
-    data = rng.integers(0, 256, n, dtype=np.uint8)
-    x = rng.random(n, dtype=np.float32)
-    results = {"quadrants": quadrants_suite(data, x)}
-    for name, suite in (("taichi", taichi_suite), ("warp", warp_suite)):
-        try:
-            results[name] = suite(data, x)
-        except ImportError:
-            print(f"({name} is not installed: left out)")
-    base = results["quadrants"]
-    print(f"cpu, n=2^{a.log2n}: ms per kernel (best of 5); in brackets peer / quadrants")
-    print(f"{'workload':>10} | " + " | ".join(f"{k:>18}" for k in results))
-    for w in base:
-        cells = [f"{r[w] * 1e3:8.2f}" + ("" if k == "quadrants" else f" ({r[w] / base[w]:5.2f}x)")
-                 for k, r in results.items()]
-        print(f"{w:>10} | " + " | ".join(f"{c:>18}" for c in cells))
+    if a.worker:
+        n = 2 ** a.log2n
+        res = numpy_worker(n, a.repeat) if a.worker == "numpy" else lib_worker(PEERS[a.worker][1], a.arch, n, a.repeat)
+        print("RESULT " + json.dumps(res))
+        return
+
+    columns, notes = [], []
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res, why = run_worker(sys.executable, "numpy", "cpu", a.log2n_cpu, a.repeat, base_env, a.timeout)
+    if res:
+        columns.append(("NumPy", res))
+    else:
+        notes.append(f"NumPy: {why}")
+    for peer, (req, _) in PEERS.items():
+        if req is None:
+            python, env = sys.executable, dict(base_env, PYTHONPATH=ROOT)
+        else:
+            python, why = ensure_venv(a.venvs, peer, req, not a.no_install)
+            env = base_env
+            if python is None:
+                notes.append(f"{peer}: left out ({why})")
+                continue
+        for arch, log2n in (("cpu", a.log2n_cpu), ("vulkan", a.log2n_vulkan)):
+            print(f"running {peer} on {arch} (n = 2^{log2n}) ...", file=sys.stderr, flush=True)
+            res, why = run_worker(python, peer, arch, log2n, a.repeat, env, a.timeout)
+            if res:
+                columns.append((f"{peer} {arch}", res))
+            else:
+                notes.append(f"{peer} {arch}: left out ({why})")
+
+    # Ours next to each peer, cpu columns first.
+    order = sorted(columns, key=lambda c: (c[0].endswith("vulkan"), c[0].startswith("ours")))
+    head = "| workload | " + " | ".join(c[0] for c in order) + " |"
+    rows = [head, "|---" * (len(order) + 1) + "|"]
+    for w in WORKLOADS:
+        cells = []
+        for label, r in order:
+            v = r.get(w)
+            cells.append("-" if v is None else (f"{v:.1f} us" if w == "launch" else f"{v:.2f}") +
+                         (f" ({NUMPY_NAMES[w]})" if label == "NumPy" and w in NUMPY_NAMES else ""))
+        rows.append(f"| {w} | " + " | ".join(cells) + " |")
+    table = "\n".join(rows)
+    print(table)
+    for n_ in notes:
+        print("note:", n_)
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.system()}"
+    md = f"""# Performance beside the peers
+
+Produced by `python3 benchmarks/peers.py` in one run ({time.strftime('%Y-%m-%d', time.gmtime())}; {machine};
+vulkan is Mesa lavapipe on the same CPU). 2^{a.log2n_cpu} elements on cpu, 2^{a.log2n_vulkan} on vulkan;
+ns per element, best of {a.repeat} synchronised calls after a warm-up; lower is better. The
+"launch" row is microseconds per call of a cached kernel storing one field element (200 calls,
+then one sync). NumPy runs on one core; the others use every core. The machine is shared, so
+compare columns of the same run, not runs.
+
+{table}
+
+{chr(10).join('- ' + n_ for n_ in notes)}
+
+![bar chart](performance.png)
+
+Workloads (the same kernels through each library, on fields):
+
+| workload | kernel | NumPy |
+|---|---|---|
+| copy | `y[i] = x[i]` | `np.copyto(y, x)` |
+| sum f32 | `qd.atomic_add(total[None], x[i])` | `x.sum()` |
+| max f32 | `qd.atomic_max(m[None], x[i])` | `x.max()` |
+| histogram | `qd.atomic_add(hist[d[i]], 1)`, 256 bins | `np.bincount(d)` |
+| scatter-add | `qd.atomic_add(y[p[i]], x[i])`, `p` a permutation | `np.add.at(y, p, x)` |
+| compaction | `if x[i] > 0.5: out[qd.atomic_add(c[None], 1)] = i` | `np.flatnonzero(x > 0.5)` |
+"""
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "performance.md"), "w") as f:
+        f.write(md)
+    try:
+        chart(order, os.path.join(a.out, "performance.png"))
+    except ImportError:
+        print("note: matplotlib is not installed: no chart", file=sys.stderr)
 
 
 if __name__ == "__main__":

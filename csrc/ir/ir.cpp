@@ -67,6 +67,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->is_volatile = s.is_volatile;
   c->lowering = s.lowering;
   c->serialize = s.serialize;
+  c->reassoc = s.reassoc;
   c->block_dim = s.block_dim;
   c->label = s.label;
   return c;

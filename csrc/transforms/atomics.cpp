@@ -162,6 +162,7 @@ void run_passes(KernelIR &k, const Target &target) {
   decide_atomics(k, target);
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu)
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
+  if (backend == Backend::Cpu) partition_scatters(k);
   legalize(k, target);
 }
 

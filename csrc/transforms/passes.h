@@ -28,6 +28,11 @@ void demote_unique_atomics(KernelIR &k);
 // their non-NaN operands only (a form LLVM vectorises).
 void privatize_reductions(KernelIR &k, bool cpu);
 
+// cpu: a parallel loop whose only effects are reducible atomics with unused results into one
+// large field (scatter-add) runs as one part of the field per thread, each replaying the loop and
+// applying its part's updates with plain read-modify-writes (scatter.cpp, docs/atomics.md).
+void partition_scatters(KernelIR &k);
+
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
 // QuadrantsTypeError (naming the source line) for atomics the target cannot do.
 void decide_atomics(KernelIR &k, const Target &target);

@@ -110,6 +110,12 @@ void VulkanDevice::destroy() {
     }
     for (auto &[id, b] : buffers_) release(b);
     kernels_.clear(), layouts_.clear(), buffers_.clear(), kernel_cache_.clear();
+    for (VkDescriptorPool p : set_pools_) dfn_.vkDestroyDescriptorPool(device_, p, nullptr);
+    set_pools_.clear(), sets_.clear();
+    if (open_) idle_.push_back(open_sub_), open_ = false;
+    for (auto &list : {std::vector<Submission>(pending_.begin(), pending_.end()), idle_})
+      for (const Submission &sub : list) dfn_.vkDestroyFence(device_, sub.fence, nullptr);
+    pending_.clear(), idle_.clear();  // (the command buffers go with the pool)
     if (fence_) dfn_.vkDestroyFence(device_, fence_, nullptr);
     if (cmd_pool_) dfn_.vkDestroyCommandPool(device_, cmd_pool_, nullptr);
     dfn_.vkDestroyDevice(device_, nullptr);
@@ -135,8 +141,51 @@ void VulkanDevice::memory_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_
                             dst_stage, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+void VulkanDevice::wait_fence(VkFence fence) {
+  VkResult r = dfn_.vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ns_);
+  if (r == VK_TIMEOUT) {
+    hung_ = true;
+    fail("a submission did not finish within " + std::to_string(timeout_ns_ / 1000000000) +
+         " s (QD_VULKAN_TIMEOUT_S); the device can no longer be used");
+  }
+  if (r == VK_ERROR_DEVICE_LOST) hung_ = true;
+  check(r, "vkWaitForFences");
+}
+
+void VulkanDevice::wait_for(uint64_t serial) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_locked(serial);
+}
+
+void VulkanDevice::submit_open() {
+  if (!open_) return;
+  open_ = false;
+  VkCommandBuffer cmd = open_sub_.cmd;
+  memory_barrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);  // for the host, after the fence
+  check(dfn_.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  check(dfn_.vkResetFences(device_, 1, &open_sub_.fence), "vkResetFences");
+  VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd;
+  pending_.push_back(open_sub_);  // (waited for even if the submit fails: the fence stays unsignalled)
+  VkResult r = dfn_.vkQueueSubmit(queue_, 1, &submit, open_sub_.fence);
+  if (r != VK_SUCCESS) pending_.pop_back(), idle_.push_back(open_sub_);
+  check(r, "vkQueueSubmit");
+}
+
+void VulkanDevice::wait_locked(uint64_t serial) {
+  if (open_ && open_sub_.serial <= serial) submit_open();
+  while (!pending_.empty() && pending_.front().serial <= serial) {
+    if (hung_) fail("the device is unusable: an earlier submission never finished");
+    wait_fence(pending_.front().fence);
+    idle_.push_back(pending_.front());
+    pending_.pop_front();
+  }
+}
+
 void VulkanDevice::submit_and_wait(const std::function<void(VkCommandBuffer)> &record) {
   if (hung_) fail("the device is unusable: an earlier submission never finished");
+  wait_locked(UINT64_MAX);  // (ordered after them anyway; waiting keeps one command buffer busy at a time)
   check(dfn_.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -154,14 +203,7 @@ void VulkanDevice::submit_and_wait(const std::function<void(VkCommandBuffer)> &r
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &cmd_;
   check(dfn_.vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
-  VkResult r = dfn_.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ns_);
-  if (r == VK_TIMEOUT) {
-    hung_ = true;
-    fail("a submission did not finish within " + std::to_string(timeout_ns_ / 1000000000) +
-         " s (QD_VULKAN_TIMEOUT_S); the device can no longer be used");
-  }
-  if (r == VK_ERROR_DEVICE_LOST) hung_ = true;
-  check(r, "vkWaitForFences");
+  wait_fence(fence_);
 }
 
 // ---- free functions ----

@@ -3,6 +3,7 @@
 // pipelines made from SPIR-V. Every failure throws VulkanError (a qd::RuntimeError).
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -99,12 +100,15 @@ class VulkanDevice {
   void disable_caps(const std::vector<std::string> &names);
   spirv::TargetEnv target_env() const;  // the validator environment matching the device
 
+  // Host access to a buffer first waits for every launch submitted before (they may read or
+  // write it), unless `wait` is false: the caller knows no pending launch uses those bytes
+  // (wait_for(serial) on the launches that do).
   BufferId alloc_buffer(size_t bytes);
   void free_buffer(BufferId id);
   size_t buffer_size(BufferId id) const;
-  void write_buffer(BufferId id, size_t offset, const void *data, size_t bytes);
+  void write_buffer(BufferId id, size_t offset, const void *data, size_t bytes, bool wait = true);
   void read_buffer(BufferId id, size_t offset, void *out, size_t bytes);
-  void fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value);
+  void fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value, bool wait = true);
 
   // Validates the module, then builds (or finds in the cache) its compute pipeline. The shader
   // declares `num_buffers` storage buffers in set 0, bindings 0 .. num_buffers-1.
@@ -113,12 +117,19 @@ class VulkanDevice {
   // Drops one create_kernel reference (each call, cached or not, is one); the pipeline is
   // destroyed with the last, so compiling kernel after kernel does not grow the device forever.
   void release_kernel(KernelId id);
-  // Records all dispatches in one command buffer, with a compute -> compute barrier between
-  // them, submits and waits ($QD_VULKAN_TIMEOUT_S, default 300 s).
-  void launch(const std::vector<Dispatch> &dispatches);
+  // Records the dispatches, with a compute -> compute barrier before each, into the open command
+  // buffer; it is submitted (without waiting) when it holds kMaxBatch launches or when something
+  // waits (wait_for, sync, host access). Returns the launch's serial number (for wait_for).
+  // Launches run in order, each seeing the writes of those before it. Descriptor sets are made
+  // once per list of buffers and kept until one of the buffers is freed.
+  uint64_t launch(const std::vector<Dispatch> &dispatches);
   void dispatch(KernelId kernel, const std::vector<BufferId> &buffers, uint32_t groups_x) {
     launch({Dispatch{kernel, buffers, groups_x}});
   }
+  // Waits for the submissions up to `serial` (each wait up to $QD_VULKAN_TIMEOUT_S, default
+  // 300 s); sync() for all of them.
+  void wait_for(uint64_t serial);
+  void sync() { wait_for(UINT64_MAX); }
 
  private:
   struct Buffer {
@@ -141,7 +152,16 @@ class VulkanDevice {
     VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
   };
 
+  struct Submission {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    uint64_t serial = 0;
+  };
+
   // vulkan_device.cpp
+  void wait_locked(uint64_t serial);  // wait_for with mu_ held
+  void submit_open();                 // submits the open command buffer, if any
+  void wait_fence(VkFence fence);
   void create_instance();
   void create_device(const detail::FeatureChain &chain);
   void create_command_objects();
@@ -161,6 +181,8 @@ class VulkanDevice {
   void validate_dispatches(const std::vector<Dispatch> &dispatches);
   void record_dispatches(VkCommandBuffer cmd, const std::vector<Dispatch> &dispatches,
                          const std::vector<VkDescriptorSet> &sets);
+  VkDescriptorSet descriptor_set(const std::vector<BufferId> &buffers, VkDescriptorSetLayout layout);
+  void drop_descriptor_sets(BufferId freed);
 
   mutable std::mutex mu_;
   InstanceFns ifn_{};
@@ -178,6 +200,20 @@ class VulkanDevice {
   uint64_t timeout_ns_ = 0;
   bool force_staging_ = false;
   bool hung_ = false;  // a submission never finished: the device cannot be used or torn down
+
+  static constexpr int kMaxBatch = 64;
+  bool open_ = false;               // open_sub_ is recording launches
+  Submission open_sub_;
+  int open_launches_ = 0;
+  std::deque<Submission> pending_;  // submitted, oldest first
+  std::vector<Submission> idle_;     // finished: command buffers and fences to reuse
+  uint64_t last_serial_ = 0;
+  struct CachedSet {
+    VkDescriptorSet set;
+    VkDescriptorPool pool;
+  };
+  std::map<std::vector<BufferId>, CachedSet> sets_;  // by the buffers bound, in binding order
+  std::vector<VkDescriptorPool> set_pools_;          // the last one has room (or none left)
 
   std::map<BufferId, Buffer> buffers_;
   BufferId next_buffer_ = 1;

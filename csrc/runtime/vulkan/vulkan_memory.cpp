@@ -127,7 +127,10 @@ BufferId VulkanDevice::alloc_buffer(size_t bytes) {
 
 void VulkanDevice::free_buffer(BufferId id) {
   std::lock_guard<std::mutex> lock(mu_);
-  release(buffer(id));  // every launch has finished by now: launches wait
+  Buffer &b = buffer(id);
+  wait_locked(UINT64_MAX);  // a submitted launch may still use it
+  drop_descriptor_sets(id);
+  release(b);
   buffers_.erase(id);
 }
 
@@ -136,11 +139,12 @@ size_t VulkanDevice::buffer_size(BufferId id) const {
   return buffer(id).size;
 }
 
-void VulkanDevice::write_buffer(BufferId id, size_t offset, const void *data, size_t bytes) {
+void VulkanDevice::write_buffer(BufferId id, size_t offset, const void *data, size_t bytes, bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer &b = buffer(id);
   check_range(b, offset, bytes, "write_buffer");
   if (bytes == 0) return;
+  if (wait) wait_locked(UINT64_MAX);
   if (b.mapped) std::memcpy(b.mapped + offset, data, bytes);
   else staged_copy(b, offset, bytes, const_cast<void *>(data), true);
 }
@@ -150,15 +154,17 @@ void VulkanDevice::read_buffer(BufferId id, size_t offset, void *out, size_t byt
   Buffer &b = buffer(id);
   check_range(b, offset, bytes, "read_buffer");
   if (bytes == 0) return;
+  wait_locked(UINT64_MAX);
   if (b.mapped) std::memcpy(out, b.mapped + offset, bytes);
   else staged_copy(b, offset, bytes, out, false);
 }
 
-void VulkanDevice::fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value) {
+void VulkanDevice::fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value, bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer &b = buffer(id);
   check_range(b, offset, bytes, "fill_buffer");
   if (bytes == 0) return;
+  if (wait) wait_locked(UINT64_MAX);
   if (b.mapped) {
     std::memset(b.mapped + offset, value, bytes);
   } else if (offset % 4 == 0 && bytes % 4 == 0) {  // vkCmdFillBuffer works on whole words

@@ -1,4 +1,5 @@
 // Compute pipelines (cached per SPIR-V module) and launches of one or more dispatches.
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/vulkan/vulkan_device.h"
@@ -83,7 +84,8 @@ void VulkanDevice::release_kernel(KernelId id) {
   auto it = kernels_.find(id);
   if (it == kernels_.end()) fail("release_kernel: no kernel with id " + std::to_string(id));
   if (--it->second.refs > 0 || hung_) return;  // after a hang the driver may still use it
-  dfn_.vkDestroyPipeline(device_, it->second.pipeline, nullptr);  // launches have all waited
+  wait_locked(UINT64_MAX);  // a submitted launch may still use the pipeline
+  dfn_.vkDestroyPipeline(device_, it->second.pipeline, nullptr);
   dfn_.vkDestroyShaderModule(device_, it->second.module, nullptr);
   kernel_cache_.erase(it->second.cache_key);
   kernels_.erase(it);
@@ -117,53 +119,105 @@ void VulkanDevice::record_dispatches(VkCommandBuffer cmd, const std::vector<Disp
   }
 }
 
-void VulkanDevice::launch(const std::vector<Dispatch> &dispatches) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (dispatches.empty()) return;
-  validate_dispatches(dispatches);
-  uint32_t total = 0;
-  for (const Dispatch &d : dispatches) total += uint32_t(d.buffers.size());
-
-  // A pool per launch, sized exactly: launches are synchronous, so it is freed right after.
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, total ? total : 1};
-  VkDescriptorPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  pool_info.maxSets = uint32_t(dispatches.size());
-  pool_info.poolSizeCount = 1;
-  pool_info.pPoolSizes = &size;
-  VkDescriptorPool pool = VK_NULL_HANDLE;
-  check(dfn_.vkCreateDescriptorPool(device_, &pool_info, nullptr, &pool), "vkCreateDescriptorPool");
-  try {
-    std::vector<VkDescriptorSetLayout> set_layouts;
-    for (const Dispatch &d : dispatches) set_layouts.push_back(kernels_.at(d.kernel).set_layout);
-    VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    alloc.descriptorPool = pool;
-    alloc.descriptorSetCount = uint32_t(set_layouts.size());
-    alloc.pSetLayouts = set_layouts.data();
-    std::vector<VkDescriptorSet> sets(dispatches.size());
-    check(dfn_.vkAllocateDescriptorSets(device_, &alloc, sets.data()), "vkAllocateDescriptorSets");
-
-    std::vector<VkDescriptorBufferInfo> infos;
-    infos.reserve(total);  // the writes point into it
-    std::vector<VkWriteDescriptorSet> writes;
-    for (size_t i = 0; i < dispatches.size(); ++i) {
-      for (size_t j = 0; j < dispatches[i].buffers.size(); ++j) {
-        infos.push_back({buffer(dispatches[i].buffers[j]).buffer, 0, VK_WHOLE_SIZE});
-        VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        w.dstSet = sets[i];
-        w.dstBinding = uint32_t(j);
-        w.descriptorCount = 1;
-        w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        w.pBufferInfo = &infos.back();
-        writes.push_back(w);
-      }
-    }
-    dfn_.vkUpdateDescriptorSets(device_, uint32_t(writes.size()), writes.data(), 0, nullptr);
-    submit_and_wait([&](VkCommandBuffer cmd) { record_dispatches(cmd, dispatches, sets); });
-  } catch (...) {
-    if (!hung_) dfn_.vkDestroyDescriptorPool(device_, pool, nullptr);
-    throw;
+VkDescriptorSet VulkanDevice::descriptor_set(const std::vector<BufferId> &buffers, VkDescriptorSetLayout layout) {
+  auto it = sets_.find(buffers);
+  if (it != sets_.end()) return it->second.set;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  alloc.descriptorSetCount = 1;
+  alloc.pSetLayouts = &layout;
+  if (!set_pools_.empty()) {
+    alloc.descriptorPool = set_pools_.back();
+    if (dfn_.vkAllocateDescriptorSets(device_, &alloc, &set) != VK_SUCCESS) set = VK_NULL_HANDLE;
   }
-  dfn_.vkDestroyDescriptorPool(device_, pool, nullptr);
+  if (!set) {  // the last pool is full (or fragmented): a new one
+    constexpr uint32_t kSets = 256;
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                              std::max<uint32_t>(kSets * 8, uint32_t(buffers.size()))};
+    VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    info.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT;
+    info.maxSets = kSets;
+    info.poolSizeCount = 1;
+    info.pPoolSizes = &size;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    check(dfn_.vkCreateDescriptorPool(device_, &info, nullptr, &pool), "vkCreateDescriptorPool");
+    set_pools_.push_back(pool);
+    alloc.descriptorPool = pool;
+    check(dfn_.vkAllocateDescriptorSets(device_, &alloc, &set), "vkAllocateDescriptorSets");
+  }
+  std::vector<VkDescriptorBufferInfo> infos(buffers.size());
+  std::vector<VkWriteDescriptorSet> writes(buffers.size());
+  for (size_t j = 0; j < buffers.size(); ++j) {
+    infos[j] = {buffer(buffers[j]).buffer, 0, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet &w = writes[j];
+    w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.dstBinding = uint32_t(j);
+    w.descriptorCount = 1;
+    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w.pBufferInfo = &infos[j];
+  }
+  dfn_.vkUpdateDescriptorSets(device_, uint32_t(writes.size()), writes.data(), 0, nullptr);
+  sets_[buffers] = {set, alloc.descriptorPool};
+  return set;
+}
+
+// With every launch finished (free_buffer waits): the sets binding `freed` go back to their pools.
+void VulkanDevice::drop_descriptor_sets(BufferId freed) {
+  for (auto it = sets_.begin(); it != sets_.end();) {
+    if (std::find(it->first.begin(), it->first.end(), freed) == it->first.end()) {
+      ++it;
+      continue;
+    }
+    dfn_.vkFreeDescriptorSets(device_, it->second.pool, 1, &it->second.set);
+    it = sets_.erase(it);
+  }
+}
+
+uint64_t VulkanDevice::launch(const std::vector<Dispatch> &dispatches) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dispatches.empty()) return last_serial_;
+  if (hung_) fail("the device is unusable: an earlier submission never finished");
+  validate_dispatches(dispatches);
+  std::vector<VkDescriptorSet> sets;
+  for (const Dispatch &d : dispatches) sets.push_back(descriptor_set(d.buffers, kernels_.at(d.kernel).set_layout));
+  if (!open_) {
+    // A bounded number in flight: beyond it, wait for the oldest and reuse its command buffer.
+    constexpr size_t kMaxInFlight = 16;
+    if (idle_.empty() && pending_.size() >= kMaxInFlight) wait_locked(pending_.front().serial);
+    if (idle_.empty()) {
+      Submission sub;
+      VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+      alloc.commandPool = cmd_pool_;
+      alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      alloc.commandBufferCount = 1;
+      check(dfn_.vkAllocateCommandBuffers(device_, &alloc, &sub.cmd), "vkAllocateCommandBuffers");
+      VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+      check(dfn_.vkCreateFence(device_, &fence, nullptr, &sub.fence), "vkCreateFence");
+      idle_.push_back(sub);
+    }
+    open_sub_ = idle_.back();
+    idle_.pop_back();
+    open_sub_.serial = ++last_serial_;
+    open_launches_ = 0;
+    check(dfn_.vkResetCommandBuffer(open_sub_.cmd, 0), "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    if (VkResult r = dfn_.vkBeginCommandBuffer(open_sub_.cmd, &begin); r != VK_SUCCESS) {
+      idle_.push_back(open_sub_);
+      check(r, "vkBeginCommandBuffer");
+    }
+    open_ = true;
+  }
+  // Earlier launches' and transfers' writes become visible to this one (and, after the host
+  // barrier at the end of the command buffer, to the host once its fence is waited for).
+  memory_barrier(open_sub_.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                 VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT);
+  record_dispatches(open_sub_.cmd, dispatches, sets);
+  uint64_t serial = open_sub_.serial;
+  if (++open_launches_ >= kMaxBatch) submit_open();
+  return serial;
 }
 
 }  // namespace qd::vulkan

@@ -27,7 +27,8 @@ struct VulkanKernel : CompiledKernel {
   std::weak_ptr<VulkanDevice> device;  // weak: a kernel cached across qd.init must not keep a device
   std::unique_ptr<KernelIR> ir;
   std::vector<VulkanTask> tasks;
-  BufferId args = 0, temps = 0, result = 0;  // per kernel: launches are synchronous
+  BufferId args = 0, temps = 0, result = 0;  // per kernel: written before a launch...
+  uint64_t last_launch = 0;                   // ... once the kernel's previous launch is done
   int num_slots = 0;
 
   ~VulkanKernel() override {
@@ -93,6 +94,7 @@ class VulkanRuntime : public Runtime {
   }
   void write(uint64_t h, size_t off, const void *src, size_t n) override { device_->write_buffer(h, off, src, n); }
   void read(uint64_t h, size_t off, void *dst, size_t n) override { device_->read_buffer(h, off, dst, n); }
+  void sync() override { device_->sync(); }
 
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
     run_passes(*k, Target{Backend::Vulkan, features_});
@@ -120,17 +122,20 @@ class VulkanRuntime : public Runtime {
     auto &k = static_cast<VulkanKernel &>(ck);
     if (k.device.lock() != device_) throw RuntimeError("kernel '" + k.name + "' was compiled for an earlier qd.init()");
     std::lock_guard<std::mutex> lock(mu_);  // the kernel's args / temps / result buffers
+    // Launches are asynchronous: a host read (or qd.sync()) waits for them. Only this kernel's
+    // own previous launch uses its args / temps / result buffers.
     size_t slots = std::min(args.size(), static_cast<size_t>(k.num_slots));
-    if (slots) device_->write_buffer(k.args, 0, args.data(), 8 * slots);
-    if (k.temps) device_->fill_buffer(k.temps, 0, k.temps_bytes, 0);
-    if (k.result) device_->fill_buffer(k.result, 0, 8 * k.returns.size(), 0);  // debug mode's error slots
+    if (slots || k.temps || k.result) device_->wait_for(k.last_launch);
+    if (slots) device_->write_buffer(k.args, 0, args.data(), 8 * slots, /*wait=*/false);
+    if (k.temps) device_->fill_buffer(k.temps, 0, k.temps_bytes, 0, false);
+    if (k.result) device_->fill_buffer(k.result, 0, 8 * k.returns.size(), 0, false);  // debug mode's error slots
     std::vector<BufferId> table = binding_table(k, buffers);
     std::vector<vulkan::Dispatch> dispatches;
     for (const VulkanTask &t : k.tasks) {
       uint32_t groups = t.task->parallel ? grid_size(t, args) : 1;
       if (groups) dispatches.push_back({t.pipeline, table, groups});
     }
-    device_->launch(dispatches);
+    k.last_launch = device_->launch(dispatches);
     std::vector<uint64_t> result(k.returns.size());
     if (k.result) device_->read_buffer(k.result, 0, result.data(), 8 * result.size());
     return result;

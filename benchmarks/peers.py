@@ -16,6 +16,7 @@ Workloads, n elements each (fields, filled once before timing):
   max f32       atomic_max(m[None], x[i])                        numpy: x.max()
   histogram     atomic_add(hist[d[i]], 1), 256 bins              numpy: np.bincount
   scatter-add   atomic_add(y[p[i]], x[i]), p a permutation       numpy: np.add.at
+  scatter store y[p[i]] = x[i] (what scatter-add is measured against)   numpy: y[p] = x
   compaction    if x[i] > .5: out[atomic_add(c[None], 1)] = i    numpy: np.flatnonzero
   launch        a kernel storing one field element (us / call: 200 calls, then one sync)
 """
@@ -29,9 +30,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-WORKLOADS = ["copy", "sum f32", "max f32", "histogram", "scatter-add", "compaction", "launch"]
+WORKLOADS = ["copy", "sum f32", "max f32", "histogram", "scatter-add", "scatter store", "compaction", "launch"]
 NUMPY_NAMES = {"copy": "copyto", "sum f32": "sum", "max f32": "max", "histogram": "bincount",
-               "scatter-add": "add.at", "compaction": "flatnonzero"}
+               "scatter-add": "add.at", "scatter store": "y[p] = x", "compaction": "flatnonzero"}
 PEERS = {  # name: (pip requirement or None for this checkout, module)
     "ours": (None, "quadrants"),
     "reference 1.3.3": ("quadrants==1.3.3", "quadrants"),
@@ -67,6 +68,7 @@ def numpy_worker(n, repeat):
          "max f32": best_of(lambda: x.max(), lambda: None, repeat),
          "histogram": best_of(lambda: np.bincount(d, minlength=256), lambda: None, repeat),
          "scatter-add": best_of(lambda: np.add.at(y, p, x), lambda: None, max(1, repeat // 2)),
+         "scatter store": best_of(lambda: y.__setitem__(p, x), lambda: None, repeat),
          "compaction": best_of(lambda: np.flatnonzero(x > 0.5), lambda: None, repeat)}
     return {k: v / n * 1e9 for k, v in t.items()}
 
@@ -112,6 +114,11 @@ def lib_worker(module, arch, n, repeat):
             qd.atomic_add(y[p[i]], x[i])
 
     @qd.kernel
+    def scatter_store():
+        for i in range(n):
+            y[p[i]] = x[i]
+
+    @qd.kernel
     def compaction():
         c[None] = 0
         for i in range(n):
@@ -125,7 +132,8 @@ def lib_worker(module, arch, n, repeat):
     sync = qd.sync
     t = {"copy": best_of(copy, sync, repeat), "sum f32": best_of(sum_, sync, repeat),
          "max f32": best_of(max_, sync, repeat), "histogram": best_of(histogram, sync, repeat),
-         "scatter-add": best_of(scatter_add, sync, repeat), "compaction": best_of(compaction, sync, repeat)}
+         "scatter-add": best_of(scatter_add, sync, repeat), "scatter store": best_of(scatter_store, sync, repeat),
+         "compaction": best_of(compaction, sync, repeat)}
     res = {k: v / n * 1e9 for k, v in t.items()}
     calls = 200
 
@@ -278,6 +286,7 @@ Workloads (the same kernels through each library, on fields):
 | max f32 | `qd.atomic_max(m[None], x[i])` | `x.max()` |
 | histogram | `qd.atomic_add(hist[d[i]], 1)`, 256 bins | `np.bincount(d)` |
 | scatter-add | `qd.atomic_add(y[p[i]], x[i])`, `p` a permutation | `np.add.at(y, p, x)` |
+| scatter store | `y[p[i]] = x[i]` (the bound for scatter-add) | `y[p] = x` |
 | compaction | `if x[i] > 0.5: out[qd.atomic_add(c[None], 1)] = i` | `np.flatnonzero(x > 0.5)` |
 """
     os.makedirs(a.out, exist_ok=True)

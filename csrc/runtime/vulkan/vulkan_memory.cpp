@@ -128,7 +128,8 @@ BufferId VulkanDevice::alloc_buffer(size_t bytes) {
 void VulkanDevice::free_buffer(BufferId id) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer &b = buffer(id);
-  wait_locked(UINT64_MAX);  // a submitted launch may still use it
+  if (hung_) return;  // the driver may still use it
+  wait_locked(UINT64_MAX);  // a queued launch may still use it
   drop_descriptor_sets(id);
   release(b);
   buffers_.erase(id);

@@ -33,9 +33,12 @@ struct VulkanKernel : CompiledKernel {
 
   ~VulkanKernel() override {
     if (auto d = device.lock()) {
-      for (BufferId id : {args, temps, result})
-        if (id) d->free_buffer(id);
-      for (const VulkanTask &t : tasks) d->release_kernel(t.pipeline);
+      try {  // (frees wait for queued launches; a failure there is reported by the next wait)
+        for (BufferId id : {args, temps, result})
+          if (id) d->free_buffer(id);
+        for (const VulkanTask &t : tasks) d->release_kernel(t.pipeline);
+      } catch (...) {
+      }
     }
   }
 };

@@ -27,6 +27,7 @@ from quadrants.lang.ops import (  # noqa: E402
 )
 from quadrants.lang.struct import StructField, data_oriented, dataclass  # noqa: E402
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS  # noqa: E402
+from quadrants.lang.ops import MemoryOrder, MemScope, atomic_fence, atomic_load, atomic_store  # noqa: E402
 from quadrants.lang.runtime import amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan  # noqa
 from quadrants.lang.runtime import vulkan_caps  # noqa: E402
 from quadrants.lang.support import atomic_support  # noqa: E402

@@ -17,7 +17,12 @@ const std::vector<AtomicOpInfo> &atomic_ops() {
       {AtomicOp::Or, "or", 1, DtypeClass::IntOnly, "x = x | y", BinaryOp::BitOr, true},
       {AtomicOp::Xor, "xor", 1, DtypeClass::IntOnly, "x = x ^ y", BinaryOp::BitXor, true},
       {AtomicOp::Exchange, "exchange", 1, DtypeClass::IntOrFloat, "x = y", std::nullopt, false},
-      {AtomicOp::Cas, "cas", 2, DtypeClass::IntOnly, "if x == expected: x = desired", std::nullopt, false},
+      {AtomicOp::Cas, "cas", 2, DtypeClass::IntOnly, "if x == expected: x = desired", std::nullopt, false,
+       "expected, desired"},
+      // PTX atom.inc / atom.dec (ptx-atom.md): a counter that wraps at `bound`.
+      {AtomicOp::Inc, "inc", 1, DtypeClass::UnsignedOnly, "x = 0 if x >= bound else x + 1", std::nullopt, false, "bound"},
+      {AtomicOp::Dec, "dec", 1, DtypeClass::UnsignedOnly, "x = bound if x == 0 or x > bound else x - 1", std::nullopt,
+       false, "bound"},
   };
   return rows;
 }

@@ -10,10 +10,10 @@
 
 namespace qd {
 
-enum class AtomicOp : unsigned char { Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas };
+enum class AtomicOp : unsigned char { Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas, Inc, Dec };
 
 // Which dtypes an op accepts at all (before any backend restriction).
-enum class DtypeClass { IntOrFloat, IntOnly };
+enum class DtypeClass { IntOrFloat, IntOnly, UnsignedOnly };  // UnsignedOnly: u32 / u64
 
 struct AtomicOpInfo {
   AtomicOp op;
@@ -27,6 +27,7 @@ struct AtomicOpInfo {
   // Updates may be grouped per thread and applied once (privatized reductions): the final value
   // does not depend on the order. False for exchange and cas.
   bool reducible;
+  const char *params = "y";  // the operands' parameter names in Python
 };
 
 // The value that leaves memory unchanged under `op` (where a per-thread partial result starts):

@@ -23,7 +23,8 @@ struct Row {
   const char *reason = "";    // for Rejected rows
 };
 
-const Ops kAll = {Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas};
+const Ops kAll = {Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas, Inc, Dec};
+const Ops kIncDec = {Inc, Dec};
 const Ops kIntNative = {Add, Sub, Min, Max, And, Or, Xor, Exchange, Cas};  // all but mul
 const Ops kAddSub = {Add, Sub};
 const Dtypes kInt32 = {i32, u32};
@@ -51,11 +52,13 @@ const std::vector<Row> &rows() {
       {Backend::Cpu, kAll, {}, Lowering::CasLoop},
       // CUDA (NVPTX, sm_60+): atom.global.* for ints, f32/f64 add and exchange.
       {Backend::Cuda, kIntNative, kInts, Lowering::Native},
+      {Backend::Cuda, kIncDec, {u32}, Lowering::Native},  // atom.global.inc/dec.u32
       {Backend::Cuda, kAddSub, kF32F64, Lowering::Native},
       {Backend::Cuda, {Exchange}, kF32F64, Lowering::Native},
       {Backend::Cuda, kAll, {}, Lowering::CasLoop},
       // AMDGPU at syncscope("agent"): float atomics are native only on gfx942 (spec footnote 2).
       {Backend::Amdgpu, kIntNative, kInts, Lowering::Native},
+      {Backend::Amdgpu, kIncDec, {u32, u64}, Lowering::Native},  // atomicrmw uinc_wrap / udec_wrap
       {Backend::Amdgpu, {Exchange}, kF32F64, Lowering::Native},
       {Backend::Amdgpu, kAddSub, kF32F64, Lowering::Native, "gfx942"},
       {Backend::Amdgpu, {Min, Max}, {f64}, Lowering::Native, "gfx942"},
@@ -63,8 +66,8 @@ const std::vector<Row> &rows() {
       // Vulkan (SPIR-V, Scope Device): float add native with the device's capability.
       {Backend::Vulkan, kIntNative, kInt32, Lowering::Native},
       {Backend::Vulkan, kIntNative, kInt64, Lowering::Native, "int64_atomics"},
-      {Backend::Vulkan, {Mul}, kInt32, Lowering::CasLoop},
-      {Backend::Vulkan, {Mul}, kInt64, Lowering::CasLoop, "int64_atomics"},
+      {Backend::Vulkan, {Mul, Inc, Dec}, kInt32, Lowering::CasLoop},
+      {Backend::Vulkan, {Mul, Inc, Dec}, kInt64, Lowering::CasLoop, "int64_atomics"},
       {Backend::Vulkan, kAll, kInt64, Lowering::Rejected, "", Space::Any, kVulkanInt64},
       {Backend::Vulkan, kAddSub, {f16}, Lowering::Native, "float16_atomic_add"},
       // Shared f16 elements are 32-bit words (SPIR-V has no 16-bit atomics): exchange and CAS loops
@@ -87,7 +90,7 @@ const std::vector<Row> &rows() {
       // Metal (SPIR-V -> MSL via SPIRV-Cross): float add is a CAS loop, no 64-bit anything.
       {Backend::Metal, kAll, kInt64, Lowering::Rejected, "", Space::Any, kMetal64},
       {Backend::Metal, kIntNative, kInt32, Lowering::Native},
-      {Backend::Metal, {Mul}, kInt32, Lowering::CasLoop},
+      {Backend::Metal, {Mul, Inc, Dec}, kInt32, Lowering::CasLoop},
       {Backend::Metal, kAll, {f16}, Lowering::Rejected, "", Space::Any, kSpirvF16},
       {Backend::Metal, kAll, {f64}, Lowering::Rejected, "", Space::Any, "Metal has no 64-bit floats"},
       {Backend::Metal, {Exchange}, {f32}, Lowering::Native},
@@ -128,6 +131,8 @@ AtomicLowering atomic_lowering(Backend backend, AtomicOp op, DataType dtype, Mem
     return {Lowering::Rejected,
             what + " is not supported: atomics on memory take i32/u32/i64/u64/f16/f32/f64 (narrower "
                    "integers have no atomic instructions on GPUs; use i32/u32)"};
+  if (info.dtypes == DtypeClass::UnsignedOnly && dtype != u32 && dtype != u64)
+    return {Lowering::Rejected, what + " is not supported: atomic_" + info.name + " takes u32 or u64"};
   if (info.dtypes == DtypeClass::IntOnly && is_real(dtype))
     return {Lowering::Rejected,
             what + " is not supported: atomic_" + info.name + " takes integer dtypes only (i32/u32/i64/u64)"};

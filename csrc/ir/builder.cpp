@@ -182,7 +182,32 @@ Stmt *Builder::select(Stmt *cond, Stmt *a, Stmt *b) {
   return make(StmtKind::Select, t, {to_condition(cond), cast(a, t), cast(b, t)});
 }
 
-Stmt *Builder::atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired) {
+Stmt *Builder::atomic_load(Stmt *ptr, MemoryOrder order, MemScope scope) {
+  if (auto why = memory_order_error(MemOpKind::Load, order)) type_error(*why, loc_);
+  Stmt *s = global_load(ptr, true);
+  s->is_atomic = true;
+  s->order = order;
+  s->scope = scope;
+  return s;
+}
+
+void Builder::atomic_store(Stmt *ptr, Stmt *value, MemoryOrder order, MemScope scope) {
+  if (auto why = memory_order_error(MemOpKind::Store, order)) type_error(*why, loc_);
+  if (ptr->kind != StmtKind::GlobalPtr) type_error("internal: store to a non-pointer", loc_);
+  Stmt *s = make(StmtKind::GlobalStore, DataType::none, {ptr, cast(value, ptr->dtype)});
+  s->is_atomic = true;
+  s->order = order;
+  s->scope = scope;
+}
+
+void Builder::fence(MemoryOrder order, MemScope scope) {
+  if (auto why = memory_order_error(MemOpKind::Fence, order)) type_error(*why, loc_);
+  Stmt *s = make(StmtKind::Fence, DataType::none);
+  s->order = order;
+  s->scope = scope;
+}
+
+Stmt *Builder::atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired, MemoryOrder order, MemScope scope) {
   if (target->kind != StmtKind::GlobalPtr && target->kind != StmtKind::Alloca)
     syntax_error(std::string("qd.atomic_") + atomic_op_info(op).name +
                      ": the target must be a writable lvalue (a field or ndarray element, or a variable)",
@@ -192,6 +217,8 @@ Stmt *Builder::atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired) {
   if (op == AtomicOp::Cas) ops.push_back(cast(desired, target->dtype));
   Stmt *s = make(StmtKind::Atomic, target->dtype, ops);
   s->ival = static_cast<int64_t>(op);
+  s->order = order;
+  s->scope = scope;
   return s;
 }
 

@@ -49,7 +49,13 @@ class Builder {
   Stmt *binary(BinaryOp op, Stmt *a, Stmt *b);
   Stmt *select(Stmt *cond, Stmt *a, Stmt *b);
   // `target` is a GlobalPtr or an Alloca; operands are cast to its dtype. Returns the old value.
-  Stmt *atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired = nullptr);
+  Stmt *atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired = nullptr,
+               MemoryOrder order = MemoryOrder::Relaxed, MemScope scope = MemScope::Device);
+  // qd.atomic_load / atomic_store / atomic_fence; an order that makes no sense for the operation
+  // is a type error at the current line.
+  Stmt *atomic_load(Stmt *ptr, MemoryOrder order, MemScope scope);
+  void atomic_store(Stmt *ptr, Stmt *value, MemoryOrder order, MemScope scope);
+  void fence(MemoryOrder order, MemScope scope);
 
   // A block / grid operation; ThreadIdx and GlobalThreadIdx return an i32 value, the others null.
   Stmt *simt(SimtOp op);

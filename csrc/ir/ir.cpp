@@ -65,6 +65,9 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->op = s.op;
   c->cast_from = s.cast_from;
   c->is_volatile = s.is_volatile;
+  c->is_atomic = s.is_atomic;
+  c->order = s.order;
+  c->scope = s.scope;
   c->lowering = s.lowering;
   c->serialize = s.serialize;
   c->reassoc = s.reassoc;
@@ -150,6 +153,11 @@ class Printer {
       for (size_t i = from; i < s.operands.size(); i++) r += (i > from ? ", " : "") + v(s.operands[i]);
       return r;
     };
+    // The order and scope, where they are not the default (Relaxed at Device scope).
+    auto order = [&]() -> std::string {
+      if (s.order == MemoryOrder::Relaxed && s.scope == MemScope::Device) return "";
+      return std::string(" ") + memory_order_name(s.order) + "@" + mem_scope_name(s.scope);
+    };
     switch (s.kind) {
       case StmtKind::Const:
         if (is_real(s.dtype)) os_ << "const " << s.fval;
@@ -157,8 +165,12 @@ class Printer {
         break;
       case StmtKind::Arg: os_ << "arg[" << s.ival << "]"; break;
       case StmtKind::GlobalPtr: os_ << "global ptr " << buffer(s.ival) << "[" << ops() << "]"; break;
-      case StmtKind::GlobalLoad: os_ << (s.is_volatile ? "global load volatile " : "global load ") << ops(); break;
-      case StmtKind::GlobalStore: os_ << "global store " << ops(); break;
+      case StmtKind::GlobalLoad:
+        os_ << (s.is_atomic ? "global load atomic" + order() + " " : s.is_volatile ? "global load volatile " : "global load ")
+            << ops();
+        break;
+      case StmtKind::GlobalStore: os_ << (s.is_atomic ? "global store atomic" + order() + " " : "global store ") << ops(); break;
+      case StmtKind::Fence: os_ << "fence" << order(); break;
       case StmtKind::Alloca: os_ << v(&s) << " = alloca " << dtype_name(s.dtype); break;
       case StmtKind::LocalLoad: os_ << "local load " << ops(); break;
       case StmtKind::LocalStore: os_ << "local store " << ops(); break;
@@ -169,7 +181,7 @@ class Printer {
       case StmtKind::Select: os_ << "select " << ops(); break;
       case StmtKind::Atomic:
         os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")
-            << atomic_op_info(s.atomic_op()).name << " " << ops();
+            << atomic_op_info(s.atomic_op()).name << order() << " " << ops();
         break;
       case StmtKind::LoopIndex: os_ << "loop_index " << ops(); break;
       case StmtKind::Break: os_ << "break"; break;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "atomics/memory_model.h"
 #include "atomics/support_table.h"
 #include "ir/ops.h"
 #include "common/error.h"
@@ -17,7 +18,7 @@ namespace qd {
 
 enum class StmtKind {
   Const, Arg, GlobalPtr, GlobalLoad, GlobalStore, Alloca, LocalLoad, LocalStore,
-  Unary, Binary, Select, Atomic, If, While, RangeFor, LoopIndex, Break, Continue, Return,
+  Unary, Binary, Select, Atomic, Fence, If, While, RangeFor, LoopIndex, Break, Continue, Return,
   Simt,  // a block / grid operation (barrier, fence, thread index): `op` is a SimtOp
 };
 
@@ -58,6 +59,10 @@ struct Stmt {
   int op = 0;              // Unary/Binary op
   DataType cast_from = DataType::none;
   bool is_volatile = false;     // GlobalLoad
+  bool is_atomic = false;       // GlobalLoad / GlobalStore: qd.atomic_load / qd.atomic_store
+  // Atomic, atomic GlobalLoad / GlobalStore, Fence: the memory order and scope (memory-model.md)
+  MemoryOrder order = MemoryOrder::Relaxed;
+  MemScope scope = MemScope::Device;
   bool serialize = false;       // RangeFor
   // Binary: a privatized reduction's combine, which may be reassociated (the atomics it replaced
   // were unordered); float min/max operands are then never NaN (reductions.cpp). cpu: fast-math.

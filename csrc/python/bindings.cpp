@@ -75,11 +75,16 @@ void bind_ir(py::module_ &m) {
       .def("bitcast", &Builder::bitcast, ref)
       .def("binary", &Builder::binary, ref)
       .def("select", &Builder::select, ref)
-      .def("atomic", [](Builder &b, const std::string &op, Stmt *target, Stmt *value, Stmt *desired) {
+      .def("atomic", [](Builder &b, const std::string &op, Stmt *target, Stmt *value, Stmt *desired,
+                        MemoryOrder order, MemScope scope) {
         auto a = atomic_op_from_name(op);
         if (!a) throw std::invalid_argument("unknown atomic op '" + op + "'");
-        return b.atomic(*a, target, value, desired);
-      }, ref, py::arg("op"), py::arg("target"), py::arg("value"), py::arg("desired") = nullptr)
+        return b.atomic(*a, target, value, desired, order, scope);
+      }, ref, py::arg("op"), py::arg("target"), py::arg("value"), py::arg("desired") = nullptr,
+         py::arg("order") = MemoryOrder::Relaxed, py::arg("scope") = MemScope::Device)
+      .def("atomic_load", &Builder::atomic_load, ref)
+      .def("atomic_store", &Builder::atomic_store)
+      .def("fence", &Builder::fence)
       .def("begin_if", &Builder::begin_if, ref)
       .def("begin_else", &Builder::begin_else)
       .def("end_if", &Builder::end_if)
@@ -97,11 +102,19 @@ void bind_ir(py::module_ &m) {
 }
 
 void bind_atomics(py::module_ &m) {
+  py::enum_<MemoryOrder> mo(m, "MemoryOrder", "The memory order of an atomic (docs/atomics.md, Memory order and scope).");
+  for (auto o : {MemoryOrder::Relaxed, MemoryOrder::Acquire, MemoryOrder::Release, MemoryOrder::AcqRel})
+    mo.value(memory_order_name(o), o);
+  py::enum_<MemScope> ms(m, "MemScope", "Which threads an atomic's ordering reaches (docs/atomics.md).");
+  for (auto s : {MemScope::Block, MemScope::Device, MemScope::System}) ms.value(mem_scope_name(s), s);
+  m.def("memory_model_markdown", &memory_model_markdown);
   m.def("atomic_ops", [] {
     py::list rows;
     for (auto &r : atomic_ops())
       rows.append(py::dict(py::arg("name") = r.name, py::arg("num_operands") = r.num_operands,
-                           py::arg("int_only") = r.dtypes == DtypeClass::IntOnly, py::arg("effect") = r.effect));
+                           py::arg("int_only") = r.dtypes != DtypeClass::IntOrFloat,
+                           py::arg("unsigned_only") = r.dtypes == DtypeClass::UnsignedOnly,
+                           py::arg("params") = r.params, py::arg("effect") = r.effect));
     return rows;
   });
   m.def("atomic_support_markdown", &atomic_support_markdown);
@@ -198,7 +211,7 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+  bind_atomics(m);  // first: the builder's defaults are MemoryOrder / MemScope values
   bind_ir(m);
-  bind_atomics(m);
   bind_runtime(m);
 }

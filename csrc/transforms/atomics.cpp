@@ -24,6 +24,22 @@ class Inserter {
   Stmt *anchor_;
 };
 
+// atom.inc: old >= bound ? 0 : old + 1; atom.dec: (old == 0 || old > bound) ? bound : old - 1.
+Stmt *wrapped_value(Inserter &in, AtomicOp op, Stmt *old, Stmt *bound) {
+  DataType t = old->dtype, b = DataType::i32;
+  auto c = [&](int64_t v) {
+    Stmt *k = in.add(StmtKind::Const, t, {});
+    k->ival = v;
+    return k;
+  };
+  if (op == AtomicOp::Inc) {
+    Stmt *wrap = in.binary(BinaryOp::Ge, old, bound, b);
+    return in.add(StmtKind::Select, t, {wrap, c(0), in.binary(BinaryOp::Add, old, c(1), t)});
+  }
+  Stmt *wrap = in.binary(BinaryOp::LogicalOr, in.binary(BinaryOp::Eq, old, c(0), b), in.binary(BinaryOp::Gt, old, bound, b), b);
+  return in.add(StmtKind::Select, t, {wrap, bound, in.binary(BinaryOp::Sub, old, c(1), t)});
+}
+
 // The new value an atomic writes, computed from the old one with ordinary operations.
 Stmt *updated_value(Inserter &in, const Stmt &atomic, Stmt *old) {
   DataType t = atomic.dtype;
@@ -42,6 +58,7 @@ Stmt *updated_value(Inserter &in, const Stmt &atomic, Stmt *old) {
       Stmt *hit = in.binary(BinaryOp::Eq, old, val, DataType::i32);
       return in.add(StmtKind::Select, t, {hit, atomic.operands[2], old});
     }
+    case AtomicOp::Inc: case AtomicOp::Dec: return wrapped_value(in, atomic.atomic_op(), old, val);
   }
   return val;
 }
@@ -113,7 +130,9 @@ void demote_unique_atomics(KernelIR &k) {
     });
     std::vector<Stmt *> demotable;
     for_each_stmt(*loop->body, [&](Stmt &s) {
-      if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr && unique[s.operands[0]->ival])
+      // An ordered atomic synchronizes other memory: it stays atomic even on a unique element.
+      if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr && unique[s.operands[0]->ival] &&
+          s.order == MemoryOrder::Relaxed)
         demotable.push_back(&s);
     });
     for (Stmt *a : demotable) demote(t.body, a);
@@ -142,6 +161,21 @@ static void same_view_for_shared_floats(KernelIR &k) {
 
 void decide_atomics(KernelIR &k, const Target &target) {
   auto decide = [&](Stmt &s) {
+    MemOpKind kind = s.kind == StmtKind::Fence ? MemOpKind::Fence
+                     : s.kind == StmtKind::GlobalLoad ? MemOpKind::Load
+                     : s.kind == StmtKind::GlobalStore ? MemOpKind::Store : MemOpKind::Rmw;
+    if (s.kind == StmtKind::Fence || s.is_atomic || s.kind == StmtKind::Atomic)
+      if (auto why = memory_model_unsupported(target.backend, kind, s.order, s.scope)) type_error(*why, s.loc);
+    if (s.is_atomic) {  // qd.atomic_load / atomic_store: the dtypes every backend loads atomically
+      DataType t = s.kind == StmtKind::GlobalLoad ? s.dtype : s.operands[0]->dtype;
+      auto ok = atomic_lowering(target.backend, AtomicOp::Exchange, t, MemorySpace::Global, target.features);
+      if (ok.kind == Lowering::Rejected || t == DataType::f16) {
+        std::string what = std::string(mem_op_name(kind)) + " on " + dtype_name(t);
+        type_error(what + " is not supported on " + backend_name(target.backend) +
+                       (t == DataType::f16 ? ": f16 has no atomic loads and stores; use f32" : ": " + ok.reason),
+                   s.loc);
+      }
+    }
     if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
     bool shared = k.buffers[s.operands[0]->ival].kind == BufferKind::Shared;
     auto verdict = atomic_lowering(target.backend, s.atomic_op(), s.dtype,

@@ -300,11 +300,17 @@ class Legalizer {
     DataType bits = is_real(t) ? int_of_width(bit_width(t), false) : t;
     if (s.lowering == Lowering::Native) {
       if (op == AtomicOp::Exchange && bits != t)
-        return e.bitcast(primitive(e, AtomicOp::Exchange, bits, {ptr, e.bitcast(val, bits)}), t);
+        return e.bitcast(primitive(e, AtomicOp::Exchange, bits, {ptr, e.bitcast(val, bits)}, s), t);
       std::vector<Stmt *> operands = {ptr, val};
       if (op == AtomicOp::Cas) operands.push_back(s.operands[2]);
-      return primitive(e, op, t, operands);
+      return primitive(e, op, t, operands, s);
     }
+    // An ordered CAS loop: relaxed compare-exchanges between fences (a release fence before the
+    // loop, an acquire fence after it), which order at least as much as the ordered
+    // compare-exchange would. lavapipe miscompiles ordered compare-exchanges in a retry loop.
+    bool release = s.order == MemoryOrder::Release || s.order == MemoryOrder::AcqRel;
+    bool acquire = s.order == MemoryOrder::Acquire || s.order == MemoryOrder::AcqRel;
+    if (release) fence(e, MemoryOrder::Release, s.scope);
     Stmt *load = e.add(StmtKind::GlobalLoad, bits, {ptr});
     load->is_volatile = true;  // a first guess, re-read every call; the CAS checks it
     Stmt *expected = e.var(bits, load);
@@ -314,19 +320,40 @@ class Legalizer {
       Stmt *old = loop.bitcast(old_bits, t);
       Stmt *updated = op == AtomicOp::Exchange ? val
                       : op == AtomicOp::Sub  ? loop.bin(B::Sub, old, val)
+                      : op == AtomicOp::Inc || op == AtomicOp::Dec ? wrapped(loop, op, old, val)
                                              : loop.bin(*atomic_op_info(op).combine, old, val);
-      Stmt *seen = primitive(loop, AtomicOp::Cas, bits, {ptr, old_bits, loop.bitcast(updated, bits)});
+      Stmt *seen = primitive(loop, AtomicOp::Cas, bits, {ptr, old_bits, loop.bitcast(updated, bits)}, s);
+      seen->order = MemoryOrder::Relaxed;
       loop.if_(loop.bin(B::Eq, seen, old_bits)).break_();
       loop.store(expected, seen);
     }
+    if (acquire) fence(e, MemoryOrder::Acquire, s.scope);
     return e.bitcast(e.load(expected), t);
   }
 
-  Stmt *primitive(IrEmitter &e, AtomicOp op, DataType t, std::vector<Stmt *> operands) {
+  // The primitive keeps the source atomic's memory order and scope (a CAS loop's compare-exchange
+  // is the access that publishes or acquires; its first, plain load only guesses).
+  Stmt *primitive(IrEmitter &e, AtomicOp op, DataType t, std::vector<Stmt *> operands, const Stmt &from) {
     Stmt *a = e.add(StmtKind::Atomic, t, std::move(operands));
     a->ival = static_cast<int64_t>(op);
     a->lowering = Lowering::Native;
+    a->order = from.order;
+    a->scope = from.scope;
     return a;
+  }
+
+  void fence(IrEmitter &e, MemoryOrder order, MemScope scope) {
+    Stmt *f = e.add(StmtKind::Fence, DataType::none, {});
+    f->order = order;
+    f->scope = scope;
+  }
+
+  // PTX atom.inc: old >= bound ? 0 : old + 1; atom.dec: (old == 0 || old > bound) ? bound : old - 1.
+  Stmt *wrapped(IrEmitter &e, AtomicOp op, Stmt *old, Stmt *bound) {
+    DataType t = old->dtype;
+    if (op == AtomicOp::Inc) return e.sel(e.bin(B::Ge, old, bound), e.ci(t, 0), e.bin(B::Add, old, e.ci(t, 1)));
+    Stmt *wrap = e.either(e.bin(B::Eq, old, e.ci(t, 0)), e.bin(B::Gt, old, bound));
+    return e.sel(wrap, bound, e.bin(B::Sub, old, e.ci(t, 1)));
   }
 
   const Target &target_;

@@ -232,9 +232,19 @@ void privatize_arrays(KernelIR &k, Task &t) {
 
 }  // namespace
 
+// A loop that synchronizes through memory (fences, atomic loads / stores, ordered atomics) keeps
+// its atomics where they are: grouping them would move them across what they are ordered with.
+bool synchronizes(Task &t) {
+  bool found = false;
+  for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+    found |= s.kind == StmtKind::Fence || s.is_atomic || (s.kind == StmtKind::Atomic && s.order != MemoryOrder::Relaxed);
+  });
+  return found;
+}
+
 void privatize_reductions(KernelIR &k, bool cpu) {
   for (Task &t : k.tasks) {
-    if (!t.parallel) continue;
+    if (!t.parallel || synchronizes(t)) continue;
     Privatizer(k, t, cpu).run();
     if (cpu) privatize_arrays(k, t);
   }

@@ -303,12 +303,22 @@ class KernelContext:
         return var
 
     # --- atomics --------------------------------------------------------------------------------
-    def atomic(self, op, target, value, desired=None):
+    def memory_model(self, what, order, scope):
+        """The (order, scope) keywords of an atomic, checked: anything else is a QuadrantsTypeError."""
+        if not isinstance(order, _core.MemoryOrder):
+            self.type_error(f"{what}: memory_order must be a qd.MemoryOrder (Relaxed, Acquire, Release, AcqRel), "
+                            f"got {order!r}")
+        if not isinstance(scope, _core.MemScope):
+            self.type_error(f"{what}: memory_scope must be a qd.MemScope (Block, Device, System), got {scope!r}")
+        return order, scope
+
+    def atomic(self, op, target, value, desired=None, order=_core.MemoryOrder.Relaxed, scope=_core.MemScope.Device):
+        order, scope = self.memory_model(f"qd.atomic_{op}", order, scope)
         if isinstance(target, DynIndex):  # one guarded atomic per entry; the old value of the one taken
             old = self.new_var(0, target.dtype)
             for k, t in enumerate(target.entries):
                 s = self.b.begin_if(self.binary("eq", target.index, k).stmt)
-                self.store(old, self.atomic(op, t, value, desired))
+                self.store(old, self.atomic(op, t, value, desired, order, scope))
                 self.b.end_if(s)
             return self.rvalue(old)
         if isinstance(target, MatrixValue):
@@ -317,7 +327,8 @@ class KernelContext:
             vals = value.entries if isinstance(value, MatrixValue) else [value] * len(target.entries)
             if isinstance(value, MatrixValue) and value.shape != target.shape:
                 self.type_error(f"qd.atomic_{op}: operand shape {value.shape} does not match target {target.shape}")
-            return MatrixValue([self.atomic(op, t, v, desired) for t, v in zip(target.entries, vals)], target.shape)
+            return MatrixValue([self.atomic(op, t, v, desired, order, scope) for t, v in zip(target.entries, vals)],
+                               target.shape)
         if not isinstance(target, (Ptr, Var)):
             what = "a whole field" if isinstance(target, (Field, NdarrayArg)) else \
                 "a constant" if is_py_scalar(target) else "an expression"
@@ -328,7 +339,41 @@ class KernelContext:
             self.written.add(target.buffer)
         v = self.scalar(value, target.dtype)
         d = self.scalar(desired, target.dtype).stmt if desired is not None else None
-        return self.expr(self.b.atomic(op, target.stmt, v.stmt, d))
+        return self.expr(self.b.atomic(op, target.stmt, v.stmt, d, order, scope))
+
+    def _atomic_target(self, what, target):
+        if isinstance(target, Ptr):
+            return target
+        if isinstance(target, Var):
+            self.type_error(f"{what} needs a global lvalue (a field or ndarray element): a local variable is not "
+                            f"shared with other threads")
+        if isinstance(target, (Field, NdarrayArg)):
+            self.syntax_error(f"{what} takes one element, e.g. {what}(x[i]), not a whole field or ndarray")
+        self.syntax_error(f"{what} needs a global lvalue (a field or ndarray element), got "
+                          + ("a constant" if is_py_scalar(target) else "an expression"))
+
+    def atomic_load(self, target, order, scope):
+        order, scope = self.memory_model("qd.atomic_load", order, scope)
+        if isinstance(target, MatrixValue):
+            return MatrixValue([self.atomic_load(t, order, scope) for t in target.entries], target.shape)
+        target = self._atomic_target("qd.atomic_load", target)
+        return self.expr(self.b.atomic_load(target.stmt, order, scope))
+
+    def atomic_store(self, target, value, order, scope):
+        order, scope = self.memory_model("qd.atomic_store", order, scope)
+        if isinstance(target, MatrixValue):
+            value = self.rvalue(value)
+            vals = value.entries if isinstance(value, MatrixValue) else [value] * len(target.entries)
+            for t, v in zip(target.entries, vals):
+                self.atomic_store(t, v, order, scope)
+            return
+        target = self._atomic_target("qd.atomic_store", target)
+        self.written.add(target.buffer)
+        self.b.atomic_store(target.stmt, self.scalar(value, target.dtype).stmt, order, scope)
+
+    def atomic_fence(self, order, scope):
+        order, scope = self.memory_model("qd.atomic_fence", order, scope)
+        self.b.fence(order, scope)
 
     def volatile_load(self, target):
         if isinstance(target, MatrixValue):

@@ -182,26 +182,54 @@ def loop_config(**options):
 
 
 # --- atomics -----------------------------------------------------------------------------------
+MemoryOrder = _core.MemoryOrder  # Relaxed | Acquire | Release | AcqRel
+MemScope = _core.MemScope  # Block | Device | System
+RELAXED, DEVICE = MemoryOrder.Relaxed, MemScope.Device
+
+
 def _make_atomic(row):
     name = row["name"]
+    params = row["params"]
     if row["num_operands"] == 2:
-        def op(x, expected, desired):
-            return require(f"qd.atomic_{name}").atomic(name, x, expected, desired)
-        signature = "x, expected, desired"
+        def op(x, expected, desired, *, memory_order=RELAXED, memory_scope=DEVICE):
+            return require(f"qd.atomic_{name}").atomic(name, x, expected, desired, memory_order, memory_scope)
+    elif params == "bound":
+        def op(x, bound, *, memory_order=RELAXED, memory_scope=DEVICE):
+            return require(f"qd.atomic_{name}").atomic(name, x, bound, None, memory_order, memory_scope)
     else:
-        def op(x, y):
-            return require(f"qd.atomic_{name}").atomic(name, x, y)
-        signature = "x, y"
+        def op(x, y, *, memory_order=RELAXED, memory_scope=DEVICE):
+            return require(f"qd.atomic_{name}").atomic(name, x, y, None, memory_order, memory_scope)
     op.__name__ = op.__qualname__ = f"atomic_{name}"
-    dtypes = "integer dtypes (i32/u32/i64/u64)" if row["int_only"] else "i32/u32/i64/u64/f16/f32/f64"
-    op.__doc__ = (f"qd.atomic_{name}({signature}): atomically {row['effect']}; returns the old value of x.\n\n"
+    dtypes = ("u32/u64" if row["unsigned_only"] else "integer dtypes (i32/u32/i64/u64)" if row["int_only"]
+              else "i32/u32/i64/u64/f16/f32/f64")
+    op.__doc__ = (f"qd.atomic_{name}(x, {params}, *, memory_order=qd.MemoryOrder.Relaxed, "
+                  f"memory_scope=qd.MemScope.Device): atomically {row['effect']}; returns the old value of x.\n\n"
                   f"x must be a field/ndarray element, a vector/matrix slot (fans out per component) or a "
-                  f"variable. Takes {dtypes}. Per-backend lowering: docs/atomics.md.")
+                  f"variable. Takes {dtypes}. memory_order / memory_scope: how the atomic orders other memory "
+                  f"accesses, and for which threads. Per-backend lowering: docs/atomics.md.")
     return builtin(op)
 
 
 ATOMIC_OPS = {row["name"]: _make_atomic(row) for row in _core.atomic_ops()}
 globals().update({f"atomic_{name}": fn for name, fn in ATOMIC_OPS.items()})
+
+
+@builtin
+def atomic_load(x, *, memory_order=RELAXED, memory_scope=DEVICE):
+    """Atomically reads a field/ndarray element; memory_order Relaxed or Acquire (pairs with a Release store)."""
+    return require("qd.atomic_load").atomic_load(x, memory_order, memory_scope)
+
+
+@builtin
+def atomic_store(x, value, *, memory_order=RELAXED, memory_scope=DEVICE):
+    """Atomically writes a field/ndarray element; memory_order Relaxed or Release (publishes earlier writes)."""
+    return require("qd.atomic_store").atomic_store(x, value, memory_order, memory_scope)
+
+
+@builtin
+def atomic_fence(*, memory_order=MemoryOrder.AcqRel, memory_scope=DEVICE):
+    """A memory fence: orders this thread's memory accesses before / after it (Acquire, Release or AcqRel)."""
+    return require("qd.atomic_fence").atomic_fence(memory_order, memory_scope)
 
 
 @builtin

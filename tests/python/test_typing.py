@@ -48,8 +48,11 @@ def test_stub_atomics_follow_the_core_table_and_the_runtime():
         # The stub takes the parameters the runtime function takes (memory_order=, ... when they come).
         runtime_params = list(inspect.signature(getattr(qd, name)).parameters)
         assert arity[name] == runtime_params, (name, arity[name], runtime_params)
-        assert runtime_params[:3 if row["num_operands"] == 2 else 2] == (
-            ["x", "expected", "desired"] if row["num_operands"] == 2 else ["x", "y"])
+        assert runtime_params == ["x", *row["params"].split(", "), "memory_order", "memory_scope"]
+        kinds = [p.kind for p in inspect.signature(getattr(qd, name)).parameters.values()]
+        assert kinds[-2:] == [inspect.Parameter.KEYWORD_ONLY] * 2  # memory_order= / memory_scope= keyword-only
+    for name in ("atomic_load", "atomic_store", "atomic_fence"):
+        assert arity[name] == list(inspect.signature(getattr(qd, name)).parameters), name
 
 
 def test_stub_init_takes_every_option():

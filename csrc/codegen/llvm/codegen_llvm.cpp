@@ -71,11 +71,21 @@ void LlvmCodegen::emit(const Stmt &s) {
     case StmtKind::Arg: v = arg_value(s); break;
     case StmtKind::GlobalPtr: v = global_ptr(s); break;
     case StmtKind::GlobalLoad: {
+      if (s.is_atomic) {
+        v = atomic_load(s);
+        break;
+      }
       auto *load = b_.CreateLoad(type(s.dtype), value(s.operands[0]), s.is_volatile);
       v = load;
       break;
     }
+    case StmtKind::Fence: fence(s); break;
     case StmtKind::GlobalStore:
+      if (s.is_atomic) {
+        atomic_store(s);
+        break;
+      }
+      [[fallthrough]];
     case StmtKind::LocalStore: b_.CreateStore(value(s.operands[1]), value(s.operands[0])); break;
     case StmtKind::Alloca: {
       llvm::IRBuilder<> eb(entry_, entry_->begin());

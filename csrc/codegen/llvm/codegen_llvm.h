@@ -26,7 +26,11 @@ class LlvmTarget {
   virtual ~LlvmTarget() = default;
   virtual Backend backend() const = 0;
   virtual const TargetFeatures &features() const = 0;
-  virtual llvm::SyncScope::ID atomic_scope(llvm::LLVMContext &ctx) const { return llvm::SyncScope::System; }
+  // The syncscope of an atomic at `scope`: cpu has one host, so every scope is LLVM's system scope.
+  virtual llvm::SyncScope::ID atomic_scope(llvm::LLVMContext &ctx, MemScope scope) const { return llvm::SyncScope::System; }
+  // Emits an atomic, atomic load / store or fence itself (CUDA: inline PTX where NVPTX would drop
+  // the order or scope); null means the generic LLVM instruction.
+  virtual llvm::Value *emit_memory_op(class LlvmCodegen &cg, const Stmt &s, bool *done) { return nullptr; }
   virtual unsigned global_address_space() const { return 0; }
   // Sets up the fresh module before any code is emitted (GPU targets: triple and data layout, so
   // allocas land in the target's private address space).
@@ -61,6 +65,7 @@ class LlvmCodegen {
   // Emits `for (i = begin; i < end; i += step) body(loop)` with an i32 index; continue/break work.
   void emit_index_loop(const Stmt &loop, llvm::Value *begin, llvm::Value *end, llvm::Value *step);
   llvm::Value *value(const Stmt *s) const { return values_.at(s); }
+  llvm::Type *llvm_type(DataType t) { return type(t); }
 
  private:
   void emit(const Stmt &s);
@@ -74,7 +79,10 @@ class LlvmCodegen {
   llvm::Value *arith(BinaryOp op, DataType operand_type, llvm::Value *a, llvm::Value *c);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);
-  llvm::Value *atomic_rmw(AtomicOp op, DataType t, llvm::Value *ptr, llvm::Value *val);
+  llvm::Value *atomic_rmw(const Stmt &s, llvm::Value *ptr, llvm::Value *val);
+  llvm::Value *atomic_load(const Stmt &s);
+  void atomic_store(const Stmt &s);
+  void fence(const Stmt &s);
   const Task *parallel_task_of(const Stmt &loop) const;
   llvm::Value *math_call(const char *libm_name, llvm::Intrinsic::ID id, llvm::Value *x, DataType t);
   void emit_if(const Stmt &s);

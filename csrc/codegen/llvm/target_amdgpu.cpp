@@ -14,8 +14,9 @@ AmdgpuTarget::AmdgpuTarget(const TargetFeatures &features) : features_(features)
   features_.insert(gfx_);
 }
 
-llvm::SyncScope::ID AmdgpuTarget::atomic_scope(llvm::LLVMContext &ctx) const {
-  return llvm_gpu::amdgpu_agent_scope(ctx);
+llvm::SyncScope::ID AmdgpuTarget::atomic_scope(llvm::LLVMContext &ctx, MemScope scope) const {
+  std::string name = amdgpu_syncscope(scope);  // "workgroup", "agent", "" (system)
+  return name.empty() ? llvm::SyncScope::System : ctx.getOrInsertSyncScopeID(name);
 }
 
 void AmdgpuTarget::configure_module(llvm::Module &m) { llvm_gpu::set_amdgpu_target(m, gfx_); }

@@ -20,7 +20,7 @@ class AmdgpuTarget : public GpuTarget {
   explicit AmdgpuTarget(const TargetFeatures &features);
   Backend backend() const override { return Backend::Amdgpu; }
   const TargetFeatures &features() const override { return features_; }
-  llvm::SyncScope::ID atomic_scope(llvm::LLVMContext &ctx) const override;
+  llvm::SyncScope::ID atomic_scope(llvm::LLVMContext &ctx, MemScope scope) const override;
   void configure_module(llvm::Module &m) override;
   const std::string &gfx() const { return gfx_; }
 

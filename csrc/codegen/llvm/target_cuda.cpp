@@ -3,6 +3,7 @@
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Metadata.h>
 
 #include <cctype>
@@ -29,6 +30,93 @@ void CudaTarget::mark_kernel(llvm::Function &fn, int block_dim) {
   llvm::Metadata *ops[] = {llvm::ValueAsMetadata::get(&fn), llvm::MDString::get(ctx, "maxntidx"),
                            llvm::ConstantAsMetadata::get(threads)};
   fn.getParent()->getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(ctx, ops));
+}
+
+namespace {
+
+// The PTX type suffix and inline-asm register constraint of a value.
+const char *ptx_reg(DataType t) {
+  if (t == DataType::f32) return "f";
+  if (t == DataType::f64) return "d";
+  return bit_width(t) == 64 ? "l" : "r";
+}
+
+std::string ptx_type(DataType t, const char *kind) {  // kind: "u" / "s" / "b" for integers
+  if (is_real(t)) return bit_width(t) == 64 ? ".f64" : ".f32";
+  return std::string(".") + kind + std::to_string(bit_width(t));
+}
+
+}  // namespace
+
+llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *done) {
+  llvm::IRBuilder<> &b = cg.b();
+  llvm::LLVMContext &ctx = cg.ctx();
+  std::string sem = ptx_sem(s.kind == StmtKind::Fence ? MemOpKind::Fence : MemOpKind::Rmw, s.order);
+  std::string scope = ptx_scope(s.scope);
+  auto asm_call = [&](llvm::Type *ret, const std::string &text, std::string constraints,
+                      std::vector<llvm::Value *> args) -> llvm::Value * {
+    *done = true;
+    std::vector<llvm::Type *> types;
+    for (auto *a : args) types.push_back(a->getType());
+    constraints += ",~{memory}";
+    auto *fty = llvm::FunctionType::get(ret, types, false);
+    return b.CreateCall(llvm::InlineAsm::get(fty, text, constraints, /*hasSideEffects=*/true), args);
+  };
+  // Global memory (addrspace 1) is addressed as .global; anything else (shared arrays) through a
+  // generic address, which PTX resolves to the right state space.
+  std::string space = ".global";
+  auto address = [&](const Stmt *ptr) {
+    llvm::Value *p = cg.value(ptr);
+    if (p->getType()->getPointerAddressSpace() != 1) {
+      p = b.CreateAddrSpaceCast(p, llvm::PointerType::get(ctx, 0));
+      space = "";
+    }
+    return b.CreatePtrToInt(p, llvm::Type::getInt64Ty(ctx));
+  };
+  if (s.kind == StmtKind::Fence) return asm_call(llvm::Type::getVoidTy(ctx), "fence" + sem + scope + ";", "", {});
+  if (s.kind == StmtKind::GlobalLoad) {
+    DataType t = s.dtype;
+    llvm::Value *a = address(s.operands[0]);
+    return asm_call(cg.llvm_type(t), "ld" + sem + scope + space + ptx_type(t, "u") + " $0, [$1];",
+                    std::string("=") + ptx_reg(t) + ",l", {a});
+  }
+  if (s.kind == StmtKind::GlobalStore) {
+    DataType t = s.operands[1]->dtype;
+    llvm::Value *a = address(s.operands[0]);
+    return asm_call(llvm::Type::getVoidTy(ctx), "st" + sem + scope + space + ptx_type(t, "u") + " [$0], $1;",
+                    std::string("l,") + ptx_reg(t), {a, cg.value(s.operands[1])});
+  }
+  // Read-modify-write atomics: the default (Relaxed at Device scope) stays an LLVM atomicrmw, except
+  // inc / dec, which NVPTX does not select.
+  AtomicOp op = s.atomic_op();
+  bool inc_dec = op == AtomicOp::Inc || op == AtomicOp::Dec;
+  if (!inc_dec && s.order == MemoryOrder::Relaxed && s.scope == MemScope::Device) return nullptr;
+  DataType t = s.dtype;
+  llvm::Value *val = cg.value(s.operands[1]);
+  std::string name, type;
+  switch (op) {
+    case AtomicOp::Add: name = "add", type = ptx_type(t, bit_width(t) == 32 && is_signed(t) ? "s" : "u"); break;
+    case AtomicOp::Sub:  // no atom.sub: add the two's complement
+      name = "add", type = ptx_type(t, "u");
+      val = b.CreateNeg(val);
+      break;
+    case AtomicOp::Min: name = "min", type = ptx_type(t, is_signed(t) ? "s" : "u"); break;
+    case AtomicOp::Max: name = "max", type = ptx_type(t, is_signed(t) ? "s" : "u"); break;
+    case AtomicOp::And: name = "and", type = ptx_type(t, "b"); break;
+    case AtomicOp::Or: name = "or", type = ptx_type(t, "b"); break;
+    case AtomicOp::Xor: name = "xor", type = ptx_type(t, "b"); break;
+    case AtomicOp::Exchange: name = "exch", type = ptx_type(t, "b"); break;
+    case AtomicOp::Cas: name = "cas", type = ptx_type(t, "b"); break;
+    case AtomicOp::Inc: name = "inc", type = ".u32"; break;
+    case AtomicOp::Dec: name = "dec", type = ".u32"; break;
+    default: throw std::logic_error("internal: no PTX atom for this atomic");
+  }
+  llvm::Value *a = address(s.operands[0]);
+  std::string head = "atom" + sem + scope + space + "." + name + type + " $0, [$1], $2";
+  std::string r = ptx_reg(t);
+  if (op == AtomicOp::Cas)
+    return asm_call(cg.llvm_type(t), head + ", $3;", "=" + r + ",l," + r + "," + r, {a, val, cg.value(s.operands[2])});
+  return asm_call(cg.llvm_type(t), head + ";", "=" + r + ",l," + r, {a, val});
 }
 
 GpuTarget::Ids CudaTarget::ids(llvm::IRBuilderBase &b) {

@@ -1,6 +1,8 @@
 #pragma once
-// CUDA: LLVM NVPTX. Atomics at LLVM's default (system) scope, which NVPTX lowers to single
-// atom.global.* instructions; global memory in addrspace(1), so loads, stores and atomics are
+// CUDA: LLVM NVPTX. Relaxed device-scope atomics are atomicrmw / cmpxchg, which NVPTX lowers to
+// single atom.global.* instructions (.relaxed.gpu is PTX's default); LLVM 19's NVPTX drops the
+// ordering and scope of atomics, so every other order or scope, atomic loads / stores, fences and
+// atom.inc / atom.dec are inline PTX with .sem and .scope qualifiers (atomics/memory_model.h); global memory in addrspace(1), so loads, stores and atomics are
 // .global ones (and volatile loads ld.volatile.global, never the read-only ld.global.nc path).
 #include <string>
 
@@ -19,6 +21,7 @@ class CudaTarget : public GpuTarget {
   const TargetFeatures &features() const override { return features_; }
   void configure_module(llvm::Module &m) override;
   const std::string &sm() const { return sm_; }
+  llvm::Value *emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *done) override;
 
  protected:
   int default_block_dim() const override { return 128; }

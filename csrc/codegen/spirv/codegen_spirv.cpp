@@ -45,6 +45,14 @@ SpirvCodegen::SpirvCodegen(const KernelIR &k, const SpirvTarget &target)
 
 SpirvModule SpirvCodegen::run() {
   check_types();
+  // A kernel that synchronizes through memory (ordered atomics, atomic loads / stores, fences)
+  // publishes plain writes too (a spin lock's critical section): its buffers are Coherent.
+  bool synchronizes = false;
+  for (const Task &t : k_.tasks)
+    for_each_stmt(const_cast<Block &>(t.body), [&](Stmt &s) {
+      synchronizes |= s.kind == StmtKind::Fence || s.is_atomic || (s.kind == StmtKind::Atomic && s.order != MemoryOrder::Relaxed);
+    });
+  b_.set_coherent_buffers(synchronizes);
   plan_views();
   SpirvModule m;
   m.args_binding = args_binding_;
@@ -157,8 +165,12 @@ void SpirvCodegen::emit(const Stmt &s) {
     case StmtKind::Const: v = constant(s); break;
     case StmtKind::Arg: v = arg_value(static_cast<int>(s.ival), s.dtype); break;
     case StmtKind::GlobalPtr: addresses_[&s] = global_address(s); break;
-    case StmtKind::GlobalLoad: v = load(s); break;
-    case StmtKind::GlobalStore: store(*s.operands[0], value(s.operands[1])); break;
+    case StmtKind::GlobalLoad: v = s.is_atomic ? atomic_access(s) : load(s); break;
+    case StmtKind::GlobalStore:
+      if (s.is_atomic) atomic_access(s);
+      else store(*s.operands[0], value(s.operands[1]));
+      break;
+    case StmtKind::Fence: fence(s); break;
     case StmtKind::Alloca: emit_alloca(s); break;
     case StmtKind::LocalLoad: v = b_.load(type(s.dtype), value(s.operands[0])); break;
     case StmtKind::LocalStore: b_.store(value(s.operands[0]), value(s.operands[1])); break;

@@ -1,7 +1,8 @@
 // SPIR-V codegen, part 4: the atomic primitives. Legalization has decided each atomic (the support
 // table's verdict) and expanded CAS loops into IR loops around compare-exchange, so each atomic
-// here is one instruction. Every atomic is at Scope Device, the spec's scope for SPIR-V, with
-// relaxed semantics: qd atomics order only the location they touch.
+// here is one instruction, at the statement's scope and memory semantics (atomics/memory_model.h:
+// the default, Relaxed at Device scope, orders only the location itself). Atomic loads, stores and
+// fences too.
 #include "codegen/spirv/codegen_spirv_impl.h"
 
 namespace qd {
@@ -28,6 +29,39 @@ Op int_rmw(AtomicOp op, DataType t) {
 
 }  // namespace
 
+namespace {
+spirv::Scope scope_of(const Stmt &s) { return static_cast<spirv::Scope>(spirv_scope(s.scope)); }
+}  // namespace
+
+// qd.atomic_load / atomic_store: OpAtomicLoad / OpAtomicStore through the integer view (a float's
+// bits), so no float atomic capability is needed.
+Id SpirvCodegen::atomic_access(const Stmt &s) {
+  const Stmt *target = s.operands[0];
+  Address a = addresses_.at(target);
+  if (k_.buffers[a.buffer].kind == BufferKind::Temps)
+    a.index = b_.c_i32(static_cast<int32_t>(a.byte_offset / byte_size(target->dtype)));
+  DataType t = target->dtype;
+  const StorageBuffer &cell = int_cell(a, t);
+  Id ct = cell.elem_type, ty = type(t), ptr = element_ptr(cell, a);
+  spirv::Scope scope = is_shared(a.buffer) ? spirv::Scope::Workgroup : scope_of(s);
+  if (s.kind == StmtKind::GlobalLoad) {
+    Id raw = b_.atomic_load(ct, ptr, scope, semantics_at(a, s.order));
+    return ct == ty ? raw : b_.bitcast(ty, raw);
+  }
+  Id v = value(s.operands[1]);
+  b_.atomic_store(ptr, ct == ty ? v : b_.bitcast(ct, v), scope, semantics_at(a, s.order));
+  return 0;
+}
+
+// The memory semantics of an access at `order`: the storage-class bit of the memory it touches.
+uint32_t SpirvCodegen::semantics_at(const Address &a, MemoryOrder order) {
+  uint32_t sem = spirv_semantics(order);
+  if (is_shared(a.buffer) && sem) sem = (sem & ~spirv::semantics::UniformMemory) | spirv::semantics::WorkgroupMemory;
+  return sem;
+}
+
+void SpirvCodegen::fence(const Stmt &s) { b_.memory_barrier(scope_of(s), spirv_fence_semantics(s.order)); }
+
 Id SpirvCodegen::atomic(const Stmt &s) {
   const Stmt *target = s.operands[0];
   if (target->kind != StmtKind::GlobalPtr)
@@ -38,11 +72,13 @@ Id SpirvCodegen::atomic(const Stmt &s) {
   AtomicOp op = s.atomic_op();
   DataType t = s.dtype;
   Id ty = type(t), val = value(s.operands[1]);
-  // Shared arrays: Workgroup scope (Device scope on workgroup memory breaks Metal).
-  spirv::Scope scope = is_shared(a.buffer) ? spirv::Scope::Workgroup : spirv::Scope::Device;
+  // Shared arrays: Workgroup scope (only the block sees them; Device scope on workgroup memory
+  // breaks Metal), and the WorkgroupMemory storage-class bit.
+  spirv::Scope scope = is_shared(a.buffer) ? spirv::Scope::Workgroup : scope_of(s);
+  uint32_t sem = semantics_at(a, s.order);
   if (is_real(t)) {  // add / min / max with the device's float atomic capability
     Op inst = op == AtomicOp::Add ? Op::AtomicFAddEXT : op == AtomicOp::Min ? Op::AtomicFMinEXT : Op::AtomicFMaxEXT;
-    return b_.atomic(inst, ty, element_ptr(float_view(a.buffer, t), a), val, scope);
+    return b_.atomic(inst, ty, element_ptr(float_view(a.buffer, t), a), val, scope, sem);
   }
   // Integers, also the bits of a float (exchange, and the compare-exchange of CAS loops). The
   // opcode, not the type, says whether min / max are signed.
@@ -63,9 +99,12 @@ Id SpirvCodegen::atomic(const Stmt &s) {
   };
   Id ptr = element_ptr(cell, a), old;
   if (op == AtomicOp::Cas)  // OpAtomicCompareExchange takes (desired, expected)
-    old = b_.atomic_cas(ct, ptr, in(value(s.operands[2])), in(val), scope);
+    // The unequal case only reads: it keeps the acquire part of the order.
+    old = b_.atomic_cas(ct, ptr, in(value(s.operands[2])), in(val), scope, sem,
+                        semantics_at(a, s.order == MemoryOrder::Acquire || s.order == MemoryOrder::AcqRel
+                                            ? MemoryOrder::Acquire : MemoryOrder::Relaxed));
   else
-    old = b_.atomic(int_rmw(op, t), ct, ptr, in(val), scope);
+    old = b_.atomic(int_rmw(op, t), ct, ptr, in(val), scope, sem);
   return out(old);
 }
 

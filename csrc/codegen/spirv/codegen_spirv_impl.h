@@ -89,6 +89,9 @@ class SpirvCodegen {
   // codegen_spirv_atomics.cpp
   Id atomic(const Stmt &s);
   Id simt(const Stmt &s);
+  Id atomic_access(const Stmt &s);  // an atomic GlobalLoad / GlobalStore
+  void fence(const Stmt &s);
+  uint32_t semantics_at(const Address &a, MemoryOrder order);
   const spirv::StorageBuffer &int_cell(const Address &a, DataType t);
 
   const KernelIR &k_;

@@ -290,6 +290,7 @@ StorageBuffer Builder::storage_buffer(Id elem_type, uint32_t set, uint32_t bindi
   buf.elem_ptr_type = t_pointer(StorageClass::StorageBuffer, elem_type);
   decorate(buf.var, Decoration::DescriptorSet, {set});
   decorate(buf.var, Decoration::Binding, {binding});
+  if (coherent_ && model_ != MemoryModelKind::Vulkan) decorate(buf.var, Decoration::Coherent);
   return buf;
 }
 

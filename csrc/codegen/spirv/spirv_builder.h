@@ -45,6 +45,9 @@ class Builder {
 
   Id new_id() { return next_id_++; }
   MemoryModelKind memory_model() const { return model_; }
+  // Storage buffers declared from now on are Coherent: under the GLSL450 memory model, plain loads
+  // and stores of other invocations are ordered by atomics and barriers only then.
+  void set_coherent_buffers(bool c) { coherent_ = c; }
   void capability(Capability cap);
   void extension(const std::string &name);
   Id glsl_std_450();  // imported on first use
@@ -224,6 +227,7 @@ class Builder {
   const TypeInfo &scalar_info(Id type) const;
 
   MemoryModelKind model_;
+  bool coherent_ = false;
   uint32_t version_;
   Id next_id_ = 1;
   Id glsl_ext_ = 0;

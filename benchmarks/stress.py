@@ -42,6 +42,8 @@ def supported_cases():
     features = list(prog.runtime.features)
     ok, rejected = [], []
     for row in _core.atomic_ops():
+        if row["name"] in ("inc", "dec"):  # wrapping counters: their contended old values are checked in
+            continue                       # tests/python/test_memory_order.py, not by this chain model
         for dtype in T.ALL:
             kind, reason = _core.atomic_lowering(prog.config.arch.name, row["name"], dtype.core, False, features)
             if kind == "rejected":

@@ -58,12 +58,16 @@ std::vector<Stmt *> partitionable(KernelIR &k, Task &t, int64_t *target) {
       case StmtKind::LocalStore: ok = ok && locals.count(s.operands[0]); break;
       case StmtKind::Atomic: {
         const Stmt &p = *s.operands[0];
+        // (an ordered atomic synchronizes other memory: it stays an atomic)
         bool good = p.kind == StmtKind::GlobalPtr && atomic_op_info(s.atomic_op()).reducible && !used.count(&s) &&
+                    s.order == MemoryOrder::Relaxed &&
                     (*target < 0 || *target == p.ival);
         if (good) *target = p.ival, atomics.push_back(&s);
         ok = ok && good;
         break;
       }
+      case StmtKind::GlobalLoad: ok = ok && !s.is_atomic; break;  // qd.atomic_load synchronizes
+      case StmtKind::Fence:
       case StmtKind::GlobalStore: case StmtKind::Return: case StmtKind::Break:
       case StmtKind::While: case StmtKind::RangeFor:
         ok = false;

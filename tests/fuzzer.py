@@ -908,9 +908,10 @@ def op_tags(e, args, result):
     """The known-bug classes (KNOWN_BUGS tags) one operation touches, from its operand and result values."""
     tags = set()
     fl = [x for a in args for x in _float_vals(a)] + _float_vals(result)
-    if e.kind == "bin" and e.op == "//" and not is_int(e.dtype) and any(
-            np.isinf(x) for x in _float_vals(args[0])) and any(np.isfinite(x) for x in _float_vals(args[1])):
-        tags.add("float_floordiv_mod")
+    if e.kind == "bin" and e.op == "//" and not is_int(e.dtype):
+        a, b = (_float_vals(lift(lambda x: convert(x, e.dtype), v)) for v in args)  # as converted to e.dtype
+        if any(np.isinf(x) for x in a) and any(np.isfinite(y) for y in b):
+            tags.add("float_floordiv_mod")
     if e.kind == "un" and e.op == "round" and e.dtype == "f64":
         tags.add("f64_round")
     if e.kind == "math" and e.op == "atan2" and e.dtype == "f16":

@@ -168,10 +168,12 @@ void bind_runtime(py::module_ &m) {
       .def("shape_slot", [](const CompiledKernel &k, int b) { return k.buffers.at(b).shape_arg_slot; });
 
   py::class_<Runtime>(m, "Runtime")
-      .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device) {
-        RuntimeOptions o{threads, std::move(disabled), std::move(device)};
-        return create_runtime(backend_from_name(arch), o);
-      }))
+      .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device,
+                       bool fast_math) {
+             RuntimeOptions o{threads, std::move(disabled), std::move(device), fast_math};
+             return create_runtime(backend_from_name(arch), o);
+           }),
+           py::arg("arch"), py::arg("threads"), py::arg("disabled"), py::arg("device"), py::arg("fast_math") = false)
       .def_property_readonly("features", [](Runtime &r) {
         return std::vector<std::string>(r.features().begin(), r.features().end());
       })
@@ -192,10 +194,13 @@ void bind_runtime(py::module_ &m) {
       .def("launch", &Runtime::launch, py::call_guard<py::gil_scoped_release>())
       .def("sync", &Runtime::sync, py::call_guard<py::gil_scoped_release>());
 
-  m.def("compile_artifacts", [](Builder &b, const std::string &arch, std::vector<std::string> features) {
-    return artifacts_to_python(
-        compile_artifacts(b.finish(), backend_from_name(arch), TargetFeatures(features.begin(), features.end())));
-  });
+  m.def(
+      "compile_artifacts",
+      [](Builder &b, const std::string &arch, std::vector<std::string> features, bool fast_math) {
+        Target target{backend_from_name(arch), TargetFeatures(features.begin(), features.end()), fast_math};
+        return artifacts_to_python(compile_artifacts(b.finish(), target));
+      },
+      py::arg("builder"), py::arg("arch"), py::arg("features"), py::arg("fast_math") = false);
 }
 
 }  // namespace

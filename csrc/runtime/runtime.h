@@ -8,6 +8,7 @@
 
 #include "atomics/support_table.h"
 #include "ir/ir.h"
+#include "target/target.h"
 
 namespace qd {
 
@@ -63,16 +64,9 @@ struct RuntimeOptions {
   int cpu_max_num_threads = 0;  // 0: all cores
   std::vector<std::string> disabled_caps;  // capabilities to pretend the device lacks
   std::string device;  // backend-specific device selector
+  bool fast_math = false;  // SPIR-V: let the driver contract and reassociate float arithmetic
 };
 
 std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);
-
-// The features qd.compile targets for `backend` without a device: the default ones, with the
-// GPU architecture from $QD_CUDA_ARCH / $QD_AMDGPU_ARCH.
-TargetFeatures compile_features(Backend backend);
-
-// Produces a kernel's artefacts for `backend` without a device (for qd.compile).
-std::map<std::string, std::string> compile_artifacts(std::unique_ptr<KernelIR> k, Backend backend,
-                                                     const TargetFeatures &features);
 
 }  // namespace qd

@@ -1,9 +1,18 @@
 #pragma once
 // A compilation target: the backend, the device's capabilities (or the GPU architecture), the
 // options that change code generation, and the legality facts legalization reads.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
 #include "atomics/support_table.h"
 
 namespace qd {
+
+struct KernelIR;
+class Runtime;
+struct RuntimeOptions;
 
 struct Target {
   Backend backend = Backend::Cpu;
@@ -14,7 +23,29 @@ struct Target {
   // NVPTX's frem compute a - b * trunc(a / b), so legalization expands it there.
   bool has_exact_float_rem() const { return backend == Backend::Cpu; }
   // RoundEven on f64 rounds half to even: lavapipe's rounds 1.5 to 1.0, so SPIR-V gets floor-based.
-  bool has_exact_f64_round_even() const { return backend != Backend::Vulkan && backend != Backend::Metal; }
+  bool has_exact_f64_round_even() const { return !is_spirv(); }
+  // x * 0.0 keeps inf * 0 = NaN and the sign of zero: lavapipe (Mesa 22.3) folds it to +0.0 even
+  // under SignedZeroInfNanPreserve, so SPIR-V multiplies by a literal zero through x - x.
+  bool has_exact_float_mul_by_zero() const { return !is_spirv(); }
+
+  bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }
 };
+
+// One backend in the registry (target/target.cpp).
+struct TargetEntry {
+  Backend backend;
+  std::function<TargetFeatures()> compile_features;  // what qd.compile assumes without a device
+  // Runs the pass pipeline and the codegen: the artefacts ("ir", "llvm_ir", "ptx", "spirv_asm", ...).
+  std::function<std::map<std::string, std::string>(KernelIR &, const Target &)> artifacts;
+  std::function<std::unique_ptr<Runtime>(const RuntimeOptions &)> create_runtime;
+};
+const TargetEntry &target_entry(Backend backend);
+
+// The features qd.compile targets for `backend` without a device: the default ones, with the GPU
+// architecture from $QD_CUDA_ARCH / $QD_AMDGPU_ARCH.
+TargetFeatures compile_features(Backend backend);
+
+// Compiles a kernel for a target without launching it (qd.compile): its artefacts.
+std::map<std::string, std::string> compile_artifacts(std::unique_ptr<KernelIR> k, const Target &target);
 
 }  // namespace qd

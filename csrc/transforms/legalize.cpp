@@ -67,9 +67,14 @@ class Legalizer {
       case B::Div: return !is_real(t);
       case B::FloorDiv: case B::Mod: case B::Shl: case B::Shr: return true;
       case B::Pow: return !is_real(t);
+      case B::Mul:
+        return is_real(t) && !target_.has_exact_float_mul_by_zero() &&
+               (is_zero(*s.operands[0]) || is_zero(*s.operands[1]));
       default: return false;
     }
   }
+
+  static bool is_zero(const Stmt &s) { return s.kind == StmtKind::Const && s.fval == 0; }
 
   Stmt *expand(IrEmitter &e, Stmt &s) {
     if (s.kind == StmtKind::Atomic) return atomic(e, s);
@@ -81,6 +86,7 @@ class Legalizer {
       case B::FloorDiv: return is_real(a->dtype) ? float_floordiv(e, a, c) : int_floordiv(e, a, c);
       case B::Mod: return is_real(a->dtype) ? float_mod(e, a, c) : int_mod(e, a, c);
       case B::Pow: return int_pow(e, a, c);
+      case B::Mul: return mul_by_zero(e, is_zero(*c) ? a : c, is_zero(*c) ? c : a);
       default: return shift(e, static_cast<B>(s.op), a, c);
     }
   }
@@ -187,16 +193,25 @@ class Legalizer {
     return err;
   }
 
-  // r mod t for 0 <= r < t * 2^(mantissa bits - 1): q = trunc(r / t) is then off by at most one,
+  // r mod t for 0 <= r < t * 2^(mantissa bits - 2): q = trunc(r / t) is then off by at most one,
   // and r - q * t is computed exactly (r - p is exact by Sterbenz's lemma, then the product's
-  // rounding error is taken off; the true remainder is representable).
+  // rounding error is taken off; the true remainder is representable). A huge t would overflow the
+  // split in product_error: such rungs are computed scaled down by a power of two (exact there).
   Stmt *exact_step(IrEmitter &e, Stmt *r, Stmt *t) {
     DataType ft = r->dtype;
+    int shift = ft == DataType::f64 ? 64 : ft == DataType::f32 ? 20 : 8;
+    double huge = std::ldexp(1.0, ft == DataType::f64 ? 960 : ft == DataType::f32 ? 100 : 9);
+    Stmt *big = e.bin(B::Ge, t, e.c(ft, huge));
+    Stmt *down = e.sel(big, e.c(ft, std::ldexp(1.0, -shift)), e.c(ft, 1));
+    Stmt *up = e.sel(big, e.c(ft, std::ldexp(1.0, shift)), e.c(ft, 1));
+    r = e.bin(B::Mul, r, down);
+    t = e.bin(B::Mul, t, down);
     Stmt *q = e.un(U::Trunc, e.bin(B::Div, r, t));
     Stmt *p = e.bin(B::Mul, q, t);
     Stmt *x = e.bin(B::Sub, e.bin(B::Sub, r, p), product_error(e, q, t, p));
     x = e.sel(e.bin(B::Lt, x, e.c(ft, 0)), e.bin(B::Add, x, t), x);
-    return e.sel(e.bin(B::Ge, x, t), e.bin(B::Sub, x, t), x);
+    x = e.sel(e.bin(B::Ge, x, t), e.bin(B::Sub, x, t), x);
+    return e.bin(B::Mul, x, up);
   }
 
   // C's fmod(a, b), exact on every target (SPIR-V's OpFRem and NVPTX's frem are a - b*trunc(a/b),
@@ -207,17 +222,11 @@ class Legalizer {
     DataType t = a->dtype;
     int mantissa = t == DataType::f64 ? 53 : t == DataType::f32 ? 24 : 11;
     double ladder = std::ldexp(1.0, mantissa - 2), unladder = std::ldexp(1.0, 2 - mantissa);
-    // A huge dividend would overflow the split in product_error: scale both down (exactly, unless
-    // |b| is then below the normal range: a quotient beyond 2^1800, which this does not handle).
-    double huge = std::ldexp(1.0, t == DataType::f64 ? 960 : t == DataType::f32 ? 100 : 9);
-    double scale = std::ldexp(1.0, t == DataType::f64 ? -64 : t == DataType::f32 ? -20 : -8);
-    Stmt *ra = e.un(U::Abs, a), *rb = e.un(U::Abs, b);
-    Stmt *f = e.sel(e.bin(B::Ge, ra, e.c(t, huge)), e.c(t, scale), e.c(t, 1));
-    Stmt *r = e.var(t, e.bin(B::Mul, ra, f));
-    Stmt *d = e.bin(B::Mul, rb, f);
-    Stmt *finite = e.both(e.bin(B::Lt, ra, e.c(t, INFINITY)), e.bin(B::Gt, rb, e.c(t, 0)));
+    Stmt *ra = e.un(U::Abs, a), *d = e.un(U::Abs, b);
+    Stmt *r = e.var(t, ra);
+    Stmt *finite = e.both(e.bin(B::Lt, ra, e.c(t, INFINITY)), e.bin(B::Gt, d, e.c(t, 0)));
     {
-      IrEmitter work = e.if_(e.both(finite, e.bin(B::Ge, ra, rb)));
+      IrEmitter work = e.if_(e.both(finite, e.bin(B::Ge, ra, d)));
       Stmt *step = work.var(t, d);
       {  // climb: step = d * 2^(k*s) with r / step < 2^s
         IrEmitter up = work.while_();
@@ -233,13 +242,14 @@ class Legalizer {
         down.store(step, down.bin(B::Mul, sv, down.c(t, unladder)));
       }
     }
-    Stmt *mag = e.bin(B::Div, e.load(r), f);
+    Stmt *mag = e.load(r);
     Stmt *result = e.sel(e.bin(B::Lt, a, e.c(t, 0)), e.un(U::Neg, mag), mag);
     // |a| < |b| (and +-0 with its sign, a finite a over an infinite b): a itself. NaN operands,
     // an infinite a or a zero b: NaN.
     Stmt *nan = e.c(t, NAN);
-    result = e.sel(e.bin(B::Lt, ra, rb), a, result);
-    return e.sel(e.either(e.not_(finite), e.bin(B::Ne, b, b)), e.sel(e.bin(B::Lt, ra, rb), a, nan), result);
+    Stmt *smaller = e.bin(B::Lt, ra, d);
+    result = e.sel(smaller, a, result);
+    return e.sel(e.either(e.not_(finite), e.bin(B::Ne, b, b)), e.sel(smaller, a, nan), result);
   }
 
   // Python's float %: the result takes the divisor's sign (0 takes it too).
@@ -266,8 +276,17 @@ class Legalizer {
     // A zero quotient takes the sign of a / b; a zero or NaN divisor gives a / b's inf or NaN.
     Stmt *q = e.bin(B::Div, a, b);
     fl = zero_signed_like(e, fl, q);
-    Stmt *special = e.either(e.bin(B::Eq, b, zero), e.bin(B::Ne, m, m));
-    return e.sel(special, q, fl);
+    // A zero divisor gives a / b's inf or NaN; otherwise a NaN remainder (a NaN operand, an
+    // infinite a) gives NaN, as in CPython.
+    return e.sel(e.bin(B::Eq, b, zero), q, e.sel(e.bin(B::Ne, m, m), e.c(t, NAN), fl));
+  }
+
+  // x * +-0.0 as x - x (NaN for inf and NaN, else +0.0) with the product's sign.
+  Stmt *mul_by_zero(IrEmitter &e, Stmt *x, Stmt *zero) {
+    Stmt *d = e.bin(B::Sub, x, x);
+    Stmt *negative = signbit(e, x);
+    if (std::signbit(zero->fval)) negative = e.not_(negative);
+    return e.sel(negative, e.un(U::Neg, d), d);
   }
 
   // round-half-to-even from floor, for targets whose RoundEven is wrong on f64 (lavapipe).

@@ -690,4 +690,4 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     builder = kernel.build(values, prog.config, arch)[0]
     if features is None:
         features = prog.runtime.features if arch is prog.config.arch else _core.compile_features(arch.name)
-    return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features)))
+    return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features), bool(prog.config.fast_math)))

@@ -27,11 +27,11 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "enable_fallback": (True, "bool", True),      # an unavailable arch falls back to cpu, with a warning
     "vulkan_disable_caps": ((), "strings", True),
     "device": ("", "str", True),
+    "fast_math": (False, "bool", True),           # vulkan/metal: the driver may contract and reassociate
     "offline_cache": (True, "bool", True),        # the on-disk kernel cache (cpu), lang/offline_cache.py
     "offline_cache_file_path": ("", "str", True),  # "": $QD_OFFLINE_CACHE_FILE_PATH or ~/.cache/quadrants
     # Accepted, no effect here.
     "src_ll_cache": (True, "bool", False),
-    "fast_math": (True, "bool", False),           # kernels always compile with IEEE semantics
     "advanced_optimization": (True, "bool", False),
     "ad_stack_size": (0, "int", False),
     "ad_stack_experimental_enabled": (False, "bool", False),

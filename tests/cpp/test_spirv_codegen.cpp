@@ -6,7 +6,7 @@
 #include "codegen/spirv/codegen_spirv.h"
 #include "codegen/spirv/spirv_tools.h"
 #include "ir/builder.h"
-#include "runtime/vulkan/range_length.h"
+#include "target/launch_bounds.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "runtime/vulkan/vulkan_runtime.h"
 #include "transforms/passes.h"

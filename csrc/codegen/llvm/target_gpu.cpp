@@ -70,7 +70,7 @@ TaskSymbols GpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
   cg.emit_block(task.prologue);
   llvm::Value *global_id = b.CreateAdd(b.CreateMul(id.block, id.block_dim), id.thread);
   llvm::Value *stride = b.CreateMul(id.grid_dim, id.block_dim);
-  cg.emit_index_loop(loop, b.CreateAdd(cg.value(loop.operands[0]), global_id), cg.value(loop.operands[1]), stride);
+  cg.emit_index_loop(loop, cg.value(loop.operands[0]), cg.value(loop.operands[1]), stride, global_id);
   b.CreateRetVoid();
   return {name, ""};
 }

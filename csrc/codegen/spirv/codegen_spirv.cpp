@@ -53,6 +53,12 @@ SpirvModule SpirvCodegen::run() {
       synchronizes |= s.kind == StmtKind::Fence || s.is_atomic || (s.kind == StmtKind::Atomic && s.order != MemoryOrder::Relaxed);
     });
   b_.set_coherent_buffers(synchronizes);
+  if (!target_.fast_math) {
+    std::set<uint32_t> widths;
+    for (uint32_t w : {16u, 32u, 64u})
+      if (target_.features.count("signed_zero_inf_nan_preserve_float" + std::to_string(w))) widths.insert(w);
+    b_.preserve_ieee(widths);
+  }
   plan_views();
   SpirvModule m;
   m.args_binding = args_binding_;

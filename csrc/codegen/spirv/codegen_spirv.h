@@ -8,6 +8,7 @@
 
 #include "atomics/support_table.h"
 #include "ir/ir.h"
+#include "target/target.h"
 
 namespace qd {
 
@@ -19,6 +20,7 @@ struct SpirvTarget {
   // "shader_*" / "*_storage" capabilities, so a kernel the device cannot run fails to compile.
   bool device_features = false;
   uint32_t max_block_dim = 1024;
+  bool fast_math = false;  // else IEEE arithmetic: NoContraction, and inf / NaN / -0.0 preserved
 };
 
 struct SpirvTaskInfo {
@@ -45,6 +47,6 @@ SpirvModule codegen_spirv(const KernelIR &k, const SpirvTarget &target);
 
 // qd.compile's artefacts for vulkan / metal: "ir", "spirv" (the binary), "spirv_asm", and for
 // metal "msl". Runs the passes on `k` first.
-std::map<std::string, std::string> spirv_artifacts(KernelIR &k, Backend backend, const TargetFeatures &features);
+std::map<std::string, std::string> spirv_artifacts(KernelIR &k, const Target &target);
 
 }  // namespace qd

@@ -44,7 +44,7 @@ class F64Math {
   // NoContraction (GLSL's `precise`) on every operation: the error-free transforms below rely on
   // each one being rounded exactly as written, never fused or reassociated by the driver.
   Id exact(Id v) {
-    b_.decorate(v, spirv::Decoration::NoContraction);
+    if (!b_.preserves_ieee()) b_.decorate(v, spirv::Decoration::NoContraction);
     return v;
   }
   Id c(double v) { return b_.c_float(d_, v); }

@@ -6,11 +6,13 @@
 
 namespace qd {
 
-std::map<std::string, std::string> spirv_artifacts(KernelIR &k, Backend backend, const TargetFeatures &features) {
-  run_passes(k, Target{backend, features});
+std::map<std::string, std::string> spirv_artifacts(KernelIR &k, const Target &t) {
+  run_passes(k, t);
+  Backend backend = t.backend;
   SpirvTarget target;
   target.backend = backend;
-  target.features = features;
+  target.features = t.features;
+  target.fast_math = t.fast_math;
   SpirvModule m = codegen_spirv(k, target);
   std::map<std::string, std::string> out;
   out["ir"] = print_ir(k);

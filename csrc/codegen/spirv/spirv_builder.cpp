@@ -117,7 +117,13 @@ Id Builder::t_int(uint32_t width, bool is_signed) {
   return intern_type({uint32_t(Op::TypeInt), width, is_signed}, info, {width, is_signed});
 }
 
+void Builder::preserve_ieee(std::set<uint32_t> preserve_widths) {
+  ieee_ = true;
+  preserve_widths_ = std::move(preserve_widths);
+}
+
 Id Builder::t_float(uint32_t width) {
+  float_widths_.insert(width);
   if (width == 16) capability(Capability::Float16);
   else if (width == 64) capability(Capability::Float64);
   else if (width != 32) misuse("unsupported float width " + std::to_string(width));
@@ -499,8 +505,15 @@ void Builder::continue_loop() { branch(innermost_loop("continue_loop").continue_
 
 // ---- output ----
 
-std::vector<uint32_t> Builder::finish() const {
+std::vector<uint32_t> Builder::finish() {
   if (in_function_) misuse("finish inside an unfinished function");
+  std::vector<uint32_t> preserved;
+  for (uint32_t w : float_widths_)
+    if (preserve_widths_.count(w)) preserved.push_back(w);
+  if (!preserved.empty()) {
+    capability(Capability::SignedZeroInfNanPreserve);
+    if (version_ < 0x00010400) extension("SPV_KHR_float_controls");
+  }
   std::vector<uint32_t> out{kMagic, version_, 0, next_id_, 0};
   for (uint32_t cap : capabilities_) inst(out, Op::Capability, {cap});
   for (const std::string &ext : extensions_) {
@@ -519,9 +532,11 @@ std::vector<uint32_t> Builder::finish() const {
         ops.push_back(var);
     inst(out, Op::EntryPoint, ops);
   }
-  for (const EntryPoint &ep : entry_points_)
+  for (const EntryPoint &ep : entry_points_) {
     inst(out, Op::ExecutionMode, {ep.fn, uint32_t(ExecutionMode::LocalSize), ep.local_size[0],
                                   ep.local_size[1], ep.local_size[2]});
+    for (uint32_t w : preserved) inst(out, Op::ExecutionMode, {ep.fn, uint32_t(ExecutionMode::SignedZeroInfNanPreserve), w});
+  }
   for (const auto *section : {&debug_, &annotations_, &globals_, &functions_})
     out.insert(out.end(), section->begin(), section->end());
   return out;

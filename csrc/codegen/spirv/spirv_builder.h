@@ -50,6 +50,11 @@ class Builder {
   void set_coherent_buffers(bool c) { coherent_ = c; }
   void capability(Capability cap);
   void extension(const std::string &name);
+  // IEEE arithmetic: every float add / sub / mul / div / rem / negate gets NoContraction (no fusing
+  // or reassociation), and each entry point the SignedZeroInfNanPreserve execution mode for the
+  // float widths in `preserve_widths` that the module uses.
+  void preserve_ieee(std::set<uint32_t> preserve_widths);
+  bool preserves_ieee() const { return ieee_; }
   Id glsl_std_450();  // imported on first use
   void name(Id id, const std::string &debug_name);
   void decorate(Id target, Decoration d, std::initializer_list<uint32_t> args = {});
@@ -191,7 +196,7 @@ class Builder {
   void memory_barrier(Scope mem, uint32_t sem);
 
   // The finished module. The builder can keep growing afterwards; call again for new words.
-  std::vector<uint32_t> finish() const;
+  std::vector<uint32_t> finish();
 
  private:
   struct ControlFrame {
@@ -233,6 +238,8 @@ class Builder {
   Id glsl_ext_ = 0;
   std::set<uint32_t> capabilities_;
   std::set<std::string> extensions_;
+  bool ieee_ = false;
+  std::set<uint32_t> preserve_widths_, float_widths_;
   std::map<std::vector<uint32_t>, Id> type_ids_;
   std::map<Id, TypeInfo> types_;
   std::map<std::vector<uint32_t>, Id> constant_ids_;

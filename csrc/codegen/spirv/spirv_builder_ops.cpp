@@ -30,6 +30,9 @@ Id Builder::emit(Op op, Id result_type, const std::vector<uint32_t> &operands) {
   ops.insert(ops.end(), operands.begin(), operands.end());
   inst(fn_body_, op, ops);
   if (result_type) value_types_[id] = result_type;
+  if (ieee_ && (op == Op::FAdd || op == Op::FSub || op == Op::FMul || op == Op::FDiv || op == Op::FRem ||
+                op == Op::FMod || op == Op::FNegate))
+    decorate(id, Decoration::NoContraction);
   return id;
 }
 
@@ -106,6 +109,15 @@ Id Builder::convert(Id to_type, Id from_type, Id value) {
   if (to.kind == TypeInfo::Float)
     return emit(from.is_signed ? Op::ConvertSToF : Op::ConvertUToF, to_type, value);
   if (to.width == from.width) return bitcast(to_type, value);
+  if (from.is_signed && to.width == 64) {
+    // lavapipe miscompiles comparisons of an OpSConvert'ed value against a constant (x > 5 is always
+    // true): sign-extend by hand, (zext(x) ^ 2^(w-1)) - 2^(w-1).
+    Id u_from = like(from_type, t_int(from.width, false)), u_to = like(to_type, t_int(64, false));
+    Id wide = emit(Op::UConvert, u_to, bitcast(u_from, value));
+    Id bias = splat(u_to, uint64_t(1) << (from.width - 1));
+    Id r = emit(Op::ISub, u_to, bit_xor(u_to, wide, bias), bias);
+    return u_to == to_type ? r : bitcast(to_type, r);
+  }
   if (from.is_signed) return emit(Op::SConvert, to_type, value);
   // UConvert's result must be unsigned in shaders; reinterpret afterwards if needed.
   Id unsigned_type = like(to_type, t_int(to.width, false));

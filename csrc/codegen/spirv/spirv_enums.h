@@ -57,13 +57,13 @@ enum class Capability : uint32_t {
   StorageBuffer8BitAccess = 4448, VulkanMemoryModel = 5345,
   VulkanMemoryModelDeviceScope = 5346, AtomicFloat32MinMaxEXT = 5612,
   AtomicFloat64MinMaxEXT = 5613, AtomicFloat16MinMaxEXT = 5616, AtomicFloat32AddEXT = 6033,
-  AtomicFloat64AddEXT = 6034, AtomicFloat16AddEXT = 6095,
+  AtomicFloat64AddEXT = 6034, AtomicFloat16AddEXT = 6095, SignedZeroInfNanPreserve = 4466,
 };
 
 enum class AddressingModel : uint32_t { Logical = 0 };
 enum class MemoryModel : uint32_t { GLSL450 = 1, Vulkan = 3 };
 enum class ExecutionModel : uint32_t { GLCompute = 5 };
-enum class ExecutionMode : uint32_t { LocalSize = 17 };
+enum class ExecutionMode : uint32_t { LocalSize = 17, SignedZeroInfNanPreserve = 4461 };
 
 enum class StorageClass : uint32_t {
   UniformConstant = 0, Input = 1, Uniform = 2, Output = 3, Workgroup = 4,

@@ -266,7 +266,9 @@ std::vector<std::string> list_devices() {
   BOOL(float32_atomic_minmax_shared) BOOL(float64_atomics_buffer) BOOL(float64_atomics_shared)  \
   BOOL(float64_atomic_add_buffer) BOOL(float64_atomic_add_shared)                               \
   BOOL(float64_atomic_minmax_buffer) BOOL(float64_atomic_minmax_shared)                         \
-  BOOL(vulkan_memory_model) BOOL(vulkan_memory_model_device_scope) INT(subgroup_size)           \
+  BOOL(vulkan_memory_model) BOOL(vulkan_memory_model_device_scope)                              \
+  BOOL(signed_zero_inf_nan_preserve_float16) BOOL(signed_zero_inf_nan_preserve_float32)         \
+  BOOL(signed_zero_inf_nan_preserve_float64) INT(max_loop_iterations) INT(subgroup_size)        \
   INT(subgroup_ops) BOOL(subgroup_basic) BOOL(subgroup_vote) BOOL(subgroup_arithmetic)          \
   BOOL(subgroup_ballot) BOOL(subgroup_shuffle) BOOL(subgroup_shuffle_relative)                  \
   BOOL(subgroup_clustered) BOOL(subgroup_quad) INT(max_workgroup_size_x)                        \

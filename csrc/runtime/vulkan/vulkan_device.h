@@ -48,6 +48,13 @@ struct DeviceCaps {
   bool float64_atomic_minmax_buffer = false, float64_atomic_minmax_shared = false;
 
   bool vulkan_memory_model = false, vulkan_memory_model_device_scope = false;
+  // Float controls: the SignedZeroInfNanPreserve execution mode per float width (IEEE inf / NaN /
+  // -0.0 kept by the driver's optimiser).
+  bool signed_zero_inf_nan_preserve_float16 = false, signed_zero_inf_nan_preserve_float32 = false;
+  bool signed_zero_inf_nan_preserve_float64 = false;
+  // The driver stops every loop after this many iterations in total per invocation (lavapipe's loop
+  // limiter: 65535); 0 for none.
+  uint32_t max_loop_iterations = 0;
 
   uint32_t subgroup_size = 0;
   uint32_t subgroup_ops = 0;  // VkSubgroupFeatureFlags usable in compute shaders

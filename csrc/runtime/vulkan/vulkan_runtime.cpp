@@ -7,7 +7,7 @@
 
 #include "codegen/spirv/codegen_spirv.h"
 #include "codegen/spirv/spirv_tools.h"
-#include "runtime/vulkan/range_length.h"
+#include "target/launch_bounds.h"
 #include "transforms/passes.h"
 
 namespace qd {
@@ -57,6 +57,7 @@ class VulkanRuntime : public Runtime {
     target_.backend = Backend::Vulkan;
     target_.features = features_;
     target_.device_features = true;
+    target_.fast_math = o.fast_math;
     target_.max_block_dim = std::min(caps.max_workgroup_size_x, caps.max_workgroup_invocations);
     // A CPU device (lavapipe) pays per workgroup, so it gets fewer, longer-running ones.
     bool cpu = caps.device_type == "cpu";
@@ -135,7 +136,7 @@ class VulkanRuntime : public Runtime {
     std::vector<BufferId> table = binding_table(k, buffers);
     std::vector<vulkan::Dispatch> dispatches;
     for (const VulkanTask &t : k.tasks) {
-      uint32_t groups = t.task->parallel ? grid_size(t, args) : 1;
+      uint32_t groups = grid_size(k, t, args);
       if (groups) dispatches.push_back({t.pipeline, table, groups});
     }
     k.last_launch = device_->launch(dispatches);
@@ -162,13 +163,44 @@ class VulkanRuntime : public Runtime {
     return table;
   }
 
-  // Workgroups for a parallel task: enough for one iteration per invocation, capped (the
-  // grid-stride loop does the rest); a device-filling grid when the bounds are not known here.
-  uint32_t grid_size(const VulkanTask &t, const std::vector<int64_t> &args) const {
+  // Workgroups for a task: a parallel task gets enough for one iteration per invocation, capped
+  // (the grid-stride loop does the rest), or a device-filling grid when the bounds are not known
+  // here. On a device that stops every loop after `max_loop_iterations` iterations per invocation
+  // (lavapipe), the grid is made large enough that no loop reaches that, or the launch fails
+  // naming the loop: never a silently truncated loop.
+  uint32_t grid_size(const VulkanKernel &k, const VulkanTask &t, const std::vector<int64_t> &args) const {
+    int64_t limit = caps().max_loop_iterations;
+    LoopLoad inner = limit ? heaviest_serial_loop(*t.task, args) : LoopLoad{};
+    if (inner.iterations > limit) loop_limit_error(k, *inner.loop, inner.iterations, "");
+    if (!t.task->parallel) return 1;
     std::optional<int64_t> n = range_length(*t.task, args);
-    if (!n) return fill_groups_;
-    int64_t groups = (*n + t.block_dim - 1) / t.block_dim;
-    return static_cast<uint32_t>(std::min<int64_t>(groups, max_groups_));
+    int64_t block = t.block_dim;
+    int64_t groups = n ? std::min<int64_t>((*n + block - 1) / block, max_groups_) : fill_groups_;
+    if (!limit) return static_cast<uint32_t>(groups);
+    // Each invocation runs ceil(n / (groups * block)) grid-stride steps, each with up to `inner`
+    // iterations of the heaviest inner loop.
+    int64_t steps = limit / std::max<int64_t>(1, inner.iterations);
+    int64_t span = n ? *n : int64_t(1) << 31;  // unknown bounds: any i32 range
+    int64_t needed = (span + block * steps - 1) / (block * steps);
+    if (needed > caps().max_workgroup_count_x) {
+      if (n)
+        loop_limit_error(k, *t.task->loop(), (*n + block * caps().max_workgroup_count_x - 1) / (block * caps().max_workgroup_count_x) *
+                                                  std::max<int64_t>(1, inner.iterations),
+                         " (raise block_dim, or split the range)");
+      needed = caps().max_workgroup_count_x;
+    }
+    return static_cast<uint32_t>(std::max(groups, needed));
+  }
+
+  [[noreturn]] void loop_limit_error(const VulkanKernel &k, const Stmt &loop, int64_t iterations,
+                                     const std::string &hint) const {
+    throw RuntimeError(CompileError::format(
+        "kernel '" + k.name + "': this loop would run " + std::to_string(iterations) +
+            " iterations in one invocation, but this Vulkan device (" + caps().device_name +
+            ") stops every loop after " + std::to_string(caps().max_loop_iterations) +
+            " iterations per invocation, which would silently give wrong results; run it on qd.cpu or "
+            "another device" + hint,
+        loop.loc));
   }
 
   static constexpr size_t kMaxPooledBytes = size_t(256) << 20;

@@ -274,7 +274,9 @@ void probe_subgroups(DeviceCaps &c, const VkPhysicalDeviceSubgroupProperties &s)
 }  // namespace
 
 DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const FeatureChain &f) {
+  VkPhysicalDeviceFloatControlsProperties float_controls{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  if (f.api_version >= VK_API_VERSION_1_2) subgroup.pNext = &float_controls;  // core in Vulkan 1.2
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &subgroup};
   fns.vkGetPhysicalDeviceProperties2(device, &props2);
   const VkPhysicalDeviceProperties &p = props2.properties;
@@ -298,6 +300,11 @@ DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const Fea
   probe_float_atomics(c, f);
   c.vulkan_memory_model = f.memory_model.vulkanMemoryModel;
   c.vulkan_memory_model_device_scope = f.memory_model.vulkanMemoryModelDeviceScope;
+  c.signed_zero_inf_nan_preserve_float16 = float_controls.shaderSignedZeroInfNanPreserveFloat16;
+  c.signed_zero_inf_nan_preserve_float32 = float_controls.shaderSignedZeroInfNanPreserveFloat32;
+  c.signed_zero_inf_nan_preserve_float64 = float_controls.shaderSignedZeroInfNanPreserveFloat64;
+  // Mesa's llvmpipe (lavapipe) compiles shaders with a loop limiter (LP_MAX_TGSI_LOOP_ITERATIONS).
+  if (std::string(p.deviceName).find("llvmpipe") != std::string::npos) c.max_loop_iterations = 65535;
   probe_subgroups(c, subgroup);
   c.max_workgroup_size_x = p.limits.maxComputeWorkGroupSize[0];
   c.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;

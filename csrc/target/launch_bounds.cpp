@@ -1,6 +1,7 @@
-#include "runtime/vulkan/range_length.h"
+#include "target/launch_bounds.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 
 namespace qd {
@@ -102,6 +103,27 @@ class Evaluator {
 };
 
 }  // namespace
+
+LoopLoad heaviest_serial_loop(const Task &task, const std::vector<int64_t> &args) {
+  Evaluator e(args);
+  LoopLoad worst;
+  std::function<void(const Block &, int64_t)> walk = [&](const Block &b, int64_t outer) {
+    for (const auto &s : b.stmts) {
+      int64_t inner = outer;
+      if (s->kind == StmtKind::RangeFor && s.get() != task.loop()) {
+        auto begin = e.eval(s->operands[0]), end = e.eval(s->operands[1]);
+        if (begin && end) {
+          inner = outer * std::max<int64_t>(0, *end - *begin);
+          if (inner > worst.iterations) worst = {s.get(), inner};
+        }
+      }
+      if (s->body) walk(*s->body, inner);
+      if (s->else_body) walk(*s->else_body, inner);
+    }
+  };
+  walk(task.body, 1);
+  return worst;
+}
 
 std::optional<int64_t> range_length(const Task &task, const std::vector<int64_t> &args) {
   const Stmt *loop = task.loop();

@@ -1,0 +1,270 @@
+"""One semantics on every backend (issue 8): Python's // and % on floats, rounding, IEEE special
+values, and the driver workarounds, checked on every available arch against CPython / numpy."""
+import math
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from test_utils import current_arch, test
+
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 1.5, -2.5, 3.0, 7.25, -9.22e18, 46340.95, 1e300, -1e-300,
+           5e-324, math.inf, -math.inf, math.nan]
+
+
+def _py_mod(a, b):
+    try:
+        return a % b
+    except ZeroDivisionError:
+        return math.nan
+
+
+def _py_floordiv(a, b):
+    try:
+        return a // b
+    except ZeroDivisionError:
+        return a / b if a != 0 and not math.isnan(a) else math.nan
+
+
+def _same(got, want):
+    if math.isnan(want):
+        return math.isnan(got)
+    return got == want and math.copysign(1, got) == math.copysign(1, want)
+
+
+@pytest.mark.parametrize("dtype", [qd.f32, qd.f64], ids=["f32", "f64"])
+@test()
+def test_float_mod_and_floordiv_follow_python(dtype):
+    """a % b takes the divisor's sign and is exact (fmod, not a - b * trunc(a / b)); a // b is
+    (a - a % b) / b rounded, so 1.0 // 0.1 == 9.0 and q * b + r == a."""
+    if dtype == qd.f64 and current_arch() is qd.vulkan and not qd.vulkan_caps().get("shader_float64"):
+        pytest.skip("no f64 on this device")
+    np_t = dtype.np.type
+    pairs = [(a, b) for a in SPECIAL for b in SPECIAL if b != 0]
+    if dtype == qd.f32:  # values as the f32 kernel sees them
+        pairs = [(float(np_t(a)), float(np_t(b))) for a, b in pairs]
+        pairs = [(a, b) for a, b in pairs if b != 0]
+    a = np.array([p[0] for p in pairs], np_t)
+    b = np.array([p[1] for p in pairs], np_t)
+    mod = np.zeros_like(a)
+    fdiv = np.zeros_like(a)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=dtype, ndim=1), b: qd.types.ndarray(dtype=dtype, ndim=1),
+          mod: qd.types.ndarray(dtype=dtype, ndim=1), fdiv: qd.types.ndarray(dtype=dtype, ndim=1)):
+        for i in range(a.shape[0]):
+            mod[i] = a[i] % b[i]
+            fdiv[i] = a[i] // b[i]
+
+    k(a, b, mod, fdiv)
+    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+        want_mod, want_div = _py_mod(x, y), _py_floordiv(x, y)
+        if dtype == qd.f32:  # Python computes in f64: the exact remainder is representable in f32
+            want_mod, want_div = float(np_t(want_mod)), float(np_t(want_div))
+            if abs(want_div) >= 2**24:  # the f64 quotient rounded to f32 may differ by the rounding
+                continue
+        assert _same(float(mod[i]), want_mod), f"{x!r} % {y!r}: got {mod[i]!r}, Python {want_mod!r}"
+        assert _same(float(fdiv[i]), want_div), f"{x!r} // {y!r}: got {fdiv[i]!r}, Python {want_div!r}"
+
+
+@test()
+def test_float_mod_large_quotients_are_exact():
+    """f32 remainders with quotients up to 2^100 are exact (numpy's fmod-based %)."""
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(2000) * 10.0 ** rng.integers(-5, 30, 2000)).astype(np.float32)
+    b = (rng.standard_normal(2000) * 10.0 ** rng.integers(-5, 5, 2000)).astype(np.float32)
+    out = np.zeros_like(a)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.f32, ndim=1),
+          o: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(a.shape[0]):
+            o[i] = a[i] % b[i]
+
+    k(a, b, out)
+    np.testing.assert_array_equal(out, np.mod(a, b))
+
+
+@test()
+def test_round_half_to_even_f64():
+    if current_arch() is qd.vulkan and not qd.vulkan_caps().get("shader_float64"):
+        pytest.skip("no f64 on this device")
+    x = np.array([1.5, 2.5, -2.5, -0.4, 0.5, 16777216.5, 999999999.7, -458483537.49, 1e300, -math.inf],
+                 np.float64)
+    out = np.zeros_like(x)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f64, ndim=1), o: qd.types.ndarray(dtype=qd.f64, ndim=1)):
+        for i in range(x.shape[0]):
+            o[i] = qd.round(x[i])
+
+    k(x, out)
+    np.testing.assert_array_equal(out, np.rint(x))
+    assert math.copysign(1, out[3]) == -1  # round(-0.4) is -0.0
+
+
+@test()
+def test_ieee_special_values_and_no_reassociation():
+    """inf - inf and inf * 0 are NaN, 1 / (x * -0.0) is -inf, (x - 100) + 100 rounds through x - 100."""
+    x = np.array([np.inf, 8.762141, -3.0], np.float32)
+    o = np.zeros((3, 5), np.float32)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), o: qd.types.ndarray(dtype=qd.f32, ndim=2)):
+        for i in range(x.shape[0]):
+            o[i, 0] = x[i] - x[i]
+            o[i, 1] = x[i] * 0.0
+            o[i, 2] = 1.0 / (x[i] * -0.0)
+            o[i, 3] = (x[i] - 100.0) + 100.0
+            o[i, 4] = 0.0 * x[i]
+
+    k(x, o)
+    with np.errstate(all="ignore"):
+        want = np.stack([x - x, x * np.float32(0), np.float32(1) / (x * np.float32(-0.0)),
+                         (x - np.float32(100)) + np.float32(100), np.float32(0) * x], axis=1)
+    np.testing.assert_array_equal(o, want)
+    assert (np.signbit(o[:, 1]) == np.signbit(want[:, 1])).all()
+
+
+@test(arch=qd.vulkan)
+def test_fast_math_lets_the_driver_reassociate():
+    """fast_math=True drops the IEEE decorations (lavapipe then folds (x - 100) + 100 to x)."""
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), o: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            o[i] = (x[i] - 100.0) + 100.0
+
+    x = np.array([8.762141], np.float32)
+    asm = qd.compile(k, x, x).spirv_asm
+    assert "SignedZeroInfNanPreserve 32" in asm and "NoContraction" in asm
+    qd.init(arch=qd.vulkan, fast_math=True)
+    asm = qd.compile(k, x, x).spirv_asm
+    assert "SignedZeroInfNanPreserve" not in asm and "NoContraction" not in asm
+
+
+@test()
+def test_i64_compare_of_widened_i32():
+    """lavapipe miscompiles comparisons of an OpSConvert'ed i32: the SPIR-V widens by hand."""
+    a = np.array([-10, 0, 5, 6, 100], np.int32)
+    o = np.zeros((5, 4), np.int32)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), o: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        for i in range(a.shape[0]):
+            o[i, 0] = qd.cast(a[i], qd.i64) > 5
+            o[i, 1] = a[i] > qd.i64(5)
+            o[i, 2] = qd.cast(i, qd.i64) > 1
+            o[i, 3] = qd.cast(a[i], qd.i64) * 4000000000 < 0
+
+    k(a, o)
+    np.testing.assert_array_equal(o, np.stack([a > 5, a > 5, np.arange(5) > 1, a < 0], axis=1).astype(np.int32))
+
+
+@test()
+def test_empty_kernels():
+    @qd.kernel
+    def nothing():
+        pass
+
+    @qd.kernel
+    def reads_only(arr: qd.types.ndarray()):
+        pass
+
+    nothing()
+    reads_only(np.empty(0, np.int32))
+    reads_only(np.empty((5, 0), np.int32))
+
+
+@test()
+def test_integer_semantics_after_legalization():
+    """Python // and % on ints, division by zero (no trap), shifts by >= the width, negative powers."""
+    a = np.array([7, -7, 7, -7, -2**31, 5, 0], np.int32)
+    b = np.array([2, 2, -2, -2, -1, 0, 3], np.int32)
+    o = np.zeros((7, 5), np.int32)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1),
+          o: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        for i in range(a.shape[0]):
+            if b[i] != 0 and not (a[i] == -2147483648 and b[i] == -1):
+                o[i, 0] = a[i] // b[i]
+                o[i, 1] = a[i] % b[i]
+            o[i, 2] = a[i] << (b[i] + 31)
+            o[i, 3] = a[i] >> (b[i] + 31)
+            o[i, 4] = b[i] ** -1
+
+    k(a, b, o)
+    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+        if y != 0 and not (x == -2**31 and y == -1):
+            assert (o[i, 0], o[i, 1]) == (x // y, x % y)
+        s = y + 31
+        shl = ((x << s) & 0xFFFFFFFF ^ 0x80000000) - 0x80000000 if 0 <= s < 32 else 0
+        assert o[i, 2] == shl
+        assert o[i, 3] == (x >> s if 0 <= s < 32 else (-1 if x < 0 else 0))
+        assert o[i, 4] == {1: 1, -1: -1}.get(y, 0)
+
+
+@test(arch=qd.vulkan)
+def test_vulkan_loop_limit_is_never_silent():
+    """lavapipe stops every loop after 65535 iterations per invocation: the parallel loop's grid is
+    sized so that it never gets there; a serial loop that would is a clear error at launch."""
+    limit = qd.vulkan_caps()["max_loop_iterations"]
+    if not limit:
+        pytest.skip("this Vulkan device has no loop limit")
+    out = qd.field(qd.i32, shape=2)
+    hit = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def inner(n: qd.i32):
+        for j in range(2):
+            s = 0
+            for i in range(n):
+                s += 1
+            out[j] = s
+
+    @qd.kernel
+    def nested(n: qd.i32):
+        for j in range(2):
+            s = 0
+            for a in range(n):
+                for b in range(n):
+                    s += 1
+            out[j] = s
+
+    @qd.kernel
+    def par(n: qd.i32):
+        qd.loop_config(block_dim=1)
+        for i in range(n):
+            if i == n - 1:
+                hit[None] = 1
+
+    inner(limit)
+    assert (out.to_numpy() == limit).all()
+    with pytest.raises(RuntimeError, match=r"(?s)for i in range\(n\).*would run 100000 iterations in one invocation"):
+        inner(100000)
+    nested(200)
+    assert (out.to_numpy() == 40000).all()
+    with pytest.raises(RuntimeError, match="would run 90000 iterations"):
+        nested(300)
+    par(70_000_000)  # block_dim=1: the grid grows so that no invocation takes more than the limit
+    assert hit[None] == 1
+
+
+@pytest.mark.parametrize("arch", ["cuda", "amdgpu"])
+def test_gpu_grid_stride_loop_is_overflow_safe(arch):
+    """A range ending near 2^31: the grid-stride step must not wrap past INT_MAX (an index that
+    wrapped would be negative, below the end again, and rerun the range). The emitted loop stops
+    when the distance left, end - i, is not above the stride (an unsigned compare)."""
+    qd.init(arch=qd.cpu)
+    x = qd.field(qd.i32, shape=16)
+
+    @qd.kernel
+    def k():
+        for i in range(2**31 - 16, 2**31 - 1):
+            x[i - (2**31 - 16)] = 1
+
+    ir = qd.compile(k, arch=getattr(qd, arch)).llvm_ir
+    body = ir[ir.index("for.body:"):]
+    body = body[:body.index("\n\n")]
+    assert "sub i32" in body and "icmp ugt i32" in body, body
+    qd.reset()

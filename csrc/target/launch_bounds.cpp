@@ -104,6 +104,20 @@ class Evaluator {
 
 }  // namespace
 
+namespace {
+
+// A break that leaves this loop (not an inner one): the loop may end before its bound.
+bool breaks_out(const Block &b) {
+  for (const auto &s : b.stmts) {
+    if (s->kind == StmtKind::Break) return true;
+    if (s->kind == StmtKind::If && ((s->body && breaks_out(*s->body)) || (s->else_body && breaks_out(*s->else_body))))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 LoopLoad heaviest_serial_loop(const Task &task, const std::vector<int64_t> &args) {
   Evaluator e(args);
   LoopLoad worst;
@@ -112,7 +126,7 @@ LoopLoad heaviest_serial_loop(const Task &task, const std::vector<int64_t> &args
       int64_t inner = outer;
       if (s->kind == StmtKind::RangeFor && s.get() != task.loop()) {
         auto begin = e.eval(s->operands[0]), end = e.eval(s->operands[1]);
-        if (begin && end) {
+        if (begin && end && !breaks_out(*s->body)) {
           inner = outer * std::max<int64_t>(0, *end - *begin);
           if (inner > worst.iterations) worst = {s.get(), inner};
         }

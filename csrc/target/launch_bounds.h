@@ -16,8 +16,8 @@ std::optional<int64_t> range_length(const Task &task, const std::vector<int64_t>
 
 // The serial loop of a task that runs the most iterations in total per run of the task's body
 // (one parallel iteration, or the serial task): its own trip count times those of the serial loops
-// around it. Loops whose bounds are not known on the host (memory, an outer loop's index) are left
-// out; `loop` is null when no loop is known.
+// around it. Loops whose iteration count is not known on the host (bounds from memory or an outer
+// loop's index, a break) are left out; `loop` is null when no loop is known.
 struct LoopLoad {
   const Stmt *loop = nullptr;
   int64_t iterations = 0;

@@ -3,6 +3,7 @@
 // for every iteration, each thread can combine its iterations' operands in a register and apply
 // one atomic at the end of its share of the loop. Any interleaving of those grouped updates is
 // one the original program could have had, so per-location atomicity still holds.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -117,6 +118,7 @@ class Privatizer {
     Stmt *flush = post.add(StmtKind::Atomic, t, {flush_ptr, result});
     flush->ival = static_cast<int64_t>(op);
     flush->lowering = atomic->lowering;
+    flush->scope = atomic->scope;  // (relaxed: privatized loops have no ordered atomics)
     std::erase_if(atomic->parent->stmts, [&](auto &s) { return s.get() == atomic; });
   }
 
@@ -155,6 +157,8 @@ void privatize_array(KernelIR &k, Task &t, int field, const std::vector<Stmt *> 
   DataType dtype = atomics.front()->dtype;
   Lowering lowering = atomics.front()->lowering;
   SourceLoc loc = atomics.front()->loc;
+  MemScope scope = MemScope::Block;  // the flush reaches every thread any of the atomics reached
+  for (Stmt *a : atomics) scope = std::max(scope, a->scope);
   BufferDesc copy{BufferKind::Private, dtype, d.shape};
   copy.name = d.name;
   int priv = k.add_buffer(copy);
@@ -188,6 +192,7 @@ void privatize_array(KernelIR &k, Task &t, int field, const std::vector<Stmt *> 
     Stmt *flush = touched.add(StmtKind::Atomic, dtype, {ptr(touched, field, idx), v});
     flush->ival = static_cast<int64_t>(op);
     flush->lowering = lowering;
+    flush->scope = scope;
   });
 }
 

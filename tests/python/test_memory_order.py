@@ -430,3 +430,70 @@ def test_docs_memory_model_table_is_generated():
     from quadrants import _core as core
     doc = open(__file__.rsplit("/tests/", 1)[0] + "/docs/atomics.md").read()
     assert core.memory_model_markdown() in doc
+
+
+# ------------------------------------------------------------------ CUDA / AMDGPU (no GPU needed)
+PTX_SEM = {MO.Relaxed: ".relaxed", MO.Acquire: ".acquire", MO.Release: ".release", MO.AcqRel: ".acq_rel"}
+PTX_SCOPE = {MS.Block: ".cta", MS.Device: ".gpu", MS.System: ".sys"}
+AMD_SCOPE = {MS.Block: 'syncscope("workgroup") ', MS.Device: 'syncscope("agent") ', MS.System: ""}
+
+
+def _ptxas(ptx, sm):
+    from test_gpu_codegen import ptxas
+    ptxas(ptx, sm)
+
+
+def _sync_kernel(order, scope):
+    x = qd.field(qd.i32, shape=4)
+    load_order = order if order in (MO.Relaxed, MO.Acquire) else MO.Relaxed
+    store_order = order if order in (MO.Relaxed, MO.Release) else MO.Relaxed
+
+    @qd.kernel
+    def k():
+        for i in range(64):
+            v = qd.atomic_load(x[0], memory_order=load_order, memory_scope=scope)
+            qd.atomic_store(x[1], v, memory_order=store_order, memory_scope=scope)
+            if qd.static(order is not MO.Relaxed):
+                qd.atomic_fence(memory_order=order, memory_scope=scope)
+
+    return k
+
+
+@pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: o.name)
+@test(arch=qd.cpu)
+def test_cuda_ptx_per_order_and_scope(order, scope):
+    k, *_ = every_op_kernel(order, scope)
+    sync = _sync_kernel(order, scope)
+    sem, sc = PTX_SEM[order], PTX_SCOPE[scope]
+    for sm in ("sm_75", "sm_90"):
+        ptx = qd.compile(k, arch=qd.cuda, features=[sm]).ptx
+        if order is MO.Relaxed and scope is MS.Device:  # the default: LLVM's atom.global.*, PTX's .relaxed.gpu
+            assert re.search(r"atom\.global\.add\.[su]32", ptx) and "atom.relaxed.gpu.global.add" not in ptx
+        else:
+            assert f"atom{sem}{sc}.global.add.s32" in ptx and f"atom{sem}{sc}.global.cas.b32" in ptx, ptx
+        assert f"atom{sem}{sc}.global.inc.u32" in ptx and f"atom{sem}{sc}.global.dec.u32" in ptx
+        _ptxas(ptx, sm)
+        sptx = qd.compile(sync, arch=qd.cuda, features=[sm]).ptx
+        ld = ".acquire" if order is MO.Acquire else ".relaxed"
+        st = ".release" if order is MO.Release else ".relaxed"
+        assert f"ld{ld}{sc}.global.u32" in sptx and f"st{st}{sc}.global.u32" in sptx, sptx
+        if order is not MO.Relaxed:
+            assert f"fence{'.sc' if order is MO.AcqRel else '.acq_rel'}{sc};" in sptx
+        _ptxas(sptx, sm)
+
+
+@pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: o.name)
+@test(arch=qd.cpu)
+def test_amdgpu_syncscope_and_ordering(order, scope):
+    k, *_ = every_op_kernel(order, scope)
+    art = qd.compile(k, arch=qd.amdgpu)
+    want = f"{AMD_SCOPE[scope]}{LLVM[order]}"
+    rmw = [line for line in art.llvm_ir.splitlines() if "atomicrmw" in line]
+    assert rmw and all(want in line for line in rmw), rmw
+    assert any("uinc_wrap" in line for line in rmw) and any("udec_wrap" in line for line in rmw)
+    assert "global_atomic_inc" in art.amdgcn and "global_atomic_dec" in art.amdgcn
+    sync = qd.compile(_sync_kernel(order, scope), arch=qd.amdgpu).llvm_ir
+    if order is not MO.Relaxed:
+        assert f"fence {AMD_SCOPE[scope]}{'seq_cst' if order is MO.AcqRel else LLVM[order]}" in sync, sync

@@ -131,18 +131,12 @@ LIMITS = [
 # then remove the arch from the row. FUZZ_FINDINGS.md has a shrunk kernel for each.
 ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
 KNOWN_BUGS = {
-    "float_floordiv_mod": dict(
-        arches=ALL_ARCHES, why="float // of an infinite dividend by a finite divisor gives +-inf, not Python's NaN "
-        "(inf // 3.0, -inf // -1.0; the last line of repros/wrong_float_floordiv_not_python.py): issue 8"),
     "float_special": dict(
         arches=["vulkan"], why="no IEEE-preserving SPIR-V: inf - inf, inf * 0, x / 0.0, -0.0 and NaN are folded "
         "or lost (repros/wrong_vulkan_ieee_inf_nan_signedzero_reassoc.py): issue 8 item 4"),
     "float_rounding": dict(
         arches=["vulkan"], why="no NoContraction / exact ops in the SPIR-V: the driver contracts and "
         "reassociates user arithmetic ((c - 100) + 100 -> c): issue 8 item 4"),
-    "f16_atan2": dict(
-        arches=["cpu"], why="qd.atan2 on f16 calls libm's atan2f with half arguments on the cpu: garbage "
-        "(atan2(-0.025, 0) gives 0.00048; FUZZ_FINDINGS.md)"),
     "int_float_rounding": dict(
         arches=["vulkan"], why="an integer converted to a float that must round (|i| > 2^24 for f32) comes back "
         "unrounded: cast(cast(i, f32), i32) == i, floor(i) == i (the driver folds the round trip; "

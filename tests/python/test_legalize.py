@@ -268,3 +268,34 @@ def test_gpu_grid_stride_loop_is_overflow_safe(arch):
     body = body[:body.index("\n\n")]
     assert "sub i32" in body and "icmp ugt i32" in body, body
     qd.reset()
+
+
+@test()
+def test_f16_atan2():
+    """f16 atan2 goes through f32 on the cpu (libm has no half version; it got half arguments)."""
+    @qd.kernel
+    def k(o: qd.types.ndarray(dtype=qd.f16, ndim=1)):
+        for _ in range(1):
+            o[0] = qd.atan2(qd.f16(5.960464477539063e-08), qd.f16(-0.75))
+            o[1] = qd.atan2(qd.f16(-0.024932861328125), qd.f16(0.0))
+
+    o = np.zeros(2, np.float16)
+    k(o)
+    np.testing.assert_allclose(o.astype(np.float64), [math.atan2(5.96e-8, -0.75), -math.pi / 2], rtol=2e-3)
+
+
+@test()
+def test_float_floordiv_of_infinity_is_nan():
+    """Python: inf // x is NaN for a finite x (its remainder is NaN), as in CPython."""
+    a = np.array([np.inf, -np.inf, np.inf], np.float32)
+    b = np.array([3.0, -1.0, -2.5], np.float32)
+    o = np.zeros_like(a)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.f32, ndim=1),
+          o: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(a.shape[0]):
+            o[i] = a[i] // b[i]
+
+    k(a, b, o)
+    assert np.isnan(o).all()

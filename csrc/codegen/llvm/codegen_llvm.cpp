@@ -278,9 +278,13 @@ Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
     case BinaryOp::Shr: return sg ? b_.CreateAShr(a, c) : b_.CreateLShr(a, c);
     case BinaryOp::Atan2: {
       if (Value *v = target_.emit_math(*this, "atan2", {a, c})) return v;
+      // libm has no half version: f16 goes through f32, as in math_call.
+      bool half = ot == DataType::f16;
+      if (half) a = b_.CreateFPExt(a, b_.getFloatTy()), c = b_.CreateFPExt(c, b_.getFloatTy());
       std::string name = ot == DataType::f64 ? "atan2" : "atan2f";
       auto callee = module_->getOrInsertFunction(name, a->getType(), a->getType(), a->getType());
-      return b_.CreateCall(callee, {a, c});
+      Value *r = b_.CreateCall(callee, {a, c});
+      return half ? b_.CreateFPTrunc(r, b_.getHalfTy()) : r;
     }
     case BinaryOp::Eq: return cmp(P::FCMP_OEQ, P::ICMP_EQ, P::ICMP_EQ);
     case BinaryOp::Ne: return cmp(P::FCMP_UNE, P::ICMP_NE, P::ICMP_NE);

@@ -170,9 +170,17 @@ def test_empty_kernels():
     def reads_only(arr: qd.types.ndarray()):
         pass
 
-    nothing()
-    reads_only(np.empty(0, np.int32))
-    reads_only(np.empty((5, 0), np.int32))
+    @qd.kernel
+    def empty_loop(arr: qd.types.ndarray(dtype=qd.i32, ndim=1)) -> qd.i32:
+        for i in range(arr.shape[0]):
+            arr[i] = 7
+        return 5
+
+    assert nothing() is None
+    assert reads_only(np.empty(0, np.int32)) is None
+    assert reads_only(np.empty((5, 0), np.int32)) is None
+    assert empty_loop(np.empty(0, np.int32)) == 5  # a zero-length parallel loop, then serial code
+    assert "task" not in qd.compile(nothing).ir  # no code at all, and still a valid module
 
 
 @test()

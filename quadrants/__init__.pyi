@@ -15,6 +15,7 @@ from typing_extensions import ParamSpec, TypeAlias
 
 from quadrants import lang as lang
 from quadrants.lang import math as math
+from quadrants.lang import simt as simt
 from quadrants.lang.exception import QuadrantsAssertionError as QuadrantsAssertionError
 from quadrants.lang.exception import QuadrantsCompilationError as QuadrantsCompilationError
 from quadrants.lang.exception import QuadrantsIndexError as QuadrantsIndexError

@@ -1,6 +1,7 @@
 """qd.simt.block: the threads of one block (qd.loop_config(block_dim=N) threads of the parallel
 loop) sharing memory and waiting for each other. See docs/simt.md."""
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -124,6 +125,10 @@ class SharedArray:
 
     def __repr__(self):
         return f"SharedArray({self.shape}, {self.dtype!r})"
+
+    if TYPE_CHECKING:  # element access is compiled by the kernel front end; these are for type checkers
+        def __getitem__(self, index: Any) -> Any: ...
+        def __setitem__(self, index: Any, value: Any) -> None: ...
 
 
 __all__ = ["SharedArray", "sync", "sync_all_nonzero", "sync_any_nonzero", "sync_count_nonzero", "mem_fence",

@@ -36,6 +36,8 @@ DataType unary_result(UnaryOp op, DataType x, const TypeConfig &cfg, const Sourc
   if (op == UnaryOp::BitNot && is_real(x))
     type_error(std::string("'~' takes an integer operand, got ") + dtype_name(x), loc);
   if (op == UnaryOp::Not) return DataType::i32;
+  if ((op == UnaryOp::PopCount || op == UnaryOp::Clz || op == UnaryOp::Ctz) && is_real(x))
+    type_error(std::string("'") + unary_op_name(op) + "' takes an integer operand, got " + dtype_name(x), loc);
   if (is_float_math(op) && !is_real(x)) return cfg.default_fp;
   if ((op == UnaryOp::Floor || op == UnaryOp::Ceil || op == UnaryOp::Round) && !is_real(x)) return cfg.default_fp;
   return x == DataType::u1 ? DataType::i32 : x;

@@ -7,7 +7,8 @@ namespace qd {
 
 const char *unary_op_name(UnaryOp op) {
   static const char *n[] = {"neg", "not", "bit_not", "cast", "bit_cast", "abs", "sqrt", "sin", "cos", "tan",
-                            "exp", "log", "floor", "ceil", "round", "tanh", "asin", "acos", "atan", "trunc"};
+                            "exp", "log", "floor", "ceil", "round", "tanh", "asin", "acos", "atan", "trunc",
+                            "popcnt", "clz", "ctz"};
   return n[static_cast<int>(op)];
 }
 

@@ -7,6 +7,9 @@ namespace qd {
 enum class UnaryOp {
   Neg, Not, BitNot, Cast, Bitcast, Abs, Sqrt, Sin, Cos, Tan, Exp, Log, Floor, Ceil, Round, Tanh,
   Asin, Acos, Atan, Trunc,
+  // Bit counting on an integer's own width (the result has the operand's type): set bits, leading
+  // zeros and trailing zeros, the width for 0 (LLVM's ctpop / ctlz / cttz with zero defined).
+  PopCount, Clz, Ctz,
 };
 enum class BinaryOp {
   Add, Sub, Mul, Div, FloorDiv, Mod, Pow, Min, Max, BitAnd, BitOr, BitXor, Shl, Shr, Atan2,

@@ -37,6 +37,7 @@ void bind_ir(py::module_ &m) {
 
   py::enum_<UnaryOp> u(m, "UnaryOp");
   for (int i = 0; i <= static_cast<int>(UnaryOp::Atan); i++) u.value(unary_op_name(UnaryOp(i)), UnaryOp(i));
+  for (UnaryOp op : {UnaryOp::PopCount, UnaryOp::Clz, UnaryOp::Ctz}) u.value(unary_op_name(op), op);
   py::enum_<BinaryOp> bo(m, "BinaryOp");
   for (int i = 0; i <= static_cast<int>(BinaryOp::LogicalOr); i++) bo.value(binary_op_name(BinaryOp(i)), BinaryOp(i));
 

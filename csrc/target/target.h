@@ -28,6 +28,10 @@ struct Target {
   // under SignedZeroInfNanPreserve, so SPIR-V multiplies by a literal zero through x - x.
   bool has_exact_float_mul_by_zero() const { return !is_spirv(); }
 
+  // Bit counting (PopCount / Clz / Ctz) at this width: Vulkan's OpBitCount, FindUMsb and FindILsb
+  // take 32-bit integers only, so legalization widens narrower ones and splits 64-bit ones there.
+  bool has_bit_count(DataType t) const { return !is_spirv() || bit_width(t) == 32; }
+
   bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }
 };
 

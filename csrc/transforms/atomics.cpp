@@ -182,6 +182,11 @@ void decide_atomics(KernelIR &k, const Target &target) {
                                    shared ? MemorySpace::Shared : MemorySpace::Global, target.features);
     if (verdict.kind == Lowering::Rejected) type_error(verdict.reason, s.loc);
     s.lowering = verdict.kind;
+    // Only the block sees a shared array, so a relaxed atomic on one (which orders nothing but the
+    // element itself) needs no scope wider than the block: AMDGPU then emits it at workgroup scope.
+    // An ordered atomic keeps its scope: its release / acquire also orders the thread's other
+    // (global) accesses at that scope.
+    if (shared && s.order == MemoryOrder::Relaxed) s.scope = MemScope::Block;
   };
   for (Task &t : k.tasks) for_each_stmt(t.body, decide);
   if (target.backend == Backend::Vulkan || target.backend == Backend::Metal) same_view_for_shared_floats(k);

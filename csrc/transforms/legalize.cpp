@@ -59,6 +59,7 @@ class Legalizer {
     if (s.kind == StmtKind::Atomic) return s.operands[0]->kind == StmtKind::GlobalPtr;
     if (s.kind == StmtKind::Unary) {
       auto op = static_cast<U>(s.op);
+      if (op == U::PopCount || op == U::Clz || op == U::Ctz) return !target_.has_bit_count(s.dtype);
       return op == U::Round && s.dtype == DataType::f64 && !target_.has_exact_f64_round_even();
     }
     if (s.kind != StmtKind::Binary) return false;
@@ -79,7 +80,8 @@ class Legalizer {
   Stmt *expand(IrEmitter &e, Stmt &s) {
     if (s.kind == StmtKind::Atomic) return atomic(e, s);
     Stmt *a = s.operands[0];
-    if (s.kind == StmtKind::Unary) return round_half_even(e, a);
+    if (s.kind == StmtKind::Unary)
+      return static_cast<U>(s.op) == U::Round ? round_half_even(e, a) : bit_count(e, static_cast<U>(s.op), a);
     Stmt *c = s.operands[1];
     switch (static_cast<B>(s.op)) {
       case B::Div: return e.bin(B::Div, a, safe_divisor(e, a, c));
@@ -158,6 +160,29 @@ class Legalizer {
     Stmt *n = e.sel(too_far, e.ci(t, arithmetic ? bits - 1 : 0), e.cast(amount, t));
     Stmt *shifted = e.bin(op, a, n);
     return arithmetic ? shifted : e.sel(too_far, e.ci(t, 0), shifted);
+  }
+
+  // PopCount / Clz / Ctz through 32-bit ones: a narrower x zero-extended (leading zeros less the
+  // added ones, trailing zeros at most the width), a 64-bit x as its two halves.
+  Stmt *bit_count(IrEmitter &e, U op, Stmt *x) {
+    DataType t = x->dtype, u32 = DataType::u32;
+    int bits = bit_width(t);
+    Stmt *u = e.bitcast(x, int_of_width(bits, false));
+    if (bits < 32) {
+      Stmt *r = e.un(op, e.cast(u, u32));
+      if (op == U::Clz) r = e.bin(B::Sub, r, e.ci(u32, 32 - bits));
+      if (op == U::Ctz) r = e.bin(B::Min, r, e.ci(u32, bits));
+      return e.cast(r, t);
+    }
+    Stmt *lo = e.cast(u, u32), *hi = e.cast(e.bin(B::Shr, u, e.ci(u->dtype, 32)), u32);
+    Stmt *r;
+    if (op == U::PopCount) {
+      r = e.bin(B::Add, e.un(op, lo), e.un(op, hi));
+    } else {  // Clz counts from the high half, Ctz from the low one; an empty half adds 32
+      Stmt *first = op == U::Clz ? hi : lo, *second = op == U::Clz ? lo : hi;
+      r = e.sel(e.bin(B::Eq, first, e.ci(u32, 0)), e.bin(B::Add, e.un(op, second), e.ci(u32, 32)), e.un(op, first));
+    }
+    return e.cast(r, t);
   }
 
   // ---- floats -----------------------------------------------------------------------------

@@ -321,57 +321,28 @@ def isinf(x):
     return _classify(x, lambda ctx, v: _np.isinf(v) if ctx is None else _bits_test(ctx, v, "inf"))
 
 
-# --- bit counting: SWAR / binary search on u32 words, from the IR's integer ops ----------------------
-def _int_map(name, x, word_fn, combine64):
+# --- bit counting: the IR's PopCount / Clz / Ctz on the unsigned bits, in the type's own width -------
+# (llvm.ctpop / ctlz / cttz: PTX popc / clz, AMDGPU v_bcnt / v_ffbh / v_ffbl; SPIR-V OpBitCount,
+# FindUMsb, FindILsb, on 32-bit words: legalization widens or splits other widths there)
+def _bit_count(name, x):
     ctx = _context.current()
     if ctx is None:
         return _py_bits(name, x)
     x = ctx.rvalue(x)
     if isinstance(x, _MV):
-        return _MV([_int_map(name, e, word_fn, combine64) for e in x.entries], x.shape)
+        return _MV([_bit_count(name, e) for e in x.entries], x.shape)
     x = ctx.scalar(x)
     if x.dtype.is_real:
         ctx.type_error(f"qd.math.{name} takes integers, got {x.dtype}")
-    bits = x.dtype.bits
-    if bits == 64:
-        u = ctx.expr(ctx.b.bitcast(x.stmt, _T.u64.core))
-        lo = ctx.cast(u, _T.u32)
-        hi = ctx.cast(ctx.binary("shr", u, 32), _T.u32)
-        return combine64(ctx, lo, hi)
-    u = ctx.cast(ctx.expr(ctx.b.bitcast(x.stmt, getattr(_T, f"u{bits}").core)) if bits < 32 else
-                 ctx.expr(ctx.b.bitcast(x.stmt, _T.u32.core)), _T.u32)
-    return word_fn(ctx, u, bits)
-
-
-def _sel(ctx, c, a, b):
+    if x.dtype is _T.u1:
+        x = ctx.cast(x, _T.i32)
+    u = ctx.expr(ctx.b.bitcast(x.stmt, getattr(_T, f"u{x.dtype.bits}").core))
+    op = {"popcnt": "popcnt", "clz": "clz", "ffs": "ctz"}[name]
+    n = ctx.cast(ctx.unary(op, u), _T.i32)
+    if name != "ffs":
+        return n
     from quadrants.lang import ops
-    return ops.select(c, a, b)
-
-
-def _popcnt32(ctx, x, bits=32):
-    b = ctx.binary
-    x = b("sub", x, b("bit_and", b("shr", x, 1), 0x55555555))
-    x = b("add", b("bit_and", x, 0x33333333), b("bit_and", b("shr", x, 2), 0x33333333))
-    x = b("bit_and", b("add", x, b("shr", x, 4)), 0x0F0F0F0F)
-    return ctx.cast(b("shr", b("mul", x, 0x01010101), 24), _T.i32)
-
-
-def _clz32(ctx, x, bits=32):
-    b = ctx.binary
-    n = ctx.const(0, _T.i32)
-    y = x
-    for width, mask in ((16, 0xFFFF0000), (8, 0xFF000000), (4, 0xF0000000), (2, 0xC0000000), (1, 0x80000000)):
-        empty = b("eq", b("bit_and", y, ctx.const(mask, _T.u32)), 0)
-        n = _sel(ctx, empty, b("add", n, width), n)
-        y = _sel(ctx, empty, b("shl", y, width), y)
-    n = _sel(ctx, b("eq", x, 0), ctx.const(32, _T.i32), n)
-    return b("sub", n, 32 - bits) if bits < 32 else n
-
-
-def _ffs32(ctx, x, bits=32):
-    b = ctx.binary
-    low = b("bit_and", x, b("sub", 0, x))  # the lowest set bit (u32 wraps)
-    return _sel(ctx, b("eq", x, 0), ctx.const(0, _T.i32), b("add", _popcnt32(ctx, b("sub", low, 1)), 1))
+    return ops.select(ctx.binary("eq", u, 0), ctx.const(0, _T.i32), ctx.binary("add", n, 1))
 
 
 def _py_bits(name, x):
@@ -393,23 +364,19 @@ def _py_bits(name, x):
 @_builtin
 def popcnt(x):
     """The number of set bits of an integer (element-wise), as i32."""
-    return _int_map("popcnt", x, _popcnt32, lambda ctx, lo, hi: ctx.binary("add", _popcnt32(ctx, lo), _popcnt32(ctx, hi)))
+    return _bit_count("popcnt", x)
 
 
 @_builtin
 def clz(x):
     """The number of leading zero bits in the integer's own width (the width for 0), as i32."""
-    return _int_map("clz", x, _clz32, lambda ctx, lo, hi: _sel(ctx, ctx.binary("eq", hi, 0),
-                                                              ctx.binary("add", _clz32(ctx, lo), 32), _clz32(ctx, hi)))
+    return _bit_count("clz", x)
 
 
 @_builtin
 def ffs(x):
     """The 1-based position of the lowest set bit (0 for 0), as i32."""
-    return _int_map("ffs", x, _ffs32, lambda ctx, lo, hi: _sel(ctx, ctx.binary("eq", lo, 0),
-                                                              _sel(ctx, ctx.binary("eq", hi, 0), ctx.const(0, _T.i32),
-                                                                   ctx.binary("add", _ffs32(ctx, hi), 32)),
-                                                              _ffs32(ctx, lo)))
+    return _bit_count("ffs", x)
 
 
 @_func

@@ -442,3 +442,33 @@ def test_block_ops_in_metal_msl(cpu_program):
     for needle in ("threadgroup_barrier(", "threadgroup atomic_uint", "threadgroup atomic_int",
                    "atomic_compare_exchange_weak_explicit", "atomic_fetch_add_explicit"):
         assert needle in msl, needle
+
+
+def test_relaxed_shared_atomics_at_workgroup_scope(cpu_program):
+    # Only the block sees a shared array: a relaxed atomic on one is at block scope (decide_atomics),
+    # which AMDGPU emits as syncscope("workgroup"); an ordered one keeps its scope (its release /
+    # acquire orders global memory too), and global atomics stay at agent scope. CUDA: atom.shared.
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=64)
+        for i in range(128):
+            s = qd.simt.block.SharedArray((4,), qd.i32)
+            f = qd.simt.block.SharedArray((4,), qd.f32)
+            qd.simt.block.sync()
+            a = qd.atomic_add(s[0], out[i])
+            b = qd.atomic_max(s[1], out[i], memory_order=qd.MemoryOrder.Release)
+            c = qd.atomic_mul(f[0], 2.0)  # a CAS loop: its compare-exchange at workgroup scope too
+            out[i] = a + b + qd.cast(c, qd.i32) + qd.atomic_add(out[(i + 1) % 128], 1)
+
+    a = np.zeros(128, np.int32)
+    ir = qd.compile(k, a, arch="amdgpu").llvm_ir
+    shared = re.findall(r"(?:atomicrmw|cmpxchg) \w* ?ptr addrspace\(3\).*", ir)
+    assert any(re.search(r'atomicrmw add .*syncscope\("workgroup"\) monotonic', x) for x in shared), shared
+    assert any(re.search(r'cmpxchg .*syncscope\("workgroup"\) monotonic', x) for x in shared), shared
+    assert any(re.search(r'atomicrmw max .*syncscope\("agent"\) release', x) for x in shared), shared
+    assert re.search(r'atomicrmw add ptr addrspace\(1\).*syncscope\("agent"\) monotonic', ir), ir
+    amdgcn = qd.compile(k, a, arch="amdgpu").amdgcn
+    assert re.search(r"\bds_add_rtn_u32\b", amdgcn) and re.search(r"\bds_(?:cmpst|cmpswap)_rtn_b32\b", amdgcn)
+    ptx = qd.compile(k, a, arch="cuda").ptx
+    assert has(ptx, "atom.shared.add.u32") and has(ptx, "atom.shared.cas.b32"), ptx
+    ptxas(ptx, "sm_75")

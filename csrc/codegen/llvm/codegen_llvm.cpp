@@ -244,6 +244,10 @@ Value *LlvmCodegen::unary(const Stmt &s) {
     case UnaryOp::Asin: return math_call("asin", I(llvm::Intrinsic::not_intrinsic), x, t);
     case UnaryOp::Acos: return math_call("acos", I(llvm::Intrinsic::not_intrinsic), x, t);
     case UnaryOp::Atan: return math_call("atan", I(llvm::Intrinsic::not_intrinsic), x, t);
+    // NVPTX: popc / clz; AMDGPU: v_bcnt_u32_b32 / v_ffbh_u32 / v_ffbl_b32; x86: popcnt / lzcnt / tzcnt.
+    case UnaryOp::PopCount: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, x);
+    case UnaryOp::Clz: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, x, b_.getFalse());
+    case UnaryOp::Ctz: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, x, b_.getFalse());
   }
   return x;
 }

@@ -90,7 +90,10 @@ llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *do
   // inc / dec, which NVPTX does not select.
   AtomicOp op = s.atomic_op();
   bool inc_dec = op == AtomicOp::Inc || op == AtomicOp::Dec;
-  if (!inc_dec && s.order == MemoryOrder::Relaxed && s.scope == MemScope::Device) return nullptr;
+  // A relaxed atomic on a shared array is at block scope (decide_atomics), which NVPTX's atom.shared is.
+  bool shared = cg.value(s.operands[0])->getType()->getPointerAddressSpace() == 3;
+  if (!inc_dec && s.order == MemoryOrder::Relaxed && (s.scope == MemScope::Device || (shared && s.scope == MemScope::Block)))
+    return nullptr;
   DataType t = s.dtype;
   llvm::Value *val = cg.value(s.operands[1]);
   std::string name, type;

@@ -70,6 +70,11 @@ Id SpirvCodegen::unary(const Stmt &s) {
     case UnaryOp::Asin: return transcendental(UnaryOp::Asin, GLSLstd450::Asin, t, x);
     case UnaryOp::Acos: return transcendental(UnaryOp::Acos, GLSLstd450::Acos, t, x);
     case UnaryOp::Atan: return transcendental(UnaryOp::Atan, GLSLstd450::Atan, t, x);
+    // 32-bit only (legalization widens or splits the others): OpBitCount; 31 - FindUMsb (FindUMsb(0)
+    // is -1, so 32); FindILsb with its -1 for 0 taken as unsigned and clamped to 32.
+    case UnaryOp::PopCount: return b_.emit(Op::BitCount, ty, x);
+    case UnaryOp::Clz: return b_.emit(Op::ISub, ty, b_.c_int(ty, 31), b_.glsl(GLSLstd450::FindUMsb, ty, {x}));
+    case UnaryOp::Ctz: return b_.glsl(GLSLstd450::UMin, ty, {b_.glsl(GLSLstd450::FindILsb, ty, {x}), b_.c_int(ty, 32)});
   }
   return x;
 }

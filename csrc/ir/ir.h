@@ -67,6 +67,9 @@ struct Stmt {
   // Binary: a privatized reduction's combine, which may be reassociated (the atomics it replaced
   // were unordered); float min/max operands are then never NaN (reductions.cpp). cpu: fast-math.
   bool reassoc = false;
+  // Float arithmetic legalization wrote (error-free transforms, the math library): rounded exactly
+  // as written even under fast_math (SPIR-V: NoContraction always).
+  bool exact = false;
   Lowering lowering = Lowering::Native;  // Atomic: the support table's verdict, decided once (decide_atomics)
   int block_dim = 0;            // RangeFor
   const char *label = nullptr;  // While: a name for the loop in emitted code ("cas.loop")

@@ -21,8 +21,8 @@ std::unique_ptr<Runtime> no_metal_runtime(const RuntimeOptions &) {
 
 const std::vector<TargetEntry> &registry() {
   static const std::vector<TargetEntry> entries = {
-      {Backend::Cpu, [] { return TargetFeatures{}; },
-       [](KernelIR &k, const Target &) { return cpu_artifacts(k); }, create_cpu_runtime},
+      {Backend::Cpu, cpu_features, [](KernelIR &k, const Target &t) { return cpu_artifacts(k, t.features); },
+       create_cpu_runtime},
       {Backend::Cuda, [] { return TargetFeatures{cuda_sm({})}; },
        [](KernelIR &k, const Target &t) { return cuda_compile(k, t.features).artifacts; }, create_cuda_runtime},
       {Backend::Amdgpu, [] { return TargetFeatures{amdgpu_gfx({})}; },

@@ -32,6 +32,15 @@ struct Target {
   // take 32-bit integers only, so legalization widens narrower ones and splits 64-bit ones there.
   bool has_bit_count(DataType t) const { return !is_spirv() || bit_width(t) == 32; }
 
+  // sin cos tan exp log tanh asin acos atan atan2 pow on this float type: the cpu calls the C
+  // library, SPIR-V has GLSL.std.450 for 16 / 32-bit floats; NVPTX and AMDGPU have neither, so
+  // legalization builds them (transforms/math_library.cpp). A cpu without the "libm" feature
+  // (RuntimeOptions::disabled_caps) uses the built ones too: that is how they are tested.
+  bool has_native_math(DataType t) const {
+    if (backend == Backend::Cpu) return features.count("libm") > 0;
+    return is_spirv() && t != DataType::f64;
+  }
+
   bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }
 };
 

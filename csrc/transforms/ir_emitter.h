@@ -17,10 +17,15 @@ class IrEmitter {
   // Appends to `block`.
   IrEmitter(Block &block, SourceLoc loc) : block_(&block), pos_(block.stmts.size()), loc_(std::move(loc)) {}
 
+  // Marks every statement made from now on (here and in nested emitters) exact: rounded as
+  // written, never contracted or reassociated, even under fast_math (Stmt::exact).
+  void mark_exact() { exact_ = true; }
+
   Stmt *add(StmtKind kind, DataType t, std::vector<Stmt *> operands, int op = 0) {
     auto s = std::make_unique<Stmt>(kind, t);
     s->operands = std::move(operands);
     s->op = op;
+    s->exact = exact_;
     s->loc = loc_;
     s->parent = block_;
     Stmt *raw = s.get();
@@ -62,11 +67,11 @@ class IrEmitter {
   void store(Stmt *var, Stmt *v) { add(StmtKind::LocalStore, DataType::none, {var, v}); }
 
   // Control flow: the returned emitter writes into the new statement's block.
-  IrEmitter if_(Stmt *cond) { return IrEmitter(body_of(add(StmtKind::If, DataType::none, {cond})), loc_); }
+  IrEmitter if_(Stmt *cond) { return nested(body_of(add(StmtKind::If, DataType::none, {cond}))); }
   IrEmitter while_(const char *label = nullptr) {
     Stmt *loop = add(StmtKind::While, DataType::none, {});
     loop->label = label;
-    return IrEmitter(body_of(loop), loc_);
+    return nested(body_of(loop));
   }
   void break_() { add(StmtKind::Break, DataType::none, {}); }
 
@@ -79,6 +84,11 @@ class IrEmitter {
     s->cast_from = x->dtype;
     return s;
   }
+  IrEmitter nested(Block &body) const {
+    IrEmitter e(body, loc_);
+    e.exact_ = exact_;
+    return e;
+  }
   static Block &body_of(Stmt *s) {
     s->body = std::make_unique<Block>();
     s->body->owner = s;
@@ -88,6 +98,7 @@ class IrEmitter {
   Block *block_;
   size_t pos_ = 0;
   SourceLoc loc_;
+  bool exact_ = false;
 };
 
 }  // namespace qd

@@ -1,15 +1,17 @@
 // Legalization: the language's semantics, written once. After offload and the atomic passes, this
 // rewrites what the front end builds (Python's //, % and integer **, safe integer division,
-// shifts by any amount, atomic_sub, CAS-loop atomics, and the few operations a target's
-// instruction does not compute exactly) into primitives that every codegen maps one-to-one to
-// instructions. Like LLVM's legalize actions: an operation is Legal (kept), Expanded (rewritten
+// shifts by any amount, atomic_sub, CAS-loop atomics, the few operations a target's instruction
+// does not compute exactly, and sin ... pow where a target has no math library: math_library.cpp)
+// into primitives that every codegen maps one-to-one to instructions. Like LLVM's legalize actions: an operation is Legal (kept), Expanded (rewritten
 // here) or Rejected (by decide_atomics, with the support table's reason).
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
 #include "target/target.h"
+#include "transforms/exact_float.h"
 #include "transforms/ir_emitter.h"
+#include "transforms/math_library.h"
 #include "transforms/passes.h"
 
 namespace qd {
@@ -18,6 +20,10 @@ namespace {
 
 using B = BinaryOp;
 using U = UnaryOp;
+using exact_float::product_error;
+using exact_float::round_half_even;
+using exact_float::signbit;
+using exact_float::zero_signed_like;
 
 int64_t min_of(DataType t) { return bit_width(t) == 64 ? INT64_MIN : -(int64_t(1) << (bit_width(t) - 1)); }
 
@@ -33,6 +39,7 @@ class Legalizer {
     std::vector<std::unique_ptr<Stmt>> expanded;
     for (Stmt *s : work_) {
       IrEmitter e(s);
+      e.mark_exact();  // rounded as written, fast_math or not
       if (Stmt *v = expand(e, *s)) replaced_[s] = v;
       auto &stmts = s->parent->stmts;
       auto it = std::find_if(stmts.begin(), stmts.end(), [&](auto &p) { return p.get() == s; });
@@ -57,6 +64,7 @@ class Legalizer {
 
   bool needs_expansion(const Stmt &s) const {
     if (s.kind == StmtKind::Atomic) return s.operands[0]->kind == StmtKind::GlobalPtr;
+    if (needs_math_library(s, target_)) return true;
     if (s.kind == StmtKind::Unary) {
       auto op = static_cast<U>(s.op);
       if (op == U::PopCount || op == U::Clz || op == U::Ctz) return !target_.has_bit_count(s.dtype);
@@ -79,6 +87,7 @@ class Legalizer {
 
   Stmt *expand(IrEmitter &e, Stmt &s) {
     if (s.kind == StmtKind::Atomic) return atomic(e, s);
+    if (needs_math_library(s, target_)) return expand_math_library(e, s, target_);
     Stmt *a = s.operands[0];
     if (s.kind == StmtKind::Unary)
       return static_cast<U>(s.op) == U::Round ? round_half_even(e, a) : bit_count(e, static_cast<U>(s.op), a);
@@ -187,37 +196,6 @@ class Legalizer {
 
   // ---- floats -----------------------------------------------------------------------------
 
-  // The sign bit of x (-0.0 included, NaN excluded).
-  Stmt *signbit(IrEmitter &e, Stmt *x) {
-    Stmt *zero = e.c(x->dtype, 0);
-    return e.either(e.bin(B::Lt, x, zero), e.bin(B::Lt, e.bin(B::Div, e.c(x->dtype, 1), x), zero));
-  }
-
-  // x, or when x is zero, a zero with the sign bit of `sign`.
-  Stmt *zero_signed_like(IrEmitter &e, Stmt *x, Stmt *sign) {
-    DataType t = x->dtype;
-    Stmt *signed_zero = e.sel(signbit(e, sign), e.c(t, -0.0), e.c(t, 0.0));
-    return e.sel(e.bin(B::Eq, x, e.c(t, 0)), signed_zero, x);
-  }
-
-  // p - a * b, exactly, for p = a * b rounded (Dekker's product with Veltkamp's split); the
-  // target's fma need not be fused (lavapipe's is not), so it cannot give this term.
-  Stmt *product_error(IrEmitter &e, Stmt *a, Stmt *b, Stmt *p) {
-    DataType t = a->dtype;
-    double splitter = t == DataType::f64 ? 134217729.0 : t == DataType::f32 ? 4097.0 : 65.0;  // 2^ceil(p/2) + 1
-    auto split = [&](Stmt *x, Stmt *&hi, Stmt *&lo) {
-      Stmt *s = e.bin(B::Mul, x, e.c(t, splitter));
-      hi = e.bin(B::Sub, s, e.bin(B::Sub, s, x));
-      lo = e.bin(B::Sub, x, hi);
-    };
-    Stmt *ah, *al, *bh, *bl;
-    split(a, ah, al);
-    split(b, bh, bl);
-    Stmt *err = e.bin(B::Add, e.bin(B::Sub, e.bin(B::Mul, ah, bh), p), e.bin(B::Mul, ah, bl));
-    err = e.bin(B::Add, e.bin(B::Add, err, e.bin(B::Mul, al, bh)), e.bin(B::Mul, al, bl));
-    return err;
-  }
-
   // r mod t for 0 <= r < t * 2^(mantissa bits - 2): q = trunc(r / t) is then off by at most one,
   // and r - q * t is computed exactly (r - p is exact by Sterbenz's lemma, then the product's
   // rounding error is taken off; the true remainder is representable). A huge t would overflow the
@@ -312,18 +290,6 @@ class Legalizer {
     Stmt *negative = signbit(e, x);
     if (std::signbit(zero->fval)) negative = e.not_(negative);
     return e.sel(negative, e.un(U::Neg, d), d);
-  }
-
-  // round-half-to-even from floor, for targets whose RoundEven is wrong on f64 (lavapipe).
-  Stmt *round_half_even(IrEmitter &e, Stmt *x) {
-    DataType t = x->dtype;
-    Stmt *half = e.c(t, 0.5), *one = e.c(t, 1);
-    Stmt *fl = e.un(U::Floor, x);
-    Stmt *frac = e.bin(B::Sub, x, fl);
-    Stmt *fl_even = e.bin(B::Eq, e.un(U::Floor, e.bin(B::Mul, fl, half)), e.bin(B::Mul, fl, half));
-    Stmt *up = e.either(e.bin(B::Gt, frac, half), e.both(e.bin(B::Eq, frac, half), e.not_(fl_even)));
-    Stmt *r = e.sel(up, e.bin(B::Add, fl, one), fl);
-    return zero_signed_like(e, r, x);  // round(-0.4) is -0.0
   }
 
   // ---- atomics ----------------------------------------------------------------------------

@@ -142,6 +142,30 @@ def test_fast_math_lets_the_driver_reassociate():
     assert "SignedZeroInfNanPreserve" not in asm and "NoContraction" not in asm
 
 
+@test(arch=qd.vulkan)
+def test_fast_math_keeps_legalized_arithmetic_exact():
+    """fast_math=True frees the user's arithmetic, not legalization's: the exact steps of float %
+    and the f64 math library keep NoContraction (Stmt::exact) and their results."""
+    qd.init(arch=qd.vulkan, fast_math=True)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f64, ndim=1), y: qd.types.ndarray(dtype=qd.f64, ndim=1),
+          o: qd.types.ndarray(dtype=qd.f64, ndim=2)):
+        for i in range(x.shape[0]):
+            o[i, 0] = x[i] % y[i]
+            o[i, 1] = qd.log(x[i])
+            o[i, 2] = x[i] * y[i] + 1.0  # the user's own: free to contract
+
+    x = np.array([1.0, 9.22e18, 3.5, 1e-300, 7.25], np.float64)
+    y = np.array([0.1, 46340.95, -2.0, 3.0, 0.3], np.float64)
+    o = np.zeros((5, 3), np.float64)
+    asm = qd.compile(k, x, y, o).spirv_asm
+    assert "SignedZeroInfNanPreserve" not in asm and "NoContraction" in asm
+    k(x, y, o)
+    assert [float(v) for v in o[:, 0]] == [a % b for a, b in zip(x, y)]
+    np.testing.assert_array_max_ulp(o[:, 1], np.log(x), maxulp=2)
+
+
 @test()
 def test_i64_compare_of_widened_i32():
     """lavapipe miscompiles comparisons of an OpSConvert'ed i32: the SPIR-V widens by hand."""

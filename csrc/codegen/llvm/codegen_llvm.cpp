@@ -206,7 +206,6 @@ Value *LlvmCodegen::cast(Value *v, DataType from, DataType to) {
 }
 
 Value *LlvmCodegen::math_call(const char *libm_name, llvm::Intrinsic::ID id, Value *x, DataType t) {
-  if (Value *v = target_.emit_math(*this, libm_name, {x})) return v;
   if (id != llvm::Intrinsic::not_intrinsic) return b_.CreateUnaryIntrinsic(id, x);
   // No LLVM intrinsic: call libm (f32 variants end in 'f'); f16 goes through f32.
   Value *arg = t == DataType::f16 ? b_.CreateFPExt(x, b_.getFloatTy()) : x;
@@ -267,8 +266,7 @@ Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
     case BinaryOp::Mul: return fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
     case BinaryOp::Div: return fp ? b_.CreateFDiv(a, c) : sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c);
     case BinaryOp::Rem: return fp ? b_.CreateFRem(a, c) : sg ? b_.CreateSRem(a, c) : b_.CreateURem(a, c);
-    case BinaryOp::Pow:
-      if (Value *v = target_.emit_math(*this, "pow", {a, c})) return v;
+    case BinaryOp::Pow:  // floats only (legalization expands integer **; GPUs get transforms/math_library.cpp)
       return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, c);
     // minnum / maxnum: one NaN operand -> the other; both NaN -> NaN (the spec's minNum / maxNum).
     case BinaryOp::Min:
@@ -281,7 +279,6 @@ Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
     case BinaryOp::Shl: return b_.CreateShl(a, c);
     case BinaryOp::Shr: return sg ? b_.CreateAShr(a, c) : b_.CreateLShr(a, c);
     case BinaryOp::Atan2: {
-      if (Value *v = target_.emit_math(*this, "atan2", {a, c})) return v;
       // libm has no half version: f16 goes through f32, as in math_call.
       bool half = ot == DataType::f16;
       if (half) a = b_.CreateFPExt(a, b_.getFloatTy()), c = b_.CreateFPExt(c, b_.getFloatTy());

@@ -35,10 +35,6 @@ class LlvmTarget {
   // Sets up the fresh module before any code is emitted (GPU targets: triple and data layout, so
   // allocas land in the target's private address space).
   virtual void configure_module(llvm::Module &m) {}
-  // A math function (libm name: "sin", "pow", "atan2", ...) the target computes itself; null means
-  // the default lowering (LLVM intrinsic or libm call). GPU targets have no libm to call.
-  virtual llvm::Value *emit_math(class LlvmCodegen &cg, const std::string &name,
-                                 const std::vector<llvm::Value *> &args) { return nullptr; }
   // A block / grid operation (barrier, fence, thread index); targets without blocks reject it.
   virtual llvm::Value *emit_simt(class LlvmCodegen &cg, SimtOp op);
   // Emits the functions of one task: calls `emit_prologue` / `emit_body(index)` where the task's code

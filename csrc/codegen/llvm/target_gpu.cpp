@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "codegen/llvm/gpu_math.h"
 #include "transforms/passes.h"
 
 namespace qd {
@@ -28,11 +27,6 @@ int64_t trip_count(Task &t) {
 }
 
 }  // namespace
-
-llvm::Value *GpuTarget::emit_math(LlvmCodegen &cg, const std::string &name,
-                                  const std::vector<llvm::Value *> &args) {
-  return llvm_gpu::emit_math_call(cg.b(), cg.module(), name, args);
-}
 
 int GpuTarget::block_dim(const Task &task) const {
   if (!task.parallel) return 1;

@@ -22,8 +22,6 @@ namespace qd {
 class GpuTarget : public LlvmTarget {
  public:
   unsigned global_address_space() const override { return 1; }
-  llvm::Value *emit_math(LlvmCodegen &cg, const std::string &name,
-                         const std::vector<llvm::Value *> &args) override;
   TaskSymbols emit_task(LlvmCodegen &cg, const Task &task, int task_index) override;
   // Threads per block a task is launched with: the loop's block_dim (1..1024), else the target's
   // default; 1 for serial tasks.

@@ -180,8 +180,12 @@ void SpirvCodegen::emit(const Stmt &s) {
     case StmtKind::Alloca: emit_alloca(s); break;
     case StmtKind::LocalLoad: v = b_.load(type(s.dtype), value(s.operands[0])); break;
     case StmtKind::LocalStore: b_.store(value(s.operands[0]), value(s.operands[1])); break;
-    case StmtKind::Unary: v = unary(s); break;
-    case StmtKind::Binary: v = binary(s); break;
+    case StmtKind::Unary:
+    case StmtKind::Binary:
+      b_.set_exact(s.exact);
+      v = s.kind == StmtKind::Unary ? unary(s) : binary(s);
+      b_.set_exact(false);
+      break;
     case StmtKind::Select:
       v = b_.select(type(s.dtype), to_bool(value(s.operands[0]), s.operands[0]->dtype), value(s.operands[1]),
                     value(s.operands[2]));

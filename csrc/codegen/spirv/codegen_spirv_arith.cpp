@@ -38,11 +38,6 @@ Id SpirvCodegen::math(GLSLstd450 inst, DataType t, const std::vector<Id> &args) 
   return b_.glsl(inst, type(t), args);
 }
 
-// GLSL.std.450's transcendental functions take 16 / 32-bit floats only: f64 has its own.
-Id SpirvCodegen::transcendental(UnaryOp op, GLSLstd450 inst, DataType t, Id x) {
-  return t == DataType::f64 ? f64_unary(op, x) : math(inst, t, {x});
-}
-
 Id SpirvCodegen::unary(const Stmt &s) {
   Id x = value(s.operands[0]);
   DataType t = s.dtype;
@@ -61,15 +56,15 @@ Id SpirvCodegen::unary(const Stmt &s) {
     case UnaryOp::Ceil: return math(GLSLstd450::Ceil, t, {x});
     case UnaryOp::Round: return math(GLSLstd450::RoundEven, t, {x});  // rint: ties to even
     case UnaryOp::Trunc: return math(GLSLstd450::Trunc, t, {x});
-    case UnaryOp::Sin: return transcendental(UnaryOp::Sin, GLSLstd450::Sin, t, x);
-    case UnaryOp::Cos: return transcendental(UnaryOp::Cos, GLSLstd450::Cos, t, x);
-    case UnaryOp::Tan: return transcendental(UnaryOp::Tan, GLSLstd450::Tan, t, x);
-    case UnaryOp::Exp: return transcendental(UnaryOp::Exp, GLSLstd450::Exp, t, x);
-    case UnaryOp::Log: return transcendental(UnaryOp::Log, GLSLstd450::Log, t, x);
-    case UnaryOp::Tanh: return transcendental(UnaryOp::Tanh, GLSLstd450::Tanh, t, x);
-    case UnaryOp::Asin: return transcendental(UnaryOp::Asin, GLSLstd450::Asin, t, x);
-    case UnaryOp::Acos: return transcendental(UnaryOp::Acos, GLSLstd450::Acos, t, x);
-    case UnaryOp::Atan: return transcendental(UnaryOp::Atan, GLSLstd450::Atan, t, x);
+    case UnaryOp::Sin: return math(GLSLstd450::Sin, t, {x});
+    case UnaryOp::Cos: return math(GLSLstd450::Cos, t, {x});
+    case UnaryOp::Tan: return math(GLSLstd450::Tan, t, {x});
+    case UnaryOp::Exp: return math(GLSLstd450::Exp, t, {x});
+    case UnaryOp::Log: return math(GLSLstd450::Log, t, {x});
+    case UnaryOp::Tanh: return math(GLSLstd450::Tanh, t, {x});
+    case UnaryOp::Asin: return math(GLSLstd450::Asin, t, {x});
+    case UnaryOp::Acos: return math(GLSLstd450::Acos, t, {x});
+    case UnaryOp::Atan: return math(GLSLstd450::Atan, t, {x});
     // 32-bit only (legalization widens or splits the others): OpBitCount; 31 - FindUMsb (FindUMsb(0)
     // is -1, so 32); FindILsb with its -1 for 0 taken as unsigned and clamped to 32.
     case UnaryOp::PopCount: return b_.emit(Op::BitCount, ty, x);
@@ -95,9 +90,8 @@ Id SpirvCodegen::compare(const Stmt &s) {
 }
 
 // GLSL's Pow is undefined for x < 0 and for x == 0, y <= 0, and drivers differ for |x| == 1 and
-// an infinite or NaN y: give C's pow results there (f64: its own).
+// an infinite or NaN y: give C's pow results there (16 / 32-bit: f64 is transforms/math_library.cpp).
 Id SpirvCodegen::float_pow(DataType t, Id a, Id b) {
-  if (t == DataType::f64) return f64_pow(a, b);
   Id ty = type(t), zero = b_.c_float(ty, 0), one = b_.c_float(ty, 1);
   Id inf = b_.c_float(ty, INFINITY), nan = b_.c_float(ty, std::nan(""));
   Id abs_a = b_.glsl(GLSLstd450::FAbs, ty, {a});
@@ -142,7 +136,7 @@ Id SpirvCodegen::binary(const Stmt &s) {
     case BinaryOp::BitXor: return b_.bit_xor(ty, a, c);
     case BinaryOp::Shl: return b_.shl(ty, a, c);
     case BinaryOp::Shr: return b_.shr(ty, a, c);
-    case BinaryOp::Atan2: return ot == DataType::f64 ? f64_atan2(a, c) : math(GLSLstd450::Atan2, ot, {a, c});
+    case BinaryOp::Atan2: return math(GLSLstd450::Atan2, ot, {a, c});
     case BinaryOp::LogicalAnd:
       return from_bool(b_.logical_and(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), s.dtype);
     case BinaryOp::LogicalOr:

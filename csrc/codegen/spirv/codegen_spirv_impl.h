@@ -75,16 +75,10 @@ class SpirvCodegen {
   Id constant(const Stmt &s);
   Id unary(const Stmt &s);
   Id math(spirv::GLSLstd450 inst, DataType t, const std::vector<Id> &args);
-  Id transcendental(UnaryOp op, spirv::GLSLstd450 inst, DataType t, Id x);
   Id binary(const Stmt &s);
   Id compare(const Stmt &s);
   Id float_pow(DataType t, Id a, Id b);
   Id minmax(bool is_min, DataType t, Id a, Id b);
-
-  // codegen_spirv_math.cpp: f64 sin, exp, log, pow, ..., which GLSL.std.450 lacks.
-  Id f64_unary(UnaryOp op, Id x);
-  Id f64_atan2(Id y, Id x);
-  Id f64_pow(Id x, Id y);
 
   // codegen_spirv_atomics.cpp
   Id atomic(const Stmt &s);

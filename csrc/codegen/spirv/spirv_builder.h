@@ -55,6 +55,9 @@ class Builder {
   // float widths in `preserve_widths` that the module uses.
   void preserve_ieee(std::set<uint32_t> preserve_widths);
   bool preserves_ieee() const { return ieee_; }
+  // NoContraction on the float arithmetic emitted from now on even without preserve_ieee (the
+  // exact statements of legalization, Stmt::exact).
+  void set_exact(bool exact) { exact_ = exact; }
   Id glsl_std_450();  // imported on first use
   void name(Id id, const std::string &debug_name);
   void decorate(Id target, Decoration d, std::initializer_list<uint32_t> args = {});
@@ -238,7 +241,7 @@ class Builder {
   Id glsl_ext_ = 0;
   std::set<uint32_t> capabilities_;
   std::set<std::string> extensions_;
-  bool ieee_ = false;
+  bool ieee_ = false, exact_ = false;
   std::set<uint32_t> preserve_widths_, float_widths_;
   std::map<std::vector<uint32_t>, Id> type_ids_;
   std::map<Id, TypeInfo> types_;

@@ -30,7 +30,7 @@ Id Builder::emit(Op op, Id result_type, const std::vector<uint32_t> &operands) {
   ops.insert(ops.end(), operands.begin(), operands.end());
   inst(fn_body_, op, ops);
   if (result_type) value_types_[id] = result_type;
-  if (ieee_ && (op == Op::FAdd || op == Op::FSub || op == Op::FMul || op == Op::FDiv || op == Op::FRem ||
+  if ((ieee_ || exact_) && (op == Op::FAdd || op == Op::FSub || op == Op::FMul || op == Op::FDiv || op == Op::FRem ||
                 op == Op::FMod || op == Op::FNegate))
     decorate(id, Decoration::NoContraction);
   return id;

@@ -54,9 +54,9 @@ struct Generated {
   std::vector<TaskSymbols> symbols;
 };
 
-Generated generate(KernelIR &k) {
+Generated generate(KernelIR &k, const TargetFeatures &features) {
   CpuTarget target;
-  run_passes(k, Target{Backend::Cpu, target.features()});
+  run_passes(k, Target{Backend::Cpu, features});
   Generated g;
   g.ctx = std::make_unique<llvm::LLVMContext>();
   LlvmCodegen cg(k, target, *g.ctx);
@@ -68,7 +68,10 @@ class CpuRuntime : public Runtime {
  public:
   explicit CpuRuntime(const RuntimeOptions &o)
       : pool_(o.cpu_max_num_threads > 0 ? o.cpu_max_num_threads
-                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        features_(cpu_features()) {
+    for (const std::string &cap : o.disabled_caps) features_.erase(cap);
+  }
 
   Backend backend() const override { return Backend::Cpu; }
   const TargetFeatures &features() const override { return features_; }
@@ -96,7 +99,7 @@ class CpuRuntime : public Runtime {
   }
 
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
-    auto g = generate(*k);
+    auto g = generate(*k, features_);
     auto out = std::make_shared<CpuKernel>();
     out->describe(*k);
     out->temps.assign(k->temps_bytes / 8, 0);
@@ -168,8 +171,10 @@ std::unique_ptr<Runtime> create_cpu_runtime(const RuntimeOptions &options) {
   return std::make_unique<CpuRuntime>(options);
 }
 
-std::map<std::string, std::string> cpu_artifacts(KernelIR &k) {
-  auto g = generate(k);
+TargetFeatures cpu_features() { return {"libm"}; }
+
+std::map<std::string, std::string> cpu_artifacts(KernelIR &k, const TargetFeatures &features) {
+  auto g = generate(k, features);
   CpuJit::optimize_for_host(*g.module);
   return {{"ir", print_ir(k)}, {"llvm_ir", module_text(*g.module)}};
 }

@@ -1,7 +1,5 @@
 #pragma once
-// Constants and polynomial coefficients of the f64 transcendental functions that the GPU
-// backends build into kernels (codegen/llvm/gpu_math.cpp for NVPTX/AMDGPU, and
-// codegen/spirv/codegen_spirv_math.cpp for SPIR-V): one copy, so both compute the same values.
+// Constants and polynomial coefficients of the f64 math library (transforms/math_library.cpp).
 #include <limits>
 #include <vector>
 

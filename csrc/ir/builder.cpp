@@ -213,6 +213,8 @@ Stmt *Builder::atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired, Mem
                      ": the target must be a writable lvalue (a field or ndarray element, or a variable)",
                  loc_);
   check_atomic_operands(op, target->dtype, loc_);
+  if (!value || (op == AtomicOp::Cas && !desired))  // the front end always passes them
+    type_error(std::string("internal: qd.atomic_") + atomic_op_info(op).name + " without an operand", loc_);
   std::vector<Stmt *> ops = {target, cast(value, target->dtype)};
   if (op == AtomicOp::Cas) ops.push_back(cast(desired, target->dtype));
   Stmt *s = make(StmtKind::Atomic, target->dtype, ops);

@@ -7,6 +7,7 @@ import ast
 import builtins
 import inspect
 import operator
+import os
 import sys
 import textwrap
 
@@ -19,6 +20,9 @@ from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexE
 from quadrants.lang.field import Field
 from quadrants.lang.struct import StructField, StructType, StructValue
 from quadrants.lang.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
 
 def _core_promoted(a, b):
     from quadrants import _core
@@ -59,6 +63,9 @@ class FunctionWalker(ast.NodeVisitor):
         self.lines = self.source.splitlines()
         self.line_offset = first - 1
         self.file = source_name(inspect.getsourcefile(func) or "<unknown>")
+        # A function of Quadrants' own (qd.math's): its errors are reported at the user's call.
+        self.caller = ctx.walker
+        self.is_library = os.path.abspath(inspect.getsourcefile(func) or "").startswith(_PACKAGE_DIR)
         self.tree = ast.parse(self.source)
         self.fdef = self.tree.body[0]
         self.scopes = [{}]
@@ -85,6 +92,10 @@ class FunctionWalker(ast.NodeVisitor):
     # --- locations ------------------------------------------------------------------------------
     def located(self, msg):
         line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
+        if self.is_library and self.caller is not None:
+            return self.caller.located(f"in {self.func.__module__.replace('quadrants.lang.', 'qd.')}."
+                                       f"{self.func.__name__} ({os.path.basename(self.file)}:"
+                                       f"{self.lineno + self.line_offset}: {line}): {msg}")
         return f"{self.file}:{self.lineno + self.line_offset}: in {self.func.__name__}:\n    {line}\n{msg}"
 
     def set_loc(self, node):

@@ -43,6 +43,50 @@ def is_py_scalar(v):
     return isinstance(v, (bool, int, float, np.integer, np.floating))
 
 
+def describe(v):
+    """A short description of a Python object for error messages: "function 'f'", "str 'a'"."""
+    if isinstance(v, type):
+        return f"class '{v.__name__}'"
+    name = getattr(v, "__name__", None)
+    if callable(v) and isinstance(name, str):
+        return f"{'function' if not hasattr(v, '_qd_builtin') else 'the Quadrants function'} '{name}'"
+    text = repr(v)
+    return f"{type(v).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def is_numeric(v):
+    """Whether the math intrinsics take v: a number, a kernel value (scalar, vector, matrix), or a
+    numpy array / PyMatrix / sequence of numbers (in Python scope)."""
+    if is_py_scalar(v) or isinstance(v, (Expr, Var, Ptr, MatrixValue, DynIndex)):
+        return True
+    if not isinstance(v, (np.ndarray, list, tuple)):
+        return False
+    if _current is not None and isinstance(v, (list, tuple)):
+        return False  # in kernels a list is not a vector: qd.Vector([...]) is
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError):  # ragged
+        return False
+    return a.dtype.kind in "biuf" or a.dtype.kind == "O" and all(is_py_scalar(e) for e in a.flat)
+
+
+def type_error(msg):
+    """Raises QuadrantsTypeError naming the kernel line while a kernel compiles, else TypeError."""
+    if _current is not None:
+        _current.type_error(msg)
+    raise TypeError(msg)
+
+
+def check_numeric(what, *args):
+    """The one argument check of the math intrinsics (qd.sqrt, abs, qd.min, qd.math.*), in both
+    scopes: a function, a string, None, a field... is a TypeError naming the intrinsic, not an
+    error from deep inside numpy or the IR builder."""
+    for a in args:
+        if not is_numeric(a):
+            type_error(f"{what} takes numbers, vectors or matrices{'' if _current else ' (or numpy arrays)'}, "
+                       f"got {describe(a)}")
+
+
 class KernelContext:
     """State shared by the kernel and every @qd.func inlined into it."""
 
@@ -337,8 +381,11 @@ class KernelContext:
                               f"got {what}")
         if isinstance(target, Ptr):
             self.written.add(target.buffer)
+        if op == "cas" and (desired is None or value is None):
+            self.type_error(f"qd.atomic_cas(x, expected, desired): the {'desired' if desired is None else 'expected'} "
+                            f"value is None; it must be a number or a scalar kernel value")
         v = self.scalar(value, target.dtype)
-        d = self.scalar(desired, target.dtype).stmt if desired is not None else None
+        d = self.scalar(desired, target.dtype).stmt if op == "cas" else None
         return self.expr(self.b.atomic(op, target.stmt, v.stmt, d, order, scope))
 
     def _atomic_target(self, what, target):

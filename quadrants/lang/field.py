@@ -7,7 +7,7 @@ import numpy as np
 
 from quadrants.lang import runtime
 from quadrants.lang import types as T
-from quadrants.lang.runtime_array import RuntimeArray, python_scope
+from quadrants.lang.runtime_array import RuntimeArray, host_array, python_scope
 
 _ids = itertools.count()
 
@@ -51,7 +51,7 @@ class Field(RuntimeArray):
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None):
         self.dtype = T.to_dtype(dtype)
-        self.element_shape = tuple(element_shape)
+        self.element_shape = as_shape(element_shape, "the vector/matrix size")
         self.id = next(_ids)
         self.name = name or f"field{self.id}"
         self._shape = None
@@ -96,7 +96,11 @@ class Field(RuntimeArray):
             raise IndexError(f"{self.name} has {len(self._shape)} dimension(s), got index {key}")
         flat = 0
         for k, n in zip(key, self._shape):
-            k = int(k)
+            if isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
+                from quadrants.lang.context import describe
+                raise TypeError(f"{self.name}[{key if len(key) > 1 else key[0]!r}]: an index must be an integer, "
+                                f"got {describe(k)}")
+            k = operator.index(k)
             if not 0 <= k < n:
                 raise IndexError(f"index {key} out of range for shape {self._shape}")
             flat = flat * n + k
@@ -114,7 +118,13 @@ class Field(RuntimeArray):
 
     def __setitem__(self, key, value):
         self._check()
-        arr = np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=self.dtype.np), self.element_shape))
+        what = f"{self.name}[{key!r}] = ..."
+        value = host_array(value, self.dtype, what)
+        try:
+            arr = np.ascontiguousarray(np.broadcast_to(value, self.element_shape))
+        except ValueError:
+            raise ValueError(f"{what}: a value of shape {value.shape} does not fit an element of shape "
+                             f"{self.element_shape}") from None
         self._program.runtime.write(self.handle, self._offset(key), arr.reshape(-1))
 
     def __repr__(self):

@@ -653,12 +653,21 @@ def _func_argument(ctx, func, name, v, ann):
 _MAX_INLINE_DEPTH = 24
 
 
+def _users_function(f, decorator):
+    """@qd.kernel / @qd.func of a function of Quadrants' own (`@qd.kernel(qd.kernel)`, `qd.func(qd.sqrt)`):
+    a TypeError here, not an error about that function's source inside the package."""
+    if inspect.isfunction(f) and (getattr(f, "__module__", None) or "").split(".")[0] == "quadrants":
+        raise TypeError(f"@{decorator} decorates a Python function of yours, got Quadrants' own function "
+                        f"'{f.__name__}'")
+    return f
+
+
 def kernel(func):
-    return Kernel(func)
+    return Kernel(_users_function(func, "qd.kernel"))
 
 
 def func(f):
-    return Func(f)
+    return Func(_users_function(f, "qd.func"))
 
 
 class Artifacts:

@@ -30,8 +30,13 @@ mat2, mat3, mat4 = (_T.MatrixType(n, n, float) for n in (2, 3, 4))
 class _MathFunc(_Func):
     """A qd.math function: inlined in kernels; in Python scope it runs on numbers and numpy arrays."""
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs):  # Python scope
+        _context.check_numeric(f"qd.math.{self.func.__name__}()", *args, *kwargs.values())
         return self.func(*args, **kwargs)
+
+    def inline(self, ctx, args, kwargs, self_lvalue=False):  # in kernels
+        _context.check_numeric(f"qd.math.{self.func.__name__}()", *args, *kwargs.values())
+        return super().inline(ctx, args, kwargs, self_lvalue)
 
 
 def _func(f):
@@ -312,12 +317,14 @@ def _bits_test(ctx, x, kind):
 @_builtin
 def isnan(x):
     """1 where x is a NaN, else 0 (element-wise; integers are never NaN)."""
+    _context.check_numeric("qd.math.isnan()", x)
     return _classify(x, lambda ctx, v: _np.isnan(v) if ctx is None else _bits_test(ctx, v, "nan"))
 
 
 @_builtin
 def isinf(x):
     """1 where x is +inf or -inf, else 0 (element-wise)."""
+    _context.check_numeric("qd.math.isinf()", x)
     return _classify(x, lambda ctx, v: _np.isinf(v) if ctx is None else _bits_test(ctx, v, "inf"))
 
 
@@ -325,6 +332,7 @@ def isinf(x):
 # (llvm.ctpop / ctlz / cttz: PTX popc / clz, AMDGPU v_bcnt / v_ffbh / v_ffbl; SPIR-V OpBitCount,
 # FindUMsb, FindILsb, on 32-bit words: legalization widens or splits other widths there)
 def _bit_count(name, x):
+    _context.check_numeric(f"qd.math.{name}()", x)
     ctx = _context.current()
     if ctx is None:
         return _py_bits(name, x)

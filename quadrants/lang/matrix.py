@@ -1,7 +1,7 @@
 """qd.Vector / qd.Matrix: small vectors and matrices, element-wise in kernels; fields of them."""
 import numpy as np
 
-from quadrants.lang.context import current
+from quadrants.lang.context import check_numeric, current, describe, type_error
 from quadrants.lang.field import Field
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.values import MatrixValue
@@ -63,8 +63,12 @@ class PyMatrix(np.ndarray):
         return self.transpose()
 
 
-def _py(a, dt=None):
-    return np.array(a, dtype=dt.np if dt is not None else None).view(PyMatrix)
+def _py(a, dt=None, what="qd.Matrix()"):
+    """A PyMatrix of the numbers in `a` (dtype dt, or numpy's choice); a clear error for anything else."""
+    from quadrants.lang import types as T
+    from quadrants.lang.runtime_array import host_array
+
+    return np.array(host_array(a, None if dt is None else T.to_dtype(dt), what)).view(PyMatrix)
 
 
 def _flat_args(args):
@@ -95,7 +99,7 @@ def construct(mtype, args):
     if len(flat) != n:
         raise TypeError(f"{mtype!r} takes {n} components (or one for all of them), got {len(flat)}")
     if ctx is None:
-        return _py(flat, mtype.dtype).reshape(mtype.shape)
+        return _py(flat, mtype.dtype, f"{mtype!r}").reshape(mtype.shape)
     return ctx.cast(MatrixValue(flat, mtype.shape), mtype.dtype)
 
 
@@ -121,12 +125,23 @@ class Matrix:
     _qd_builtin = True
 
     def __new__(cls, entries, dt=None):
+        what = f"qd.{cls.__name__}()"
+        if dt is not None:
+            from quadrants.lang import types as T
+            try:
+                dt = T.to_dtype(dt)
+            except TypeError as e:
+                type_error(f"{what}: {e}")
         ctx = current()
+        if isinstance(entries, MatrixValue) and ctx is not None:
+            return ctx.cast(entries, dt) if dt else entries
+        if not isinstance(entries, (list, tuple, np.ndarray)):
+            type_error(f"{what} takes a list of entries{' (or of rows)' if cls is Matrix else ''}, got "
+                       f"{describe(entries)}")
         if ctx is None:
-            return _py(entries, dt)
-        if isinstance(entries, MatrixValue):
-            return entries
+            return _py(entries, dt, what)
         flat, shape = _flatten(list(entries))
+        check_numeric(what, *flat)
         mv = MatrixValue([ctx.rvalue(e) for e in flat], shape)
         return ctx.cast(mv, dt) if dt else mv
 
@@ -189,7 +204,7 @@ class Vector(Matrix):
     _qd_builtin = True
 
     def __new__(cls, entries, dt=None):
-        return Matrix.__new__(cls, list(entries), dt)
+        return Matrix.__new__(cls, entries, dt)
 
     @staticmethod
     def field(n, dtype, shape=None, name=None, **_ignored):

@@ -4,7 +4,7 @@ import numpy as np
 from quadrants.lang import runtime
 from quadrants.lang import types as T
 from quadrants.lang.field import as_shape, check_size
-from quadrants.lang.runtime_array import RuntimeArray, python_scope
+from quadrants.lang.runtime_array import RuntimeArray, host_array, python_scope
 
 
 class Ndarray(RuntimeArray):
@@ -14,7 +14,7 @@ class Ndarray(RuntimeArray):
         python_scope("creating an ndarray")
         self.dtype = T.to_dtype(dtype)
         self.shape = as_shape(shape)
-        self.element_shape = tuple(element_shape)
+        self.element_shape = as_shape(element_shape, "the vector/matrix size")
         check_size(self.full_shape, "an ndarray")
         self._program = runtime.program()
         self.nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
@@ -28,11 +28,20 @@ class Ndarray(RuntimeArray):
         return f"<qd.ndarray {self.dtype} shape={self.shape} element={self.element_shape}>"
 
     def __getitem__(self, key):
-        return self.to_numpy()[key]
+        a = self.to_numpy()
+        try:
+            return a[key]
+        except (IndexError, TypeError, ValueError) as e:
+            raise type(e)(f"{self!r}[{key!r}]: {e}") from None
 
     def __setitem__(self, key, value):
         a = self.to_numpy()
-        a[key] = value
+        what = f"{self!r}[{key!r}] = ..."
+        value = host_array(value, self.dtype, what)
+        try:
+            a[key] = value
+        except (IndexError, TypeError, ValueError) as e:
+            raise type(e)(f"{what}: {e}") from None
         self.from_numpy(a)
 
 

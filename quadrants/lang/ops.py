@@ -6,7 +6,7 @@ import builtins
 import itertools
 
 from quadrants import _core
-from quadrants.lang.context import current, is_py_scalar, require
+from quadrants.lang.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.lang.field import Field
 from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
@@ -51,9 +51,10 @@ def static(x, *more):
 def _unary(name, doc):
     @builtin
     def f(x):
+        check_numeric(f"qd.{name}()", x)
         if current() is None:  # Python scope: numpy's (qd.math functions run there too)
             import numpy as np
-            return getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}.get(name, name))(x)
+            return getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}.get(name, name))(_np_operand(x))
         return require(f"qd.{name}").unary(name, x)
     f.__name__, f.__doc__ = name, doc
     return f
@@ -66,9 +67,20 @@ exp, log, tanh = _unary("exp", "e**x."), _unary("log", "Natural log."), _unary("
 floor, ceil, round = _unary("floor", "Floor."), _unary("ceil", "Ceiling."), _unary("round", "Round half to even.")
 
 
+def _np_operand(x):
+    """x for a numpy function: an int beyond 64 bits as a float (numpy keeps it as an object)."""
+    if isinstance(x, int) and not -(1 << 63) <= x < 1 << 64:
+        return float(x)
+    return x
+
+
 @builtin
 def abs(x):
+    check_numeric("abs()", x)
     ctx = current()
+    if ctx is None and isinstance(x, (list, tuple)):
+        import numpy as np
+        return np.abs(x)
     if ctx is None or is_py_scalar(x):
         return builtins.abs(x)
     return ctx.unary("abs", x)
@@ -84,7 +96,12 @@ def _nary(name):
             xs = tuple(xs[0].entries if isinstance(xs[0], MatrixValue) else xs[0])
         if not xs:
             raise TypeError(f"qd.{name} takes two or more values, or one vector or sequence")
+        check_numeric(f"qd.{name}()", *xs)
         if ctx is None:
+            if any(isinstance(x, (list, tuple)) or getattr(x, "ndim", 0) for x in xs):  # arrays: element-wise
+                import functools
+                import numpy as np
+                return functools.reduce(np.fmin if name == "min" else np.fmax, [_np_operand(x) for x in xs])
             return getattr(builtins, name)(*xs)
         result = xs[0]
         for x in xs[1:]:
@@ -100,26 +117,35 @@ min, max = _nary("min"), _nary("max")
 
 @builtin
 def atan2(y, x):
+    check_numeric("qd.atan2()", y, x)
     if current() is None:
         import numpy as np
-        return np.arctan2(y, x)
+        return np.arctan2(_np_operand(y), _np_operand(x))
     return require("qd.atan2").binary("atan2", y, x)
 
 
 @builtin
 def pow(x, y):
+    check_numeric("qd.pow()", x, y)
     if current() is None:
         import numpy as np
-        return np.power(x, y)
+        return np.power(_np_operand(x), _np_operand(y))
     return require("qd.pow").binary("pow", x, y)
 
 
 @builtin
 def cast(x, dtype):
     """Converts `x` to `dtype` (value conversion)."""
+    from quadrants.lang import types as T
+
+    try:
+        dtype = T.to_dtype(dtype)
+    except TypeError as e:
+        type_error(f"qd.cast(): {e}")
+    check_numeric("qd.cast()", x)
     ctx = current()
     if ctx is None:
-        return dtype.np.type(x)
+        return dtype(x)
     return ctx.cast(x, dtype)
 
 

@@ -38,6 +38,30 @@ def _scope_checked(method):
     return checked
 
 
+def host_array(value, dtype, what):
+    """`value` (a number, a sequence or array of numbers) as a numpy array of `dtype` (None: numpy's
+    choice), for writing into a field or ndarray from Python: numpy's value conversion, and a TypeError / OverflowError /
+    ValueError naming `what` for what it cannot convert (a function, a string, 2**64 into an i32)."""
+    from quadrants.lang.context import describe, is_py_scalar
+
+    try:
+        a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except (ValueError, TypeError) as e:  # ragged nesting, an object numpy cannot read
+        raise ValueError(f"{what}: {describe(value)} is not a number or a rectangular array of numbers ({e})") from None
+    if not (a.dtype.kind in "biuf" or a.dtype.kind == "O" and all(is_py_scalar(e) for e in a.flat)):
+        raise TypeError(f"{what}: expected a number or an array of numbers, got {describe(value)}")
+    if dtype is None:  # numpy's inferred dtype
+        if a.dtype.kind == "O":
+            raise OverflowError(f"{what}: {describe(value)} does not fit in 64 bits")
+        return a
+    try:
+        return np.asarray(value, dtype=dtype.np)  # Python numbers: numpy checks their range
+    except OverflowError:
+        raise OverflowError(f"{what}: {describe(value)} does not fit in {dtype}{dtype.range_text()}") from None
+    except (ValueError, TypeError) as e:  # NaN or infinity into an integer dtype
+        raise ValueError(f"{what}: cannot convert {describe(value)} to {dtype} ({e})") from None
+
+
 class RuntimeArray:
     """Subclasses set dtype, full_shape, handle and _program."""
 
@@ -110,7 +134,7 @@ class RuntimeArray:
     def from_numpy(self, arr):
         """Copies a numpy array (or anything np.asarray takes) of the same shape into this array."""
         self._check()
-        arr = np.asarray(arr, dtype=self.dtype.np, order="C")
+        arr = host_array(arr, self.dtype, f"{self!r}.from_numpy()")
         if not self._fits(arr.shape):
             raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
         if arr.size:
@@ -125,7 +149,7 @@ class RuntimeArray:
         if ctx is not None:
             from quadrants.lang import ops
             return ops.fill_in_kernel(ctx, self, value)
-        self.from_numpy(np.full(self.full_shape, value, dtype=self.dtype.np))
+        self.from_numpy(np.full(self.full_shape, host_array(value, self.dtype, f"{self!r}.fill()")))
 
     @_scope_checked
     def copy_from(self, other):

@@ -26,6 +26,13 @@ class DataType:
     def bits(self):
         return self.np.itemsize * 8
 
+    def range_text(self):
+        """" (-2147483648..2147483647)" for an integer dtype, "" for the others."""
+        if self.np.kind not in "iu":
+            return ""
+        info = np.iinfo(self.np)
+        return f" ({info.min}..{info.max})"
+
     def __repr__(self):
         return self.name
 
@@ -38,6 +45,9 @@ class DataType:
                 return self.np.type(value)
             except (TypeError, ValueError) as e:
                 raise TypeError(f"qd.{self.name}({value!r}): {e}") from None
+            except OverflowError:
+                raise OverflowError(f"qd.{self.name}({value!r}): the value does not fit in {self.name}"
+                                    f"{self.range_text()}") from None
         return ctx.cast(value, self)
 
 

@@ -385,3 +385,197 @@ def test_python_scope_misuse_is_a_clear_type_error():
     assert qd.max([3, 9, 2]) == 9 and qd.min(4, 1) == 1
     with pytest.raises(TypeError, match="arch must be qd.cpu"):
         qd.init(arch=len)
+
+
+def _plain(exc_info):
+    """Python-scope misuse is a plain TypeError/ValueError/OverflowError/IndexError raised by Quadrants
+    itself: not a compilation error (there is no kernel line) and not an error from inside numpy."""
+    assert not isinstance(exc_info.value, qd.QuadrantsCompilationError), exc_info.value
+    assert "quadrants" in exc_info.traceback[-1].path.parts, exc_info.traceback[-1]
+
+
+def _a_function():
+    pass
+
+
+@test(arch=qd.cpu)
+def test_python_scope_math_on_non_numbers_is_a_type_error():
+    # The fuzzer's cases: a kernel decorated with a math function instead of @qd.kernel.
+    for deco, name in [(qd.floor, r"qd\.floor\(\)"), (qd.sqrt, r"qd\.sqrt\(\)"), (qd.abs, r"abs\(\)")]:
+        with pytest.raises(TypeError, match=name + r" takes numbers, vectors or matrices .*got function 'k'") as info:
+            @deco
+            def k(n: qd.i32):
+                pass
+        _plain(info)
+    cases = [
+        (lambda: qd.sqrt("s"), r"qd\.sqrt\(\) .*got str 's'"),
+        (lambda: qd.sin(None), r"qd\.sin\(\) .*got NoneType None"),
+        (lambda: qd.exp([1, "a"]), r"qd\.exp\(\) .*got list \[1, 'a'\]"),
+        (lambda: qd.min(_a_function, 1), r"qd\.min\(\) .*got function '_a_function'"),
+        (lambda: qd.max("ab", "c"), r"qd\.max\(\) .*got str 'ab'"),
+        (lambda: qd.atan2(_a_function, 1.0), r"qd\.atan2\(\) .*got function"),
+        (lambda: qd.pow(2.0, "x"), r"qd\.pow\(\) .*got str 'x'"),
+        (lambda: qd.cast(_a_function, qd.i32), r"qd\.cast\(\) .*got function"),
+        (lambda: qd.cast(1, 7), r"qd\.cast\(\): 7 is not a dtype"),
+        (lambda: qd.math.length(_a_function), r"qd\.math\.length\(\) .*got function"),
+        (lambda: qd.math.clamp(_a_function, 0, 1), r"qd\.math\.clamp\(\) .*got function"),
+        (lambda: qd.math.isnan("x"), r"qd\.math\.isnan\(\) .*got str"),
+        (lambda: qd.math.popcnt(None), r"qd\.math\.popcnt\(\) .*got NoneType"),
+    ]
+    for call, match in cases:
+        with pytest.raises(TypeError, match=match) as info:
+            call()
+        _plain(info)
+    for call, match in [(lambda: qd.cast(2**64, qd.i32), r"does not fit in i32 \(-2147483648\.\.2147483647\)"),
+                        (lambda: qd.u8(256), r"qd\.u8\(256\): the value does not fit in u8 \(0\.\.255\)")]:
+        with pytest.raises(OverflowError, match=match) as info:
+            call()
+        _plain(info)
+    # What they take still works, element-wise on arrays as in kernels.
+    assert qd.sqrt(2**70) == 2.0**35 and qd.floor(2.5) == 2.0 and abs(qd.abs(-3)) == 3
+    assert qd.abs([-1, 2]).tolist() == [1, 2] and qd.cast(1.7, qd.i32) == 1
+    assert qd.math.clamp(qd.Vector([-1.0, 0.5, 5.0]), 0.0, 2.0).tolist() == [0.0, 0.5, 2.0]
+    assert qd.max(qd.Vector([1.0, 5.0]), qd.Vector([3.0, 2.0])).tolist() == [3.0, 5.0]
+    assert qd.max([3, 9, 2]) == 9 and qd.min(2**70, 1) == 1
+
+
+@test(arch=qd.cpu)
+def test_python_scope_vector_of_non_numbers_is_a_type_error():
+    with pytest.raises(TypeError, match=r"qd\.Vector\(\) takes a list of entries, got function 'k'") as info:
+        @qd.Vector
+        def k(n: qd.i32):
+            pass
+    _plain(info)
+    cases = [
+        (TypeError, lambda: qd.Vector(3), r"qd\.Vector\(\) takes a list of entries, got int 3"),
+        (TypeError, lambda: qd.Matrix(None), r"qd\.Matrix\(\) takes a list of entries \(or of rows\)"),
+        (TypeError, lambda: qd.Vector([_a_function, 1]), r"qd\.Vector\(\): expected a number or an array"),
+        (TypeError, lambda: qd.Vector([1, 2], 7), r"qd\.Vector\(\): 7 is not a dtype"),
+        (TypeError, lambda: qd.math.vec3("a"), r"vector\(3, f32\): expected a number or an array"),
+        (ValueError, lambda: qd.Matrix([[1, 2], [3]]), r"qd\.Matrix\(\): list \[\[1, 2\], \[3\]\] is not a number or "
+                                                       r"a rectangular array"),
+        (OverflowError, lambda: qd.Vector([1, 2**64]), r"qd\.Vector\(\): .* does not fit in 64 bits"),
+        (TypeError, lambda: qd.Vector.field(_a_function, qd.f32, shape=3), r"vector/matrix size must be an int"),
+    ]
+    for exc, call, match in cases:
+        with pytest.raises(exc, match=match) as info:
+            call()
+        _plain(info)
+    assert qd.Vector((1, 2)).tolist() == [1, 2] and qd.Matrix.identity(float, 2).tolist() == [[1, 0], [0, 1]]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_python_scope_field_and_ndarray_writes_check_the_value():
+    x = qd.field(qd.i32, shape=4)
+    u = qd.field(qd.u8, shape=4)
+    v = qd.Vector.field(3, qd.f32, shape=2)
+    nd = qd.ndarray(qd.i32, shape=4)
+    x[1], u[1], nd[1] = 7, 255, -3
+    i32 = r"i32 \(-2147483648\.\.2147483647\)"
+    cases = [
+        # The fuzzer's case: `x[i] = i * 2 + 2**64` in a function that lost its @qd.kernel.
+        (OverflowError, lambda: x.__setitem__(0, 2**64), r"field\w*\[0\] = \.\.\.: int 18446744073709551616 does not "
+                                                          r"fit in " + i32),
+        (OverflowError, lambda: x.__setitem__(0, 2**31), "does not fit in " + i32),
+        (OverflowError, lambda: u.__setitem__(0, -1), r"int -1 does not fit in u8 \(0\.\.255\)"),
+        (OverflowError, lambda: x.__setitem__(0, float("inf")), "float inf does not fit in i32"),
+        (ValueError, lambda: x.__setitem__(0, float("nan")), "cannot convert float nan to i32"),
+        (TypeError, lambda: x.__setitem__(0, _a_function), "expected a number or an array of numbers, got function"),
+        (TypeError, lambda: x.__setitem__(0, "a"), "expected a number or an array of numbers, got str 'a'"),
+        (TypeError, lambda: x.__setitem__(0, None), "got NoneType None"),
+        (ValueError, lambda: v.__setitem__(0, [1.0, 2.0]), r"a value of shape \(2,\) does not fit an element of "
+                                                           r"shape \(3,\)"),
+        (TypeError, lambda: x.__setitem__(_a_function, 1), "an index must be an integer, got function"),
+        (TypeError, lambda: x[1.5], "an index must be an integer, got float 1.5"),
+        (OverflowError, lambda: x.fill(2**64), r"\.fill\(\): int 18446744073709551616 does not fit in i32"),
+        (OverflowError, lambda: x.from_numpy([2**64] * 4), r"\.from_numpy\(\): list .* does not fit in i32"),
+        (TypeError, lambda: x.from_numpy(_a_function), r"\.from_numpy\(\): expected a number or an array"),
+        (OverflowError, lambda: nd.__setitem__(0, 2**64), r"qd\.ndarray.*\[0\] = \.\.\.: int .* does not fit in i32"),
+        (TypeError, lambda: nd.__setitem__(0, _a_function), r"qd\.ndarray.*expected a number or an array"),
+        (IndexError, lambda: nd[_a_function], r"qd\.ndarray.*\[<function _a_function.*\]: only integers"),
+    ]
+    for exc, call, match in cases:
+        with pytest.raises(exc, match=match) as info:
+            call()
+        _plain(info)
+    # Nothing was written by the failed writes.
+    assert x.to_numpy().tolist() == [0, 7, 0, 0] and u.to_numpy().tolist() == [0, 255, 0, 0]
+    assert nd.to_numpy().tolist() == [0, -3, 0, 0] and v.to_numpy().tolist() == [[0, 0, 0]] * 2
+
+
+@test(arch=qd.cpu)
+def test_math_intrinsics_on_non_numbers_in_kernels_name_the_line():
+    @qd.kernel
+    def sqrt_of_a_function():
+        d = qd.sqrt(_a_function)
+
+    @qd.kernel
+    def abs_of_a_function():
+        d = abs(_a_function)
+
+    @qd.kernel
+    def vector_of_a_function():
+        d = qd.Vector(_a_function)
+
+    @qd.kernel
+    def vector_entry_a_function():
+        d = qd.Vector([_a_function, 1.0])
+
+    @qd.kernel
+    def length_of_a_function():
+        d = qd.math.length(_a_function)
+
+    @qd.kernel
+    def cast_to_a_number():
+        d = qd.cast(1, 7)
+
+    @qd.kernel
+    def dot_of_scalars():
+        d = qd.math.dot(1.0, 2.0)
+
+    _raises(qd.QuadrantsTypeError, sqrt_of_a_function, match=r"qd\.sqrt\(\) takes numbers, vectors or matrices, got "
+            r"function '_a_function'", line="d = qd.sqrt(_a_function)")
+    _raises(qd.QuadrantsTypeError, abs_of_a_function, match=r"abs\(\) takes numbers", line="d = abs(_a_function)")
+    _raises(qd.QuadrantsTypeError, vector_of_a_function, match=r"qd\.Vector\(\) takes a list of entries, got function",
+            line="d = qd.Vector(_a_function)")
+    _raises(qd.QuadrantsTypeError, vector_entry_a_function, match=r"qd\.Vector\(\) takes numbers",
+            line="d = qd.Vector([_a_function, 1.0])")
+    _raises(qd.QuadrantsTypeError, length_of_a_function, match=r"qd\.math\.length\(\) takes numbers",
+            line="d = qd.math.length(_a_function)")
+    _raises(qd.QuadrantsTypeError, cast_to_a_number, match=r"qd\.cast\(\): 7 is not a dtype", line="d = qd.cast(1, 7)")
+    # An error inside a qd.math function's own body is reported at the kernel's call of it.
+    _raises(qd.QuadrantsSyntaxError, dot_of_scalars, match=r"in qd\.math\.dot \(math\.py:\d+: return x\.dot\(y\)\): "
+            r"'float' has no attribute 'dot'", line="d = qd.math.dot(1.0, 2.0)")
+
+
+@test(arch=qd.cpu)
+def test_atomic_cas_with_none_is_a_type_error_not_a_crash():
+    x = qd.field(qd.i32, shape=2)
+
+    @qd.kernel
+    def desired_none():
+        qd.atomic_cas(x[0], 0, None)
+
+    @qd.kernel
+    def expected_none():
+        qd.atomic_cas(x[0], None, 1)
+
+    # desired=None reached the IR builder as a missing operand and segfaulted.
+    _raises(qd.QuadrantsTypeError, desired_none, match=r"qd\.atomic_cas\(x, expected, desired\): the desired value is "
+            r"None", line="qd.atomic_cas(x[0], 0, None)")
+    _raises(qd.QuadrantsTypeError, expected_none, match="the expected value is None",
+            line="qd.atomic_cas(x[0], None, 1)")
+
+
+def test_decorating_quadrants_own_functions_is_a_type_error():
+    from quadrants.lang.kernel import kernel as qd_kernel  # qd.kernel itself (a test plugin may wrap qd.kernel)
+
+    with pytest.raises(TypeError, match="@qd.kernel decorates a Python function of yours, got Quadrants' own function "
+                                        "'kernel'") as info:
+        @qd.kernel(qd_kernel)
+        def run(k: qd.template()):
+            pass
+    _plain(info)
+    with pytest.raises(TypeError, match="@qd.func decorates .* own function 'sqrt'") as info:
+        qd.func(qd.sqrt)
+    _plain(info)

@@ -52,6 +52,7 @@ int Builder::add_shared(DataType dtype, std::vector<int64_t> shape, const std::s
   if (n > (int64_t(1) << 31) / 8) syntax_error("SharedArray is too large for any device's shared memory", loc_);
   BufferDesc d{BufferKind::Shared, dtype, std::move(shape)};
   d.name = name;
+  d.loc = loc_;
   return kernel_->add_buffer(std::move(d));
 }
 

@@ -42,6 +42,10 @@ struct BufferDesc {
   std::vector<int64_t> static_tail;  // ndarrays: the static element dims (vector ndarrays)
   int64_t field_id = -1;          // fields: the runtime's buffer id
   std::string name;
+  SourceLoc loc;                  // shared arrays: where the SharedArray was created
+  // Shared arrays in a task with dynamic shared memory (target/shared_memory.h): the byte offset in
+  // it; -1 for a statically allocated array.
+  int64_t shared_offset = -1;
 };
 
 struct Stmt {
@@ -106,6 +110,10 @@ struct Task {
   // parallel, cpu: iterations per thread chunk that amortise setting up and flushing private
   // copies of fields (privatized histograms)
   int64_t min_chunk = 0;
+  // parallel: the bytes of block-shared memory its shared arrays take (target/shared_memory.h), and
+  // whether they live in dynamic shared memory, sized at launch (CUDA above 48 KiB).
+  int64_t shared_bytes = 0;
+  bool dynamic_shared = false;
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 

@@ -2,6 +2,7 @@
 #include <unordered_set>
 
 // Atomic passes: the backend support check and demotion to plain read-modify-writes.
+#include "target/shared_memory.h"
 #include "transforms/passes.h"
 
 namespace qd {
@@ -203,6 +204,7 @@ void run_passes(KernelIR &k, const Target &target) {
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
   if (backend == Backend::Cpu) partition_scatters(k);
   legalize(k, target);
+  plan_shared_memory(k, target);
 }
 
 }  // namespace qd

@@ -20,7 +20,7 @@ namespace {
 
 struct Launched {
   void *fn;
-  unsigned grid, block;
+  unsigned grid, block, dynamic_shared;
   std::vector<uint64_t> table;
   std::vector<int64_t> args;
 };
@@ -44,8 +44,9 @@ class FakeDevice : public GpuDevice {
   void to_device(uint64_t dst, const void *src, size_t n) override { std::memcpy(at(dst, n), src, n); }
   void to_host(void *dst, uint64_t src, size_t n) override { std::memcpy(dst, at(src, n), n); }
   void zero(uint64_t dst, size_t n) override { std::memset(at(dst, n), 0, n); }
-  void launch(void *fn, unsigned grid, unsigned block, uint64_t table, uint64_t args) override {
-    Launched l{fn, grid, block, {}, {}};
+  void launch(void *fn, unsigned grid, unsigned block, unsigned dynamic_shared, uint64_t table,
+              uint64_t args) override {
+    Launched l{fn, grid, block, dynamic_shared, {}, {}};
     for (size_t i = 0; i < memory.at(table).size() / 8; i++) l.table.push_back(word(table, i));
     if (args)
       for (size_t i = 0; i < memory.at(args).size() / 8; i++) l.args.push_back(static_cast<int64_t>(word(args, i)));
@@ -80,7 +81,8 @@ class FakeDevice : public GpuDevice {
 
 class FakeCudaRuntime : public GpuRuntime {
  public:
-  explicit FakeCudaRuntime(std::unique_ptr<FakeDevice> d) : GpuRuntime(Backend::Cuda, std::move(d), {"sm_75"}) {}
+  explicit FakeCudaRuntime(std::unique_ptr<FakeDevice> d, TargetFeatures features = {"sm_75"})
+      : GpuRuntime(Backend::Cuda, std::move(d), std::move(features)) {}
 
  protected:
   Loaded load_kernel(KernelIR &k) override {
@@ -177,4 +179,62 @@ TEST_CASE("GPU launch sequence: no launch for a task without effects or an empty
   REQUIRE(dev.launches.size() == 1);  // only the loop over range(n)
   CHECK(dev.launches[0].grid == 1000);
   CHECK(dev.launches[0].fn == reinterpret_cast<void *>(2));
+}
+
+// Per loop: shared arrays of these many f32 elements, each written and read by every thread.
+std::unique_ptr<KernelIR> shared_kernel(const std::vector<std::vector<int64_t>> &loops) {
+  Builder b("k", TypeConfig{});
+  int out = b.add_field(7, DataType::f32, {256}, "out");
+  for (const auto &arrays : loops) {
+    Stmt *loop = b.begin_range_for(b.const_int(DataType::i32, 0), b.const_int(DataType::i32, 256), false, 256);
+    Stmt *i = b.loop_index(loop);
+    for (int64_t n : arrays) {
+      int s = b.add_shared(DataType::f32, {n}, "s");
+      Stmt *p = b.global_ptr(s, {i});
+      b.global_store(p, b.const_float(DataType::f32, 1.0));
+      b.simt(SimtOp::BlockSync);
+      b.global_store(b.global_ptr(out, {i}), b.global_load(b.global_ptr(s, {b.const_int(DataType::i32, 0)}), false));
+    }
+    b.end_range_for(loop);
+  }
+  return b.finish();
+}
+
+TEST_CASE("CUDA: shared arrays above 48 KiB launch with dynamic shared memory", "[gpu][runtime][shared]") {
+  size_t left = 1;
+  auto owned = std::make_unique<FakeDevice>(&left);
+  FakeDevice &dev = *owned;
+  FakeCudaRuntime rt(std::move(owned), {"sm_90"});
+  // Loop 1: 80000 + 40000 bytes (two arrays above 48 KiB together, each 16-byte aligned); loop 2:
+  // 1 KiB, static.
+  auto k = rt.compile(shared_kernel({{20000, 10000}, {256}}));
+  const std::string &ptx = k->artifacts.at("ptx");
+  CHECK(ptx.find(".extern .shared .align 16 .b8 qd_dynamic_shared[];") != std::string::npos);
+  CHECK(ptx.find(".shared .align 16 .b8 s[1024]") != std::string::npos);  // loop 2's array stays static
+  std::vector<uint64_t> buffers(k->buffers.size(), 0);  // shared arrays get no memory
+  buffers[0] = rt.allocate(1024);
+  rt.launch(*k, buffers, {});
+  REQUIRE(dev.launches.size() == 2);
+  CHECK(dev.launches[0].dynamic_shared == 120000);
+  CHECK(dev.launches[1].dynamic_shared == 0);
+}
+
+TEST_CASE("Shared arrays above the target's limit are a compile error naming the sizes", "[gpu][runtime][shared]") {
+  size_t left = 1;
+  FakeCudaRuntime rt(std::make_unique<FakeDevice>(&left), {"sm_75"});
+  try {
+    rt.compile(shared_kernel({{16384, 4}}));  // 65536 + 16 bytes > 64 KiB on sm_75
+    FAIL("no error");
+  } catch (const CompileError &e) {
+    CHECK(e.kind == ErrorKind::Codegen);
+    std::string m = e.what();
+    CHECK(m.find("kernel 'k'") != std::string::npos);
+    CHECK(m.find("65552 bytes") != std::string::npos);
+    CHECK(m.find("65536 bytes (64 KiB) of shared memory one block can use on cuda sm_75") != std::string::npos);
+  }
+  // The device's own limit, when the runtime reports it, wins over the architecture's.
+  FakeCudaRuntime small(std::make_unique<FakeDevice>(&left), {"sm_90", "max_shared_memory_bytes=65536"});
+  CHECK_THROWS_AS(small.compile(shared_kernel({{16384, 4}})), CompileError);
+  FakeCudaRuntime big(std::make_unique<FakeDevice>(&left), {"sm_90"});
+  CHECK_NOTHROW(big.compile(shared_kernel({{16384, 4}})));
 }

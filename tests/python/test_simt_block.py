@@ -472,3 +472,75 @@ def test_relaxed_shared_atomics_at_workgroup_scope(cpu_program):
     ptx = qd.compile(k, a, arch="cuda").ptx
     assert has(ptx, "atom.shared.add.u32") and has(ptx, "atom.shared.cas.b32"), ptx
     ptxas(ptx, "sm_75")
+
+
+# ---------------------------------------------------- shared memory size: CUDA dynamic, limits
+def _shared_kernel(*sizes):
+    """One loop with an f32 SharedArray per size (elements), each written and read by the block."""
+    @qd.func
+    def use(n: qd.template(), i):
+        s = qd.simt.block.SharedArray((n,), qd.f32)
+        tid = qd.simt.block.thread_idx()
+        for j in range(n // 64):
+            s[j * 64 + tid] = qd.cast(i + j, qd.f32)
+        qd.simt.block.sync()
+        return s[(tid * 37) % n]
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=64)
+        for i in range(128):
+            acc = 0.0
+            for n in qd.static(sizes):
+                acc += use(n, i)
+            out[i] = acc
+
+    return k
+
+
+def test_cuda_shared_arrays_above_48_kib_use_dynamic_shared_memory(cpu_program):
+    a = np.zeros(128, np.float32)
+    # 48 KiB: static .shared arrays, as before.
+    ptx = qd.compile(_shared_kernel(8192, 4096), a, arch="cuda", features=["sm_90"]).ptx
+    assert ".extern .shared" not in ptx and re.search(r"\.shared \.align 16 \.b8 shared\d+\[32768\]", ptx), ptx
+    # 64 KiB (the reference's test size) and two arrays above 48 KiB together: one .extern .shared
+    # region, each array at its offset, sized at launch (CUDA's runtime sets the kernel's
+    # MAX_DYNAMIC_SHARED_SIZE_BYTES; tests/cpp/test_gpu_runtime.cpp checks the launch).
+    for sizes, sms in (((16384,), ("sm_75", "sm_90")), ((16384, 12288, 4), ("sm_90",))):
+        for sm in sms:
+            ptx = qd.compile(_shared_kernel(*sizes), a, arch="cuda", features=[sm]).ptx
+            assert ".extern .shared .align 16 .b8 qd_dynamic_shared[];" in ptx, ptx
+            assert not re.search(r"\.shared \.align \d+ \.b8 shared\d+\[", ptx), ptx
+            ptxas(ptx, sm)
+    ir = qd.compile(_shared_kernel(16384, 12288, 4), a, arch="cuda", features=["sm_90"]).llvm_ir
+    # the arrays at 16-byte aligned offsets in creation order: 0, 65536, 65536 + 49152
+    assert sorted(set(re.findall(r"@qd_dynamic_shared, i64 (\d+)", ir))) == ["114688", "65536"], ir
+
+
+@pytest.mark.parametrize("arch,features,limit", [
+    ("cuda", ["sm_75"], 64 * 1024), ("cuda", ["sm_86"], 99 * 1024), ("cuda", ["sm_90"], 227 * 1024),
+    ("cuda", ["sm_90", "max_shared_memory_bytes=50000"], 50000),  # a device's own limit wins
+    ("amdgpu", None, 64 * 1024), ("metal", None, 32 * 1024), ("vulkan", None, 32 * 1024)])
+def test_shared_memory_over_the_limit_is_a_compile_error(cpu_program, arch, features, limit):
+    a = np.zeros(128, np.float32)
+    fits = limit // 4 // 64 * 64  # f32 elements, a multiple of the block
+    qd.compile(_shared_kernel(fits), a, arch=arch, features=features)  # exactly at (or just under) the limit
+    with pytest.raises(qd.QuadrantsCompilationError) as e:
+        qd.compile(_shared_kernel(fits, 64), a, arch=arch, features=features)
+    msg = str(e.value)
+    assert "kernel 'k'" in msg and f"{fits * 4 + 256} bytes" in msg, msg
+    assert re.search(rf"more than the {limit} bytes[^\n]* of shared memory one block can use on {arch}", msg), msg
+    assert f"{fits * 4} bytes: SharedArray of f32 at" in msg and "256 bytes: SharedArray of f32 at" in msg, msg
+
+
+@test_utils.test(arch=RUNS)
+def test_shared_memory_limit_of_the_device():
+    limit = qd.lang.impl.get_max_shared_memory_bytes(is_lowerbound_ok=True)
+    n = limit // 4 // 64 * 64
+    out = np.zeros(128, np.float32)
+    _shared_kernel(n)(out)  # the whole of the device's shared memory: runs
+    i = np.arange(128)
+    e = i % 64 * 37 % n  # the element each thread reads: written by thread e % 64 of its block, in round e // 64
+    np.testing.assert_array_equal(out, i // 64 * 64 + e % 64 + e // 64)
+    with pytest.raises(qd.QuadrantsCompilationError, match=rf"more than the {limit} bytes"):
+        _shared_kernel(n, 64)(out)

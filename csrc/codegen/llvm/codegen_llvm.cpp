@@ -137,6 +137,18 @@ Value *LlvmCodegen::buffer_base(int buffer) {
     for (int64_t dim : d.shape) n *= dim;
     return bases_[buffer] = eb.CreateAlloca(type(d.dtype), eb.getInt64(n));
   }
+  if (d.kind == BufferKind::Shared && d.shared_offset >= 0) {
+    // In the task's dynamic shared memory (CUDA above 48 KiB; target/shared_memory.h): one
+    // `.extern .shared` byte array, sized at launch, that every such task's arrays are offsets in.
+    auto *ty = llvm::ArrayType::get(eb.getInt8Ty(), 0);
+    auto *g = module_->getNamedGlobal("qd_dynamic_shared");
+    if (!g) {
+      g = new llvm::GlobalVariable(*module_, ty, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                   "qd_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+      g->setAlignment(llvm::Align(16));
+    }
+    return bases_[buffer] = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), g, d.shared_offset);
+  }
   if (d.kind == BufferKind::Shared) {  // one array per block: a module global in the shared address space
     auto it = shared_.find(buffer);
     if (it != shared_.end()) return bases_[buffer] = it->second;

@@ -91,6 +91,7 @@ GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {
   for (Task &t : k.tasks) {
     g.block_dims.push_back(target.block_dim(t));
     g.trip_counts.push_back(trip_count(t));
+    g.dynamic_shared_bytes.push_back(t.dynamic_shared ? t.shared_bytes : 0);
   }
   LlvmCodegen cg(k, target, *g.ctx);
   std::vector<TaskSymbols> symbols;

@@ -47,6 +47,7 @@ struct GpuModule {
   std::vector<std::string> task_symbols;
   std::vector<int> block_dims;
   std::vector<int64_t> trip_counts;  // parallel tasks with constant bounds: iterations; else -1
+  std::vector<int64_t> dynamic_shared_bytes;  // per task: dynamic shared memory to launch with (CUDA), else 0
 };
 
 // Runs the passes for the target's backend and features on `k`, then the shared LLVM codegen.
@@ -60,6 +61,7 @@ struct GpuCompiled {
   std::vector<std::string> symbols;
   std::vector<int> block_dims;
   std::vector<int64_t> trip_counts;
+  std::vector<int64_t> dynamic_shared_bytes;
 };
 
 // The printed LLVM IR of a module (the "llvm_ir" artefact).

@@ -25,7 +25,9 @@ class HipCalls : public GpuDevice {
   void to_device(uint64_t dst, const void *src, size_t n) override { dev.copy_to_device(ptr(dst), src, n); }
   void to_host(void *dst, uint64_t src, size_t n) override { dev.copy_to_host(dst, ptr(src), n); }
   void zero(uint64_t dst, size_t n) override { dev.memset8(ptr(dst), 0, n); }
-  void launch(void *fn, unsigned grid, unsigned block, uint64_t table, uint64_t args) override {
+  // Shared arrays are static LDS on AMDGPU (at most 64 KiB, which every launch may use): no dynamic part.
+  void launch(void *fn, unsigned grid, unsigned block, unsigned /*dynamic_shared*/, uint64_t table,
+              uint64_t args) override {
     void *t = ptr(table), *a = ptr(args);
     dev.launch_with(static_cast<amdgpu::Function>(fn), {grid, 1, 1}, {block, 1, 1}, t, a);
   }

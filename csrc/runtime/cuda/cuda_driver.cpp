@@ -16,6 +16,7 @@ using CUdevice = int;
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 constexpr int CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr int CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
@@ -34,6 +35,7 @@ struct Api {
   CUresult (*cuModuleGetFunction)(Function *, Module, const char *);
   CUresult (*cuLaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, void *, void **, void **);
+  CUresult (*cuFuncSetAttribute)(Function, int, int);
   CUresult (*cuMemAlloc)(DevicePtr *, size_t);
   CUresult (*cuMemFree)(DevicePtr);
   CUresult (*cuMemcpyHtoD)(DevicePtr, const void *, size_t);
@@ -72,6 +74,7 @@ Library load_library() {
   resolve(lib, "cuModuleUnload", a.cuModuleUnload, e);
   resolve(lib, "cuModuleGetFunction", a.cuModuleGetFunction, e);
   resolve(lib, "cuLaunchKernel", a.cuLaunchKernel, e);
+  resolve(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, e);
   resolve(lib, "cuMemAlloc_v2", a.cuMemAlloc, e);
   resolve(lib, "cuMemFree_v2", a.cuMemFree, e);
   resolve(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, e);
@@ -257,6 +260,12 @@ void CudaDevice::launch(Function fn, Dim3 grid, Dim3 block, const std::vector<vo
   check(api().cuLaunchKernel(fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes,
                              nullptr, params, nullptr),
         "cuLaunchKernel");
+}
+
+void CudaDevice::set_max_dynamic_shared_bytes(Function fn, unsigned bytes) {
+  bind();
+  check(api().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
 }
 
 void CudaDevice::synchronize() {

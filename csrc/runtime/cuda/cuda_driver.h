@@ -63,6 +63,9 @@ class CudaDevice {
     std::vector<void *> ptrs{static_cast<void *>(&args)...};
     launch(fn, grid, block, ptrs);  // the driver copies the values before returning
   }
+  // cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): lets `fn` launch with up
+  // to `bytes` of dynamic shared memory (needed above 48 KiB).
+  void set_max_dynamic_shared_bytes(Function fn, unsigned bytes);
   void synchronize();
 
  private:

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "codegen/llvm/target_cuda.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/gpu/gpu_runtime.h"
+#include "target/shared_memory.h"
 
 namespace qd {
 
@@ -13,6 +15,7 @@ namespace {
 
 constexpr int kAttrMultiprocessorCount = 16;          // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 constexpr int kAttrMaxThreadsPerMultiprocessor = 39;  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+constexpr int kAttrMaxSharedPerBlockOptin = 97;        // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 constexpr int kNewestSm = 90;                         // LLVM 19's NVPTX knows up to sm_90
 
 class CudaCalls : public GpuDevice {
@@ -27,9 +30,16 @@ class CudaCalls : public GpuDevice {
   void to_device(uint64_t dst, const void *src, size_t n) override { dev.copy_to_device(dst, src, n); }
   void to_host(void *dst, uint64_t src, size_t n) override { dev.copy_to_host(dst, src, n); }
   void zero(uint64_t dst, size_t n) override { dev.memset8(dst, 0, n); }
-  void launch(void *fn, unsigned grid, unsigned block, uint64_t table, uint64_t args) override {
+  void launch(void *fn, unsigned grid, unsigned block, unsigned dynamic_shared, uint64_t table,
+              uint64_t args) override {
+    auto f = static_cast<cuda::Function>(fn);
     cuda::DevicePtr t = table, a = args;
-    dev.launch_with(static_cast<cuda::Function>(fn), {grid, 1, 1}, {block, 1, 1}, t, a);
+    // Dynamic shared memory above 48 KiB needs the kernel's opt-in first (once per kernel).
+    if (dynamic_shared > opted_in[f]) {
+      dev.set_max_dynamic_shared_bytes(f, dynamic_shared);
+      opted_in[f] = dynamic_shared;
+    }
+    dev.launch(f, {grid, 1, 1}, {block, 1, 1}, {&t, &a}, dynamic_shared);
   }
   void synchronize() override { dev.synchronize(); }
   unsigned resident_blocks(int block) override {
@@ -39,6 +49,7 @@ class CudaCalls : public GpuDevice {
 
   cuda::CudaDevice dev;
   int sm_count, threads_per_sm;
+  std::map<cuda::Function, unsigned> opted_in;  // per kernel: the dynamic shared bytes it may use
 };
 
 std::string device_sm(const cuda::CudaDevice &dev) {
@@ -67,7 +78,9 @@ std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
   auto calls = std::make_unique<CudaCalls>(device_ordinal(options, "cuda"));
   const char *env = std::getenv("QD_CUDA_ARCH");
   std::string sm = env && *env ? cuda_sm({}) : device_sm(calls->dev);
-  return std::make_unique<CudaRuntime>(std::move(calls), TargetFeatures{sm});
+  // The device's own shared-memory limit (with the opt-in), which kernels are checked against.
+  int64_t shared = calls->dev.attribute(kAttrMaxSharedPerBlockOptin);
+  return std::make_unique<CudaRuntime>(std::move(calls), TargetFeatures{sm, shared_limit_feature(shared)});
 }
 
 }  // namespace qd

@@ -61,7 +61,7 @@ std::shared_ptr<CompiledKernel> GpuRuntime::compile(std::unique_ptr<KernelIR> k)
     unsigned block = static_cast<unsigned>(c.block_dims[i]);
     int64_t trips = c.trip_counts[i];
     unsigned grid = trips == 0 ? 0 : k->tasks[i].parallel ? grid_for(c.block_dims[i], trips) : 1;
-    out->launches.push_back({loaded.functions[i], grid, block});
+    out->launches.push_back({loaded.functions[i], grid, block, static_cast<unsigned>(c.dynamic_shared_bytes[i])});
   }
   std::lock_guard<std::mutex> lock(mutex_);
   out->table = allocate_locked(8 * std::max<size_t>(k->buffers.size(), 1));
@@ -104,7 +104,7 @@ std::vector<uint64_t> GpuRuntime::launch(CompiledKernel &ck, const std::vector<u
   if (k.temps) device_->zero(k.temps, static_cast<size_t>(k.temps_bytes));
   if (k.result) device_->zero(k.result, 8 * k.returns.size());  // debug mode's error slots start clear
   for (const GpuKernel::Launch &l : k.launches)
-    if (l.grid) device_->launch(l.fn, l.grid, l.block, k.table, k.args);
+    if (l.grid) device_->launch(l.fn, l.grid, l.block, l.dynamic_shared, k.table, k.args);
   std::vector<uint64_t> result(k.returns.size());
   if (!result.empty()) device_->to_host(result.data(), k.result, 8 * result.size());
   return result;

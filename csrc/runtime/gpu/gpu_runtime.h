@@ -24,8 +24,10 @@ class GpuDevice {
   virtual void to_device(uint64_t dst, const void *src, size_t bytes) = 0;
   virtual void to_host(void *dst, uint64_t src, size_t bytes) = 0;
   virtual void zero(uint64_t dst, size_t bytes) = 0;
-  // Launches fn(table, args) asynchronously on the default stream.
-  virtual void launch(void *fn, unsigned grid, unsigned block, uint64_t table, uint64_t args) = 0;
+  // Launches fn(table, args) asynchronously on the default stream, with `dynamic_shared` bytes of
+  // dynamic shared memory per block (CUDA kernels whose shared arrays exceed 48 KiB; else 0).
+  virtual void launch(void *fn, unsigned grid, unsigned block, unsigned dynamic_shared, uint64_t table,
+                      uint64_t args) = 0;
   virtual void synchronize() = 0;
   // Blocks of `block` threads that fill the device: the grid of a parallel task whose trip count
   // is only known on the device (the grid-stride loop covers the rest).
@@ -36,6 +38,7 @@ struct GpuKernel : CompiledKernel {
   struct Launch {
     void *fn;
     unsigned grid, block;  // grid 0: nothing to run (an empty range, a serial task without effects)
+    unsigned dynamic_shared = 0;  // bytes of dynamic shared memory per block
   };
   std::vector<Launch> launches;  // one per task, in order
   // Device memory, owned by the runtime: the buffer table, the argument slots, temps and result.

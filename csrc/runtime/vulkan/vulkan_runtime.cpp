@@ -8,6 +8,7 @@
 #include "codegen/spirv/codegen_spirv.h"
 #include "codegen/spirv/spirv_tools.h"
 #include "target/launch_bounds.h"
+#include "target/shared_memory.h"
 #include "transforms/passes.h"
 
 namespace qd {
@@ -54,6 +55,8 @@ class VulkanRuntime : public Runtime {
     const vulkan::DeviceCaps &caps = device_->caps();
     for (auto &[name, v] : vulkan::caps_list(caps))
       if (const bool *on = std::get_if<bool>(&v); on && *on) features_.insert(name);
+    // maxComputeSharedMemorySize: kernels whose shared arrays need more are refused at compile time.
+    features_.insert(shared_limit_feature(caps.max_shared_memory_bytes));
     target_.backend = Backend::Vulkan;
     target_.features = features_;
     target_.device_features = true;

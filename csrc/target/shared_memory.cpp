@@ -1,0 +1,120 @@
+#include "target/shared_memory.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "ir/ir.h"
+
+namespace qd {
+
+namespace {
+
+constexpr const char *kLimitFeature = "max_shared_memory_bytes=";
+constexpr int64_t kAlign = 16;  // every shared array starts 16-byte aligned (as the codegens place them)
+
+// CUDA's maximum shared memory per block with the opt-in (cudaFuncAttributeMaxDynamicSharedMemorySize),
+// by compute capability (CUDA C Programming Guide, "Technical Specifications per Compute Capability").
+int64_t cuda_arch_limit(const std::string &sm) {
+  int cc = 0;
+  try {
+    cc = std::stoi(sm.substr(3));
+  } catch (...) {
+    return kCudaStaticSharedBytes;
+  }
+  constexpr int64_t KiB = 1024;
+  if (cc >= 100) return cc == 100 || cc == 101 || cc == 103 ? 227 * KiB : 99 * KiB;
+  switch (cc) {
+    case 90: return 227 * KiB;
+    case 80: case 87: return 163 * KiB;
+    case 86: case 89: return 99 * KiB;
+    case 75: return 64 * KiB;
+    case 70: case 72: return 96 * KiB;
+    default: return 48 * KiB;
+  }
+}
+
+std::string kib(int64_t bytes) {
+  std::string s = std::to_string(bytes) + " bytes";
+  if (bytes % 1024 == 0) s += " (" + std::to_string(bytes / 1024) + " KiB)";
+  return s;
+}
+
+std::string target_name(const Target &t) {
+  std::string name = backend_name(t.backend);
+  for (const std::string &f : t.features)
+    if ((t.backend == Backend::Cuda && f.rfind("sm_", 0) == 0) || (t.backend == Backend::Amdgpu && f.rfind("gfx", 0) == 0))
+      name += " " + f;
+  return name;
+}
+
+}  // namespace
+
+std::string shared_limit_feature(int64_t bytes) { return kLimitFeature + std::to_string(bytes); }
+
+int64_t max_shared_bytes(const Target &target) {
+  for (const std::string &f : target.features)
+    if (f.rfind(kLimitFeature, 0) == 0) return std::stoll(f.substr(std::string(kLimitFeature).size()));
+  switch (target.backend) {
+    case Backend::Cpu: return 0;
+    case Backend::Cuda:
+      for (const std::string &f : target.features)
+        if (f.rfind("sm_", 0) == 0) return cuda_arch_limit(f);
+      return kCudaStaticSharedBytes;
+    case Backend::Amdgpu: return 64 * 1024;
+    case Backend::Vulkan: case Backend::Metal: return 32 * 1024;
+  }
+  return 0;
+}
+
+void plan_shared_memory(KernelIR &k, const Target &target) {
+  if (target.backend == Backend::Cpu) return;  // the front end rejects shared arrays there
+  // On SPIR-V an f16 shared array updated atomically is kept in 32-bit words (codegen_spirv_memory.cpp).
+  std::set<int64_t> atomic_f16;
+  for (Task &t : k.tasks)
+    for_each_stmt(t.body, [&](Stmt &s) {
+      if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr) atomic_f16.insert(s.operands[0]->ival);
+    });
+  auto element_bytes = [&](int64_t buffer) -> int64_t {
+    DataType t = k.buffers[buffer].dtype;
+    if (target.is_spirv() && t == DataType::f16 && atomic_f16.count(buffer)) return 4;
+    return byte_size(t);
+  };
+  int64_t limit = max_shared_bytes(target);
+  for (Task &t : k.tasks) {
+    std::map<int64_t, int64_t> arrays;  // buffer -> bytes, in creation order
+    for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop})
+      for_each_stmt(*b, [&](Stmt &s) {
+        if (s.kind != StmtKind::GlobalPtr || k.buffers[s.ival].kind != BufferKind::Shared) return;
+        int64_t n = 1;
+        for (int64_t d : k.buffers[s.ival].shape) n *= d;
+        arrays[s.ival] = n * element_bytes(s.ival);
+      });
+    int64_t total = 0;
+    for (auto &[buffer, bytes] : arrays) total += (bytes + kAlign - 1) / kAlign * kAlign;
+    t.shared_bytes = total;
+    if (total > limit) {
+      const Stmt *loop = t.loop();
+      std::string msg = "kernel '" + k.name + "': the block-shared arrays of this parallel loop take " + kib(total) +
+                        ", more than the " + kib(limit) + " of shared memory one block can use on " +
+                        target_name(target) + ":";
+      for (auto &[buffer, bytes] : arrays) {
+        const BufferDesc &d = k.buffers[buffer];
+        msg += "\n    " + std::to_string(bytes) + " bytes: SharedArray of " + dtype_name(d.dtype) + " at " +
+               (d.loc.file.empty() ? "?" : d.loc.file) + ":" + std::to_string(d.loc.line);
+        if (!d.loc.text.empty()) msg += ": " + d.loc.text;
+      }
+      throw CompileError(ErrorKind::Codegen, msg, loop ? loop->loc : SourceLoc{});
+    }
+    if (target.backend == Backend::Cuda && total > kCudaStaticSharedBytes) {
+      t.dynamic_shared = true;
+      int64_t offset = 0;
+      for (auto &[buffer, bytes] : arrays) {
+        k.buffers[buffer].shared_offset = offset;
+        offset += (bytes + kAlign - 1) / kAlign * kAlign;
+      }
+    }
+  }
+}
+
+}  // namespace qd

@@ -45,10 +45,11 @@ DataType unary_result(UnaryOp op, DataType x, const TypeConfig &cfg, const Sourc
 
 void check_atomic_operands(AtomicOp op, DataType target, const SourceLoc &loc) {
   const auto &info = atomic_op_info(op);
-  if (info.dtypes == DtypeClass::UnsignedOnly && target != DataType::u32 && target != DataType::u64)
-    type_error(std::string("qd.atomic_") + info.name + " takes u32 or u64 targets, got " + dtype_name(target), loc);
+  if (info.dtypes == DtypeClass::UnsignedOnly && (!is_unsigned(target) || target == DataType::u1))
+    type_error(std::string("qd.atomic_") + info.name + " takes unsigned targets (u8/u16/u32/u64), got " +
+                   dtype_name(target), loc);
   if (info.dtypes == DtypeClass::IntOnly && is_real(target))
-    type_error(std::string("qd.atomic_") + info.name + " takes integer targets (i32/u32/i64/u64), got " +
+    type_error(std::string("qd.atomic_") + info.name + " takes integer targets (i8/u8/i16/u16/i32/u32/i64/u64), got " +
                    dtype_name(target) + ": float " + (op == AtomicOp::Cas ? "CAS" : "bitwise atomics") +
                    " are rejected at compile time",
                loc);

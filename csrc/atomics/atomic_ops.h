@@ -13,7 +13,7 @@ namespace qd {
 enum class AtomicOp : unsigned char { Add, Sub, Mul, Min, Max, And, Or, Xor, Exchange, Cas, Inc, Dec };
 
 // Which dtypes an op accepts at all (before any backend restriction).
-enum class DtypeClass { IntOrFloat, IntOnly, UnsignedOnly };  // UnsignedOnly: u32 / u64
+enum class DtypeClass { IntOrFloat, IntOnly, UnsignedOnly };  // UnsignedOnly: u8 / u16 / u32 / u64
 
 struct AtomicOpInfo {
   AtomicOp op;

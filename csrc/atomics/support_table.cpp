@@ -31,6 +31,7 @@ const Dtypes kInt32 = {i32, u32};
 const Dtypes kInt64 = {i64, u64};
 const Dtypes kInts = {i32, u32, i64, u64};
 const Dtypes kF32F64 = {f32, f64};
+const Dtypes kNarrow = {i8, i16, u8, u16};
 
 const char *kMetal64 =
     "64-bit integer atomics are not portable to Metal: Metal only has 64-bit atomic min/max on "
@@ -38,6 +39,9 @@ const char *kMetal64 =
     "Apple GPU; use i32/u32";
 const char *kVulkanInt64 =
     "64-bit integer atomics on Vulkan need the device's int64 atomics (VK_KHR_shader_atomic_int64)";
+const char *kMetalNarrow =
+    "atomics on i8/i16/u8/u16 are not supported on Metal yet (their CAS loop on the containing 32-bit word "
+    "needs a word view of the buffer); use i32/u32";
 const char *kSpirvF16 =
     "f16 atomics on SPIR-V need the device's float16 atomic add capability; other f16 atomics are not "
     "supported there";
@@ -49,12 +53,15 @@ const std::vector<Row> &rows() {
       {Backend::Cpu, kIntNative, kInts, Lowering::Native},
       {Backend::Cpu, kAddSub, kF32F64, Lowering::Native},
       {Backend::Cpu, {Exchange}, kF32F64, Lowering::Native},
+      // Narrow integers everywhere: a CAS loop on the containing aligned 32-bit word (legalize.cpp).
+      {Backend::Cpu, kAll, kNarrow, Lowering::WordCasLoop},
       {Backend::Cpu, kAll, {}, Lowering::CasLoop},
       // CUDA (NVPTX, sm_60+): atom.global.* for ints, f32/f64 add and exchange.
       {Backend::Cuda, kIntNative, kInts, Lowering::Native},
       {Backend::Cuda, kIncDec, {u32}, Lowering::Native},  // atom.global.inc/dec.u32
       {Backend::Cuda, kAddSub, kF32F64, Lowering::Native},
       {Backend::Cuda, {Exchange}, kF32F64, Lowering::Native},
+      {Backend::Cuda, kAll, kNarrow, Lowering::WordCasLoop},
       {Backend::Cuda, kAll, {}, Lowering::CasLoop},
       // AMDGPU at syncscope("agent"): float atomics are native only on gfx942 (spec footnote 2).
       {Backend::Amdgpu, kIntNative, kInts, Lowering::Native},
@@ -62,6 +69,7 @@ const std::vector<Row> &rows() {
       {Backend::Amdgpu, {Exchange}, kF32F64, Lowering::Native},
       {Backend::Amdgpu, kAddSub, kF32F64, Lowering::Native, "gfx942"},
       {Backend::Amdgpu, {Min, Max}, {f64}, Lowering::Native, "gfx942"},
+      {Backend::Amdgpu, kAll, kNarrow, Lowering::WordCasLoop},
       {Backend::Amdgpu, kAll, {}, Lowering::CasLoop},
       // Vulkan (SPIR-V, Scope Device): float add native with the device's capability.
       {Backend::Vulkan, kIntNative, kInt32, Lowering::Native},
@@ -70,11 +78,16 @@ const std::vector<Row> &rows() {
       {Backend::Vulkan, {Mul, Inc, Dec}, kInt64, Lowering::CasLoop, "int64_atomics"},
       {Backend::Vulkan, kAll, kInt64, Lowering::Rejected, "", Space::Any, kVulkanInt64},
       {Backend::Vulkan, kAddSub, {f16}, Lowering::Native, "float16_atomic_add"},
-      // Shared f16 elements are 32-bit words (SPIR-V has no 16-bit atomics): exchange and CAS loops
-      // work on the widened bits.
+      // Shared narrow elements (f16, i8/i16/u8/u16) updated atomically are each a 32-bit word holding
+      // the zero-extended bits (SPIR-V has no narrower atomics, and a Workgroup array has one
+      // element type): exchange and compare-exchange work on the widened bits, the rest are CAS loops
+      // on them. In buffers, a CAS loop on the 32-bit word holding the element.
       {Backend::Vulkan, {Exchange}, {f16}, Lowering::Native, "", Space::Shared},
+      {Backend::Vulkan, {Exchange, Cas}, kNarrow, Lowering::Native, "", Space::Shared},
       {Backend::Vulkan, kAll, {f16}, Lowering::CasLoop, "", Space::Shared},
-      {Backend::Vulkan, kAll, {f16}, Lowering::Rejected, "", Space::Any, kSpirvF16},
+      {Backend::Vulkan, kAll, kNarrow, Lowering::CasLoop, "", Space::Shared},
+      {Backend::Vulkan, kAll, {f16}, Lowering::WordCasLoop},
+      {Backend::Vulkan, kAll, kNarrow, Lowering::WordCasLoop},
       {Backend::Vulkan, kAddSub, {f32}, Lowering::Native, "float32_atomic_add"},
       {Backend::Vulkan, kAddSub, {f64}, Lowering::Native, "float64_atomic_add"},
       // OpAtomicFMin/FMaxEXT (VK_EXT_shader_atomic_float2) keep minNum / maxNum on the devices we
@@ -89,6 +102,7 @@ const std::vector<Row> &rows() {
        "f64 atomics on Vulkan need 64-bit integer atomics for their CAS loop or exchange"},
       // Metal (SPIR-V -> MSL via SPIRV-Cross): float add is a CAS loop, no 64-bit anything.
       {Backend::Metal, kAll, kInt64, Lowering::Rejected, "", Space::Any, kMetal64},
+      {Backend::Metal, kAll, kNarrow, Lowering::Rejected, "", Space::Any, kMetalNarrow},
       {Backend::Metal, kIntNative, kInt32, Lowering::Native},
       {Backend::Metal, {Mul, Inc, Dec}, kInt32, Lowering::CasLoop},
       {Backend::Metal, kAll, {f16}, Lowering::Rejected, "", Space::Any, kSpirvF16},
@@ -119,7 +133,7 @@ const char *backend_name(Backend b) {
 }
 
 const std::vector<DataType> &atomic_dtypes() {
-  static const std::vector<DataType> v = {i32, u32, i64, u64, f16, f32, f64};
+  static const std::vector<DataType> v = {i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64};
   return v;
 }
 
@@ -128,14 +142,14 @@ AtomicLowering atomic_lowering(Backend backend, AtomicOp op, DataType dtype, Mem
   const auto &info = atomic_op_info(op);
   std::string what = std::string("atomic_") + info.name + " on " + dtype_name(dtype);
   if (!contains(atomic_dtypes(), dtype))
+    return {Lowering::Rejected, what + " is not supported: atomics on memory take integers and floats "
+                                       "(i8/u8/i16/u16/i32/u32/i64/u64/f16/f32/f64); use i32/u32"};
+  if (info.dtypes == DtypeClass::UnsignedOnly && !is_unsigned(dtype))
     return {Lowering::Rejected,
-            what + " is not supported: atomics on memory take i32/u32/i64/u64/f16/f32/f64 (narrower "
-                   "integers have no atomic instructions on GPUs; use i32/u32)"};
-  if (info.dtypes == DtypeClass::UnsignedOnly && dtype != u32 && dtype != u64)
-    return {Lowering::Rejected, what + " is not supported: atomic_" + info.name + " takes u32 or u64"};
+            what + " is not supported: atomic_" + info.name + " takes unsigned integers (u8/u16/u32/u64)"};
   if (info.dtypes == DtypeClass::IntOnly && is_real(dtype))
-    return {Lowering::Rejected,
-            what + " is not supported: atomic_" + info.name + " takes integer dtypes only (i32/u32/i64/u64)"};
+    return {Lowering::Rejected, what + " is not supported: atomic_" + info.name +
+                                    " takes integer dtypes only (i8/u8/i16/u16/i32/u32/i64/u64)"};
   for (const Row &row : rows()) {
     if (row.backend != backend || !contains(row.ops, op)) continue;
     if (!row.dtypes.empty() && !contains(row.dtypes, dtype)) continue;
@@ -164,7 +178,8 @@ TargetFeatures default_features(Backend backend) {
 namespace {
 
 const char *verdict_name(Lowering l) {
-  return l == Lowering::Native ? "native" : l == Lowering::CasLoop ? "CAS loop" : "rejected";
+  return l == Lowering::Native ? "native" : l == Lowering::CasLoop ? "CAS loop"
+         : l == Lowering::WordCasLoop ? "word CAS loop" : "rejected";
 }
 
 std::string cell(Backend backend, AtomicOp op, DataType dtype, MemorySpace space) {

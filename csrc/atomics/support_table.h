@@ -1,8 +1,9 @@
 #pragma once
 // THE atomic support table: for every (backend, op, dtype, memory space, device capability) it says
-// whether the op is a native instruction, a CAS loop, or rejected with a reason. The type checker
-// reads it to raise QuadrantsTypeError, each codegen reads it to pick the lowering, and the tables in
-// docs/atomics.md are generated from it.
+// whether the op is a native instruction, a CAS loop, a CAS loop on the 32-bit word holding a narrow
+// element (i8/i16/u8/u16, and f16 where the target has no 16-bit atomics), or rejected with a
+// reason. The type checker reads it to raise QuadrantsTypeError, each codegen reads it to pick the
+// lowering, and the tables in docs/atomics.md are generated from it.
 #include <set>
 #include <string>
 #include <vector>
@@ -17,7 +18,10 @@ const char *backend_name(Backend b);
 
 enum class MemorySpace { Global, Shared };
 
-enum class Lowering { Native, CasLoop, Rejected };
+// WordCasLoop: the element is narrower than any atomic the target has; legalization updates its lane
+// of the containing aligned 32-bit word with a compare-exchange loop on the word (as CUDA's 16-bit
+// atomics do), leaving the word's other elements as they are.
+enum class Lowering { Native, CasLoop, WordCasLoop, Rejected };
 
 // Target facts a decision may depend on: SPIR-V device capabilities (e.g. "float32_atomic_add_buffer",
 // "int64_atomics_shared") or the AMDGPU architecture ("gfx942"). A row's `capability` names a capability

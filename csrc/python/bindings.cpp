@@ -125,7 +125,7 @@ void bind_atomics(py::module_ &m) {
     if (!a) throw std::invalid_argument("unknown atomic op '" + op + "'");
     auto l = atomic_lowering(backend_from_name(backend), *a, t, shared ? MemorySpace::Shared : MemorySpace::Global,
                              TargetFeatures(features.begin(), features.end()));
-    const char *kinds[] = {"native", "cas", "rejected"};
+    const char *kinds[] = {"native", "cas", "word_cas", "rejected"};
     return py::make_tuple(kinds[static_cast<int>(l.kind)], l.reason);
   });
   m.def("default_features", [](const std::string &backend) {

@@ -42,6 +42,9 @@ struct Target {
   }
 
   bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }
+  // The type of element indices: SPIR-V indexes buffers with i32 (they hold fewer than 2^31
+  // elements), LLVM with i64.
+  DataType index_type() const { return is_spirv() ? DataType::i32 : DataType::i64; }
 };
 
 // One backend in the registry (target/target.cpp).

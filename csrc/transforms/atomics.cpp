@@ -170,10 +170,13 @@ void decide_atomics(KernelIR &k, const Target &target) {
     if (s.is_atomic) {  // qd.atomic_load / atomic_store: the dtypes every backend loads atomically
       DataType t = s.kind == StmtKind::GlobalLoad ? s.dtype : s.operands[0]->dtype;
       auto ok = atomic_lowering(target.backend, AtomicOp::Exchange, t, MemorySpace::Global, target.features);
-      if (ok.kind == Lowering::Rejected || t == DataType::f16) {
+      bool narrow = bit_width(t) < 32;
+      if (ok.kind == Lowering::Rejected || narrow) {
         std::string what = std::string(mem_op_name(kind)) + " on " + dtype_name(t);
         type_error(what + " is not supported on " + backend_name(target.backend) +
-                       (t == DataType::f16 ? ": f16 has no atomic loads and stores; use f32" : ": " + ok.reason),
+                       (narrow ? std::string(": ") + dtype_name(t) + " has no atomic loads and stores; use " +
+                                     (is_real(t) ? "f32" : "i32/u32")
+                               : ": " + ok.reason),
                    s.loc);
       }
     }

@@ -32,6 +32,7 @@ class Legalizer {
   explicit Legalizer(const Target &target) : target_(target) {}
 
   void run(KernelIR &k) {
+    k_ = &k;
     for (Task &t : k.tasks)
       for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop}) collect(*b);
     // Expanded statements stay alive until their users are rewired: a new statement must not
@@ -299,6 +300,8 @@ class Legalizer {
   //   expected = load(x); loop { seen = cas(x, expected, op(expected, v)); if seen == expected:
   //   break; expected = seen }; old = expected
   // on the value's bits, so a NaN in memory compares equal to itself and cannot spin the loop.
+  // A word CAS loop (an element narrower than the target's atomics) runs the same loop on the
+  // aligned 32-bit word holding the element, replacing only the element's lane (see Word).
   Stmt *atomic(IrEmitter &e, Stmt &s) {
     AtomicOp op = s.atomic_op();
     Stmt *ptr = s.operands[0], *val = s.operands[1];
@@ -321,24 +324,100 @@ class Legalizer {
     bool release = s.order == MemoryOrder::Release || s.order == MemoryOrder::AcqRel;
     bool acquire = s.order == MemoryOrder::Acquire || s.order == MemoryOrder::AcqRel;
     if (release) fence(e, MemoryOrder::Release, s.scope);
-    Stmt *load = e.add(StmtKind::GlobalLoad, bits, {ptr});
+    Word w = s.lowering == Lowering::WordCasLoop ? word_of(e, *ptr, t) : Word{ptr, bits};
+    Stmt *load = e.add(StmtKind::GlobalLoad, w.dtype, {w.ptr});
     load->is_volatile = true;  // a first guess, re-read every call; the CAS checks it
-    Stmt *expected = e.var(bits, load);
+    Stmt *expected = e.var(w.dtype, load);
     {
       IrEmitter loop = e.while_("cas.loop");
       Stmt *old_bits = loop.load(expected);
-      Stmt *old = loop.bitcast(old_bits, t);
+      Stmt *old = extract(loop, w, old_bits, t);
       Stmt *updated = op == AtomicOp::Exchange ? val
                       : op == AtomicOp::Sub  ? loop.bin(B::Sub, old, val)
                       : op == AtomicOp::Inc || op == AtomicOp::Dec ? wrapped(loop, op, old, val)
+                      : op == AtomicOp::Cas ? loop.sel(loop.bin(B::Eq, old, val), s.operands[2], old)
                                              : loop.bin(*atomic_op_info(op).combine, old, val);
-      Stmt *seen = primitive(loop, AtomicOp::Cas, bits, {ptr, old_bits, loop.bitcast(updated, bits)}, s);
+      Stmt *seen = primitive(loop, AtomicOp::Cas, w.dtype, {w.ptr, old_bits, insert(loop, w, old_bits, updated)}, s);
       seen->order = MemoryOrder::Relaxed;
       loop.if_(loop.bin(B::Eq, seen, old_bits)).break_();
       loop.store(expected, seen);
     }
     if (acquire) fence(e, MemoryOrder::Acquire, s.scope);
-    return e.bitcast(e.load(expected), t);
+    return extract(e, w, e.load(expected), t);
+  }
+
+  // What a CAS loop compare-exchanges: the element's own bits, or (shift set) the aligned u32 word
+  // holding a narrow element, whose bits are the word's `shift`..`shift + width` (little-endian).
+  // Buffers start 4-byte aligned and end on a whole word (the runtimes pad their allocations, shared
+  // arrays are padded, numpy arguments are staged when misaligned), so element i of a buffer of
+  // n-byte elements is lane i % (4 / n) of word i / (4 / n), and its word lies inside the buffer.
+  // A kernel-scope variable's 8-byte slot holds it in its first bytes: lane 0 of the slot's word.
+  struct Word {
+    Stmt *ptr;
+    DataType dtype;
+    Stmt *shift = nullptr;  // u32: the element's first bit in the word
+    Stmt *keep = nullptr;   // u32: the word's other bits
+  };
+
+  Word word_of(IrEmitter &e, const Stmt &ptr, DataType t) {
+    const BufferDesc &d = k_->buffers[ptr.ival];
+    int width = bit_width(t), per_word = 32 / width;
+    Word w{nullptr, DataType::u32};
+    if (d.kind == BufferKind::Temps) {
+      w.ptr = e.add(StmtKind::GlobalPtr, DataType::u32, {});
+      w.ptr->byte_offset = ptr.byte_offset;
+      w.shift = e.ci(DataType::u32, 0);
+    } else {
+      Stmt *i = linear_index(e, ptr);
+      w.ptr = e.add(StmtKind::GlobalPtr, DataType::u32, {e.bin(B::Shr, i, e.ci(i->dtype, per_word == 4 ? 2 : 1))});
+      Stmt *lane = e.cast(e.bin(B::BitAnd, i, e.ci(i->dtype, per_word - 1)), DataType::u32);
+      w.shift = e.bin(B::Mul, lane, e.ci(DataType::u32, width));
+    }
+    w.ptr->ival = ptr.ival;
+    Stmt *mask = e.bin(B::Shl, e.ci(DataType::u32, (int64_t(1) << width) - 1), w.shift);
+    w.keep = e.un(U::BitNot, mask);
+    return w;
+  }
+
+  // The row-major element index of a field / ndarray / shared-array pointer (as the codegens
+  // compute it), in the target's index type.
+  Stmt *linear_index(IrEmitter &e, const Stmt &ptr) {
+    const BufferDesc &d = k_->buffers[ptr.ival];
+    DataType t = target_.index_type();
+    size_t runtime_dims = d.kind == BufferKind::Ndarray ? d.ndim - d.static_tail.size() : 0;
+    Stmt *linear = nullptr;
+    for (size_t i = 0; i < ptr.operands.size(); i++) {
+      Stmt *idx = e.cast(ptr.operands[i], t);
+      if (!linear) {
+        linear = idx;
+        continue;
+      }
+      Stmt *dim;
+      if (d.kind != BufferKind::Ndarray) {
+        dim = e.ci(t, d.shape[i]);
+      } else if (i < runtime_dims) {
+        dim = e.add(StmtKind::Arg, t, {});  // the 8-byte slot holds the shape at any width
+        dim->ival = d.shape_arg_slot + static_cast<int64_t>(i);
+      } else {
+        dim = e.ci(t, d.static_tail[i - runtime_dims]);
+      }
+      linear = e.bin(B::Add, e.bin(B::Mul, linear, dim), idx);
+    }
+    return linear ? linear : e.ci(t, 0);
+  }
+
+  // The element (dtype t) in `bits`.
+  Stmt *extract(IrEmitter &e, const Word &w, Stmt *bits, DataType t) {
+    if (!w.shift) return e.bitcast(bits, t);
+    DataType lane = int_of_width(bit_width(t), false);
+    return e.bitcast(e.cast(e.bin(B::Shr, bits, w.shift), lane), t);
+  }
+
+  // `bits` with the element replaced by `v`.
+  Stmt *insert(IrEmitter &e, const Word &w, Stmt *bits, Stmt *v) {
+    if (!w.shift) return e.bitcast(v, w.dtype);
+    Stmt *lane = e.cast(e.bitcast(v, int_of_width(bit_width(v->dtype), false)), DataType::u32);  // zero-extended
+    return e.bin(B::BitOr, e.bin(B::BitAnd, bits, w.keep), e.bin(B::Shl, lane, w.shift));
   }
 
   // The primitive keeps the source atomic's memory order and scope (a CAS loop's compare-exchange
@@ -367,6 +446,7 @@ class Legalizer {
   }
 
   const Target &target_;
+  const KernelIR *k_ = nullptr;
   std::vector<Stmt *> work_;
   std::unordered_map<Stmt *, Stmt *> replaced_;
 };

@@ -493,10 +493,11 @@ def _array_key(a):
 class _Staging:
     """The memory a launch gives its numpy arguments.
 
-    cpu: a C-contiguous array is used in place (zero-copy). Otherwise the array is copied to a
-    runtime buffer and, if the kernel writes to it, copied back after the launch. The same array
-    (or identical views) passed twice gets one buffer, so neither argument's writes are lost;
-    arrays that overlap otherwise are refused when the kernel writes to either of them.
+    cpu: a C-contiguous array starting on a 4-byte boundary is used in place (zero-copy). Otherwise
+    the array is copied to a runtime buffer and, if the kernel writes to it, copied back after the
+    launch. The same array (or identical views) passed twice gets one buffer, so neither argument's
+    writes are lost; arrays that overlap otherwise are refused when the kernel writes to either of
+    them.
     """
 
     def __init__(self, kernel, prog, entry):
@@ -527,7 +528,9 @@ class _Staging:
             if written and copy is not None:
                 copy[3] = True
             return handle
-        if self.prog.config.arch is runtime.cpu and v.flags.c_contiguous:
+        # In place only from a 4-byte aligned start: the atomics on 8 / 16-bit elements work on the
+        # aligned 32-bit word holding the element, found from the element's index.
+        if self.prog.config.arch is runtime.cpu and v.flags.c_contiguous and v.ctypes.data % 4 == 0:
             self.by_view[key] = (v.ctypes.data, None)  # zero-copy
             return v.ctypes.data
         staged = np.ascontiguousarray(v)

@@ -226,8 +226,8 @@ def _make_atomic(row):
         def op(x, y, *, memory_order=RELAXED, memory_scope=DEVICE):
             return require(f"qd.atomic_{name}").atomic(name, x, y, None, memory_order, memory_scope)
     op.__name__ = op.__qualname__ = f"atomic_{name}"
-    dtypes = ("u32/u64" if row["unsigned_only"] else "integer dtypes (i32/u32/i64/u64)" if row["int_only"]
-              else "i32/u32/i64/u64/f16/f32/f64")
+    dtypes = ("u8/u16/u32/u64" if row["unsigned_only"] else "integer dtypes (i8/u8/i16/u16/i32/u32/i64/u64)"
+              if row["int_only"] else "i8/u8/i16/u16/i32/u32/i64/u64/f16/f32/f64")
     op.__doc__ = (f"qd.atomic_{name}(x, {params}, *, memory_order=qd.MemoryOrder.Relaxed, "
                   f"memory_scope=qd.MemScope.Device): atomically {row['effect']}; returns the old value of x.\n\n"
                   f"x must be a field/ndarray element, a vector/matrix slot (fans out per component) or a "

@@ -3,14 +3,15 @@ from quadrants import _core
 from quadrants.lang import runtime
 from quadrants.lang import types as T
 
-ATOMIC_DTYPES = ("i32", "u32", "i64", "u64", "f16", "f32", "f64")
-_KINDS = {"native": "native", "cas": "CAS loop", "rejected": "rejected"}
+ATOMIC_DTYPES = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "f32", "f64")
+_KINDS = {"native": "native", "cas": "CAS loop", "word_cas": "word CAS loop", "rejected": "rejected"}
 
 
 def atomic_support(op=None, dtype=None, arch=None):
     """How `qd.atomic_<op>` on `dtype` in global memory compiles on `arch` (default: the current one).
 
-    Returns "native" (one atomic instruction), "CAS loop" (a compare-and-swap retry loop) or
+    Returns "native" (one atomic instruction), "CAS loop" (a compare-and-swap retry loop), "word CAS
+    loop" (a compare-and-swap retry loop on the aligned 32-bit word holding a narrow element) or
     "rejected" (raises QuadrantsTypeError at compile time). The current arch uses the features its
     device reported at qd.init; another arch uses the features qd.compile assumes for it.
     Without `op` (or `dtype`) returns the table: {op: {dtype name: kind}}.

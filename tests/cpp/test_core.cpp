@@ -32,7 +32,16 @@ TEST_CASE("support table: the spec's columns") {
   CHECK(L(Backend::Cpu, AtomicOp::Min, DataType::f64) == Lowering::CasLoop);
   CHECK(L(Backend::Cpu, AtomicOp::Xor, DataType::f32) == Lowering::Rejected);
   CHECK(L(Backend::Cpu, AtomicOp::Cas, DataType::f64) == Lowering::Rejected);
-  CHECK(L(Backend::Cpu, AtomicOp::Add, DataType::i16) == Lowering::Rejected);
+  CHECK(L(Backend::Cpu, AtomicOp::Add, DataType::i16) == Lowering::WordCasLoop);
+  CHECK(L(Backend::Cuda, AtomicOp::Cas, DataType::u8) == Lowering::WordCasLoop);
+  CHECK(L(Backend::Vulkan, AtomicOp::Exchange, DataType::f16) == Lowering::WordCasLoop);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f16, {"float16_atomic_add_buffer"}) == Lowering::Native);
+  CHECK(atomic_lowering(Backend::Vulkan, AtomicOp::Cas, DataType::i8, MemorySpace::Shared, {}).kind == Lowering::Native);
+  CHECK(atomic_lowering(Backend::Vulkan, AtomicOp::Add, DataType::i8, MemorySpace::Shared, {}).kind == Lowering::CasLoop);
+  CHECK(L(Backend::Metal, AtomicOp::Add, DataType::u8) == Lowering::Rejected);
+  CHECK(L(Backend::Cpu, AtomicOp::Or, DataType::u1) == Lowering::Rejected);
+  CHECK(L(Backend::Cpu, AtomicOp::Inc, DataType::i8) == Lowering::Rejected);
+  CHECK(L(Backend::Cpu, AtomicOp::Inc, DataType::u16) == Lowering::WordCasLoop);
   CHECK(L(Backend::Cuda, AtomicOp::Add, DataType::f64) == Lowering::Native);
   CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32, {"gfx942"}) == Lowering::Native);
   CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32) == Lowering::CasLoop);  // gfx90a and others

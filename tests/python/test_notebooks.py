@@ -37,12 +37,12 @@ def test_kernels_and_funcs_defined_in_cells(shell):
 
 @test(arch=qd.cpu)
 def test_errors_name_the_cell_and_line(shell):
-    run(shell, "import quadrants as qd\nflags = qd.field(qd.u8, shape=4)\n")
-    err, count = run(shell, "@qd.kernel\ndef bad():\n    for i in range(4):\n        qd.atomic_or(flags[i % 2], 1)\n"
+    run(shell, "import quadrants as qd\nweights = qd.field(qd.f32, shape=4)\n")
+    err, count = run(shell, "@qd.kernel\ndef bad():\n    for i in range(4):\n        qd.atomic_or(weights[i % 2], 1)\n"
                             "bad()\n")
     assert isinstance(err, qd.QuadrantsTypeError)
     assert str(err).startswith(f"Cell In[{count}]:4:"), str(err)
-    assert "qd.atomic_or(flags[i % 2], 1)" in str(err)
+    assert "qd.atomic_or(weights[i % 2], 1)" in str(err)
 
     err, count = run(shell, "\n@qd.kernel\ndef bad2():\n    for i in range(4):\n        qd.atomic_add(3, 1)\nbad2()\n")
     assert isinstance(err, qd.QuadrantsSyntaxError)
@@ -57,7 +57,8 @@ def test_atomic_support_reads_the_compiler_table():
     assert qd.atomic_support("add", "f16", arch=qd.metal) == "rejected"
     table = qd.atomic_support()
     assert list(table) == [row["name"] for row in _core.atomic_ops()]
-    assert list(table["cas"]) == ["i32", "u32", "i64", "u64", "f16", "f32", "f64"]
+    assert list(table["cas"]) == ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "f32", "f64"]
+    assert qd.atomic_support("or", "u8") == "word CAS loop"
     # The same cells as the generated table in docs/atomics.md.
     doc = _core.atomic_support_markdown().split("#### cuda")[0]
     for op, kinds in table.items():

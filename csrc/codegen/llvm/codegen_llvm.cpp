@@ -154,6 +154,9 @@ Value *LlvmCodegen::buffer_base(int buffer) {
     if (it != shared_.end()) return bases_[buffer] = it->second;
     int64_t n = 1;
     for (int64_t dim : d.shape) n *= dim;
+    // Whole 32-bit words: a narrow element's atomic is a CAS loop on the word holding it.
+    int64_t per_word = std::max(1, 4 / byte_size(d.dtype));
+    n = (n + per_word - 1) / per_word * per_word;
     auto *ty = llvm::ArrayType::get(type(d.dtype), n);
     auto *g = new llvm::GlobalVariable(*module_, ty, false, llvm::GlobalValue::InternalLinkage,
                                        llvm::UndefValue::get(ty), d.name, nullptr,

@@ -84,17 +84,13 @@ Id SpirvCodegen::atomic(const Stmt &s) {
   // opcode, not the type, says whether min / max are signed.
   const StorageBuffer &cell = int_cell(a, t);
   Id ct = cell.elem_type;
-  Id u16 = b_.t_int(16, false);
-  bool wide = widened(a.buffer);  // the 16-bit bits of an f16, zero-extended in a 32-bit word
+  bool wide = widened(a.buffer);  // a narrow element's bits, zero-extended in a 32-bit word
   auto in = [&](Id v) {
-    if (wide) return b_.convert(ct, u16, ty == u16 ? v : b_.bitcast(u16, v));
+    if (wide) return to_word(v, t);
     return ct == ty ? v : b_.bitcast(ct, v);
   };
   auto out = [&](Id v) {
-    if (wide) {
-      Id bits16 = b_.convert(u16, ct, v);
-      return ty == u16 ? bits16 : b_.bitcast(ty, bits16);
-    }
+    if (wide) return from_word(v, t);
     return ct == ty ? v : b_.bitcast(ty, v);
   };
   Id ptr = element_ptr(cell, a), old;

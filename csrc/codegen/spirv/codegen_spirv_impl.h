@@ -29,6 +29,7 @@ class SpirvCodegen {
   struct ViewPlan {
     bool value_view = false;  // float elements: native float atomics (OpAtomicFAddEXT)
     bool int_view = false;    // same-width integers: CAS loops and exchange
+    bool words = false;       // narrow elements: word CAS loops through a u32 view
   };
 
   // codegen_spirv.cpp: tasks, statements, control flow.
@@ -62,7 +63,9 @@ class SpirvCodegen {
   // Block-shared arrays: one Workgroup array per buffer, of one element type (see shared_view).
   const spirv::StorageBuffer &shared_view(int buffer);
   bool is_shared(int buffer) const { return k_.buffers[buffer].kind == BufferKind::Shared; }
-  bool widened(int buffer) const;  // a shared f16 array updated atomically: 32-bit words
+  bool widened(int buffer) const;  // a shared 8 / 16-bit array updated atomically: 32-bit words
+  Id to_word(Id v, DataType t);    // a narrow value's bits, zero-extended to u32
+  Id from_word(Id w, DataType t);  // the narrow value in the low bits of a u32
   Id load(const Stmt &s);
   void store(const Stmt &ptr, Id v);
 

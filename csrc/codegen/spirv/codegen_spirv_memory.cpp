@@ -17,8 +17,11 @@ void SpirvCodegen::plan_views() {
     if (!(atomic || bits_load) || s.operands[0]->kind != StmtKind::GlobalPtr) return;
     int buffer = static_cast<int>(s.operands[0]->ival);
     if (atomic && is_shared(buffer)) shared_atomic_.insert(buffer);
-    if (!is_real(k_.buffers[buffer].dtype)) return;
+    const BufferDesc &d = k_.buffers[buffer];
     ViewPlan &plan = view_plans_[buffer];
+    bool field = d.kind == BufferKind::Field || d.kind == BufferKind::Ndarray;
+    if (field && bit_width(s.dtype) == 32 && bit_width(d.dtype) < 32) plan.words = true;
+    if (!is_real(d.dtype)) return;
     if (!is_real(s.dtype)) plan.int_view = true;
     else if (atomic) plan.value_view = true;
   };
@@ -38,7 +41,7 @@ const StorageBuffer &SpirvCodegen::view(int binding, Id elem_type) {
   if (binding < static_cast<int>(args_binding_)) {
     const BufferDesc &d = k_.buffers[binding];
     const ViewPlan &plan = view_plans_[binding];
-    if ((plan.value_view && plan.int_view) || d.kind == BufferKind::Temps)
+    if ((plan.value_view && plan.int_view) || plan.words || d.kind == BufferKind::Temps)
       b_.decorate(buf.var, spirv::Decoration::Aliased);
     name = d.kind == BufferKind::Temps ? "temps" : d.kind == BufferKind::Result ? "result" : d.name;
   }
@@ -47,12 +50,24 @@ const StorageBuffer &SpirvCodegen::view(int binding, Id elem_type) {
 }
 
 bool SpirvCodegen::widened(int buffer) const {
-  return is_shared(buffer) && k_.buffers[buffer].dtype == DataType::f16 && shared_atomic_.count(buffer);
+  return is_shared(buffer) && bit_width(k_.buffers[buffer].dtype) < 32 && shared_atomic_.count(buffer);
+}
+
+SpirvCodegen::Id SpirvCodegen::to_word(Id v, DataType t) {
+  Id lane = int_type(t);
+  return b_.convert(b_.t_u32(), lane, type(t) == lane ? v : b_.bitcast(lane, v));
+}
+
+SpirvCodegen::Id SpirvCodegen::from_word(Id w, DataType t) {
+  Id lane = int_type(t);
+  Id bits = b_.convert(lane, b_.t_u32(), w);
+  return type(t) == lane ? bits : b_.bitcast(type(t), bits);
 }
 
 // A Workgroup variable cannot alias another, so a shared array has one element type: a float array
-// reached through its bits (exchange, CAS loops) holds the same-width integers, an f16 one updated
-// atomically 32-bit words (SPIR-V has no 16-bit atomics), any other its element type.
+// reached through its bits (exchange, CAS loops) holds the same-width integers, an 8 / 16-bit one
+// updated atomically 32-bit words holding its zero-extended bits (SPIR-V has no narrower atomics),
+// any other its element type.
 const StorageBuffer &SpirvCodegen::shared_view(int buffer) {
   auto it = shared_.find(buffer);
   if (it != shared_.end()) return it->second;
@@ -165,16 +180,14 @@ SpirvCodegen::Id SpirvCodegen::load(const Stmt &s) {
   const Address &a = addresses_.at(s.operands[0]);
   const BufferDesc &d = k_.buffers[a.buffer];
   if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) return load_slot(a.buffer, a.byte_offset / 4, s.dtype);
-  // A float's bits (the first guess of a CAS loop) come through the integer view.
-  bool bits = is_real(d.dtype) && !is_real(s.dtype);
+  // A float's bits (the first guess of a CAS loop) come through the integer view, the word holding a
+  // narrow element (a word CAS loop's) through the u32 view.
+  bool bits = (is_real(d.dtype) && !is_real(s.dtype)) || (!is_shared(a.buffer) && bit_width(s.dtype) != bit_width(d.dtype));
   const StorageBuffer &v = bits ? int_view(a.buffer, s.dtype) : plain_view(a.buffer, d.dtype);
   Id ptr = element_ptr(v, a);
   // volatile_load: OpLoad with the Volatile memory access, so every use re-reads memory.
   Id raw = s.is_volatile ? b_.load_volatile(v.elem_type, ptr) : b_.load(v.elem_type, ptr);
-  if (widened(a.buffer)) {  // the low 16 bits of the word
-    Id bits16 = b_.convert(b_.t_int(16, false), v.elem_type, raw);
-    return type(s.dtype) == b_.t_int(16, false) ? bits16 : b_.bitcast(type(s.dtype), bits16);
-  }
+  if (widened(a.buffer)) return from_word(raw, s.dtype);  // the low bits of the word
   if (d.dtype == DataType::u1) return b_.ne(v.elem_type, raw, b_.c_int(v.elem_type, 0));
   return v.elem_type == type(s.dtype) ? raw : b_.bitcast(type(s.dtype), raw);
 }
@@ -186,11 +199,7 @@ void SpirvCodegen::store(const Stmt &ptr_stmt, Id v) {
     return store_slot(a.buffer, a.byte_offset / 4, ptr_stmt.dtype, v);
   const StorageBuffer &view = plain_view(a.buffer, d.dtype);
   Id raw = v;
-  if (widened(a.buffer)) {
-    Id u16 = b_.t_int(16, false);
-    Id bits16 = type(ptr_stmt.dtype) == u16 ? v : b_.bitcast(u16, v);
-    return b_.store(element_ptr(view, a), b_.convert(view.elem_type, u16, bits16));
-  }
+  if (widened(a.buffer)) return b_.store(element_ptr(view, a), to_word(v, ptr_stmt.dtype));
   if (d.dtype == DataType::u1) raw = b_.select(view.elem_type, v, b_.c_int(view.elem_type, 1), b_.c_int(view.elem_type, 0));
   else if (view.elem_type != type(d.dtype)) raw = b_.bitcast(view.elem_type, v);
   b_.store(element_ptr(view, a), raw);

@@ -19,9 +19,11 @@ GpuRuntime::~GpuRuntime() {
 }
 
 uint64_t GpuRuntime::allocate_locked(size_t bytes) {
-  uint64_t p = device_->alloc(std::max<size_t>(bytes, 1));
+  // Whole 32-bit words: a narrow element's atomic is a CAS loop on the word holding it.
+  size_t padded = (std::max<size_t>(bytes, 1) + 3) / 4 * 4;
+  uint64_t p = device_->alloc(padded);
   allocations_.insert(p);
-  device_->zero(p, std::max<size_t>(bytes, 1));
+  device_->zero(p, padded);
   return p;
 }
 

@@ -6,7 +6,9 @@
 Runs every (op, dtype) that the atomic support table (csrc/atomics/support_table.cpp, read through
 the core) allows in global memory on the arch's device: --ops operations per case (default 10^8 on
 cpu, 10^7 elsewhere), in rounds of at most 2^24, all threads on one address (more addresses only
-where the dtype cannot count that far exactly: f16 / f32 counters and tokens, f16 products). Each
+where the dtype cannot count that far exactly: f16 / f32 and 8 / 16-bit integer counters and
+tokens, f16 and narrow integer products; neighbouring addresses of a narrow dtype share a 32-bit
+word, so their word CAS loops contend too). Each
 operation stores the old value the atomic returned, and the host checks:
 
   add, sub   counters: the old values are a permutation of 0, 1, .., n-1 steps, the end value n steps
@@ -71,8 +73,12 @@ def _mul_factor(dtype):
 
 def _per_address_limit(op, dtype):
     """How many operations one address can take with every old value exact and distinct."""
-    if not dtype.is_real:
-        return math.inf
+    if not dtype.is_real:  # 8 / 16-bit integers wrap soon: counts and tokens stay below 2^bits
+        if dtype.bits >= 32:
+            return math.inf
+        if op in ("add", "sub", "cas", "exchange"):
+            return 2 ** dtype.bits - 1
+        return 2 ** (dtype.bits - 2) if op == "mul" else math.inf  # 3^k mod 2^w: distinct for k < 2^(w-2)
     if op in ("add", "sub", "cas", "exchange"):  # consecutive integers (counts, tokens)
         return 2 ** (np.finfo(dtype.np).nmant + 1)
     if op == "mul":
@@ -162,7 +168,10 @@ def check(op, dtype, init, v, old, final):
             problem.append(f"old values are not a permutation of 0..{per - 1} steps at {bad} of {m} addresses")
         return lost, "; ".join(problem)
     if op == "exchange":  # tokens 0..per: each must come back once, as an old value or the end value
-        lost = _not_permutation(np.vstack([old, final[None, :]]).astype(np.int64), per + 1)
+        tokens = np.vstack([old, final[None, :]])
+        if not dtype.is_real:  # narrow signed tokens past 2^(bits-1) wrap negative: their unsigned bits
+            tokens = tokens.view(_unsigned(dtype))
+        lost = _not_permutation(tokens.astype(np.int64), per + 1)
         return lost, (f"a token lost or duplicated at {lost} of {m} addresses" if lost else "")
     if op == "mul":
         if dtype.is_real:  # strictly increasing: sorted, each value is the previous one times c

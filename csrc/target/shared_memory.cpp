@@ -69,15 +69,16 @@ int64_t max_shared_bytes(const Target &target) {
 
 void plan_shared_memory(KernelIR &k, const Target &target) {
   if (target.backend == Backend::Cpu) return;  // the front end rejects shared arrays there
-  // On SPIR-V an f16 shared array updated atomically is kept in 32-bit words (codegen_spirv_memory.cpp).
-  std::set<int64_t> atomic_f16;
+  // On SPIR-V an 8 / 16-bit shared array updated atomically is kept in 32-bit words
+  // (codegen_spirv_memory.cpp).
+  std::set<int64_t> atomic_narrow;
   for (Task &t : k.tasks)
     for_each_stmt(t.body, [&](Stmt &s) {
-      if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr) atomic_f16.insert(s.operands[0]->ival);
+      if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr) atomic_narrow.insert(s.operands[0]->ival);
     });
   auto element_bytes = [&](int64_t buffer) -> int64_t {
     DataType t = k.buffers[buffer].dtype;
-    if (target.is_spirv() && t == DataType::f16 && atomic_f16.count(buffer)) return 4;
+    if (target.is_spirv() && bit_width(t) < 32 && atomic_narrow.count(buffer)) return 4;
     return byte_size(t);
   };
   int64_t limit = max_shared_bytes(target);

@@ -183,6 +183,12 @@ Stmt *Builder::select(Stmt *cond, Stmt *a, Stmt *b) {
   return make(StmtKind::Select, t, {to_condition(cond), cast(a, t), cast(b, t)});
 }
 
+Stmt *Builder::fns(Stmt *mask, Stmt *base, Stmt *offset) {
+  for (Stmt *x : {mask, base, offset})
+    if (x->dtype == DataType::none || is_real(x->dtype)) type_error("qd.math.fns takes integers (mask: u32, base: u32, offset: i32)", loc_);
+  return make(StmtKind::Fns, DataType::u32, {cast(mask, DataType::u32), cast(base, DataType::u32), cast(offset, DataType::i32)});
+}
+
 Stmt *Builder::atomic_load(Stmt *ptr, MemoryOrder order, MemScope scope) {
   if (auto why = memory_order_error(MemOpKind::Load, order)) type_error(*why, loc_);
   Stmt *s = global_load(ptr, true);

@@ -48,6 +48,8 @@ class Builder {
   Stmt *bitcast(Stmt *x, DataType to);
   Stmt *binary(BinaryOp op, Stmt *a, Stmt *b);
   Stmt *select(Stmt *cond, Stmt *a, Stmt *b);
+  // qd.math.fns: operands cast to u32, u32, i32; a u32 value.
+  Stmt *fns(Stmt *mask, Stmt *base, Stmt *offset);
   // `target` is a GlobalPtr or an Alloca; operands are cast to its dtype. Returns the old value.
   Stmt *atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired = nullptr,
                MemoryOrder order = MemoryOrder::Relaxed, MemScope scope = MemScope::Device);

@@ -27,7 +27,7 @@ const char *simt_op_name(SimtOp op) {
 bool Stmt::is_pure() const {
   switch (kind) {
     case StmtKind::Const: case StmtKind::Arg: case StmtKind::GlobalPtr: case StmtKind::Unary:
-    case StmtKind::Binary: case StmtKind::Select:
+    case StmtKind::Binary: case StmtKind::Select: case StmtKind::Fns:
       return true;
     default:
       return false;
@@ -180,6 +180,7 @@ class Printer {
         os_ << binary_op_name(static_cast<BinaryOp>(s.op)) << (s.reassoc ? " reassoc " : " ") << ops();
         break;
       case StmtKind::Select: os_ << "select " << ops(); break;
+      case StmtKind::Fns: os_ << "fns " << ops(); break;
       case StmtKind::Atomic:
         os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")
             << atomic_op_info(s.atomic_op()).name << order() << " " << ops();

@@ -20,6 +20,11 @@ enum class StmtKind {
   Const, Arg, GlobalPtr, GlobalLoad, GlobalStore, Alloca, LocalLoad, LocalStore,
   Unary, Binary, Select, Atomic, Fence, If, While, RangeFor, LoopIndex, Break, Continue, Return,
   Simt,  // a block / grid operation (barrier, fence, thread index): `op` is a SimtOp
+  // qd.math.fns(mask: u32, base: u32, offset: i32) -> u32, CUDA's __fns: the position of the
+  // |offset|-th set bit of mask from bit base up (offset > 0) or down (< 0), inclusive; offset 0:
+  // base if set; 0xFFFFFFFF if none. Native PTX fns.b32 on CUDA (base clamped by legalization),
+  // a 32-step loop elsewhere.
+  Fns,
 };
 
 

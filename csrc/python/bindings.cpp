@@ -58,6 +58,7 @@ void bind_ir(py::module_ &m) {
           if (name == simt_op_name(SimtOp(i))) return b.simt(SimtOp(i));
         throw std::invalid_argument("unknown simt op '" + name + "'");
       }, ref)
+      .def("fns", &Builder::fns, ref)
       .def("set_returns", &Builder::set_returns)
       .def("set_debug", &Builder::set_debug)
       .def("const_int", &Builder::const_int, ref)

@@ -31,6 +31,8 @@ struct Target {
   // Bit counting (PopCount / Clz / Ctz) at this width: Vulkan's OpBitCount, FindUMsb and FindILsb
   // take 32-bit integers only, so legalization widens narrower ones and splits 64-bit ones there.
   bool has_bit_count(DataType t) const { return !is_spirv() || bit_width(t) == 32; }
+  // qd.math.fns as one instruction: PTX fns.b32 (base <= 31); elsewhere legalization loops.
+  bool has_native_fns() const { return backend == Backend::Cuda; }
 
   // sin cos tan exp log tanh asin acos atan atan2 pow on this float type: the cpu calls the C
   // library, SPIR-V has GLSL.std.450 for 16 / 32-bit floats; NVPTX and AMDGPU have neither, so

@@ -65,6 +65,7 @@ class Legalizer {
 
   bool needs_expansion(const Stmt &s) const {
     if (s.kind == StmtKind::Atomic) return s.operands[0]->kind == StmtKind::GlobalPtr;
+    if (s.kind == StmtKind::Fns) return true;
     if (needs_math_library(s, target_)) return true;
     if (s.kind == StmtKind::Unary) {
       auto op = static_cast<U>(s.op);
@@ -88,6 +89,7 @@ class Legalizer {
 
   Stmt *expand(IrEmitter &e, Stmt &s) {
     if (s.kind == StmtKind::Atomic) return atomic(e, s);
+    if (s.kind == StmtKind::Fns) return fns(e, s.operands[0], s.operands[1], s.operands[2]);
     if (needs_math_library(s, target_)) return expand_math_library(e, s, target_);
     Stmt *a = s.operands[0];
     if (s.kind == StmtKind::Unary)
@@ -193,6 +195,39 @@ class Legalizer {
       r = e.sel(e.bin(B::Eq, first, e.ci(u32, 0)), e.bin(B::Add, e.un(op, second), e.ci(u32, 32)), e.un(op, first));
     }
     return e.cast(r, t);
+  }
+
+  // qd.math.fns (ir.h). PTX's fns.b32 is undefined for base > 31: nothing lies at or above such a
+  // base (offset >= 0), and a downward search starts at bit 31. Elsewhere a branch-free 32-step loop
+  // over the bits, upward or downward, counting the set ones in range.
+  Stmt *fns(IrEmitter &e, Stmt *mask, Stmt *base, Stmt *offset) {
+    DataType u32 = DataType::u32, i32 = DataType::i32;
+    Stmt *none = e.ci(u32, 0xFFFFFFFF), *zero = e.ci(i32, 0);
+    Stmt *past = e.bin(B::Gt, base, e.ci(u32, 31));
+    Stmt *clamped = e.sel(past, e.ci(u32, 31), base);
+    if (target_.has_native_fns()) {
+      Stmt *f = e.add(StmtKind::Fns, u32, {mask, clamped, offset});
+      return e.sel(e.both(past, e.bin(B::Ge, offset, zero)), none, f);
+    }
+    Stmt *bit_at = e.bin(B::BitAnd, e.bin(B::Shr, mask, clamped), e.ci(u32, 1));
+    Stmt *at_base = e.sel(e.both(e.not_(past), e.bin(B::Ne, bit_at, e.ci(u32, 0))), base, none);
+    Stmt *up = e.bin(B::Gt, offset, zero);
+    Stmt *result = e.var(u32, none), *left = e.var(i32, e.un(U::Abs, offset)), *i = e.var(u32, e.ci(u32, 0));
+    {
+      IrEmitter loop = e.while_();
+      Stmt *iv = loop.load(i);
+      loop.if_(loop.bin(B::Ge, iv, loop.ci(u32, 32))).break_();
+      Stmt *pos = loop.sel(up, iv, loop.bin(B::Sub, loop.ci(u32, 31), iv));
+      Stmt *in_range = loop.sel(up, loop.bin(B::Ge, pos, base), loop.bin(B::Le, pos, base));
+      Stmt *set = loop.bin(B::Ne, loop.bin(B::BitAnd, loop.bin(B::Shr, mask, pos), loop.ci(u32, 1)), loop.ci(u32, 0));
+      Stmt *n = loop.load(left);
+      Stmt *hit = loop.both(loop.both(in_range, set), loop.bin(B::Gt, n, loop.ci(i32, 0)));
+      Stmt *after = loop.sel(hit, loop.bin(B::Sub, n, loop.ci(i32, 1)), n);
+      loop.store(result, loop.sel(loop.both(hit, loop.bin(B::Eq, after, loop.ci(i32, 0))), pos, loop.load(result)));
+      loop.store(left, after);
+      loop.store(i, loop.bin(B::Add, iv, loop.ci(u32, 1)));
+    }
+    return e.sel(e.bin(B::Eq, offset, zero), at_base, e.load(result));
   }
 
   // ---- floats -----------------------------------------------------------------------------

@@ -387,25 +387,26 @@ def ffs(x):
     return _bit_count("ffs", x)
 
 
-@_func
-def fns(mask: _T.u32, base: _T.u32, offset: _T.i32) -> _T.u32:
-    """CUDA's __fns: the position of the |offset|-th set bit of `mask`, scanning up from bit `base`
-    (offset > 0) or down from it (offset < 0), both inclusive; offset 0 gives `base` if that bit is
-    set. 0xFFFFFFFF when there is no such bit."""
-    result = _T.u32(0xFFFFFFFF)
+@_builtin
+def fns(mask, base, offset):
+    """CUDA's __fns: the position of the |offset|-th set bit of `mask` (u32), scanning up from bit
+    `base` (u32; offset > 0) or down from it (offset < 0), both inclusive; offset 0 gives `base` if
+    that bit is set. 0xFFFFFFFF when there is no such bit. PTX fns.b32 on CUDA, a 32-step loop
+    elsewhere."""
+    ctx = _context.current()
+    if ctx is None:
+        return _py_fns(int(mask), int(base), int(offset))
+    m, b, o = (ctx.scalar(ctx.rvalue(v)) for v in (mask, base, offset))
+    return ctx.expr(ctx.b.fns(m.stmt, b.stmt, o.stmt))
+
+
+def _py_fns(mask, base, offset):
+    mask &= 0xFFFFFFFF
     if offset == 0:
-        if base < 32:
-            if (mask >> base) & 1 != 0:
-                result = base
-    else:
-        n = abs(offset)
-        for i in range(32):
-            pos = _T.u32(i) if offset > 0 else _T.u32(31 - i)
-            if (pos >= base if offset > 0 else pos <= base) and (mask >> pos) & 1 != 0 and n > 0:
-                n -= 1
-                if n == 0:
-                    result = pos
-    return result
+        return base if base < 32 and (mask >> base) & 1 else 0xFFFFFFFF
+    order = range(base, 32) if offset > 0 else range(min(base, 31), -1, -1)
+    hits = [p for p in order if (mask >> p) & 1]
+    return hits[abs(offset) - 1] if len(hits) >= abs(offset) else 0xFFFFFFFF
 
 
 @_builtin

@@ -142,3 +142,23 @@ def test_bit_counts_in_metal_msl(cpu_program):
     k, args = _kernel("u32")
     msl = qd.compile(k, *args, arch="metal").msl
     assert "popcount(" in msl and "clz(" in msl and "ctz(" in msl
+
+
+def test_fns_is_ptx_fns_on_cuda_and_a_loop_elsewhere(cpu_program):
+    @qd.kernel
+    def k(m: qd.types.ndarray(dtype=qd.u32, ndim=1), o: qd.types.ndarray(dtype=qd.u32, ndim=1)):
+        for i in range(m.shape[0]):
+            o[i] = qd.math.fns(m[i], qd.u32(i), i - 3)
+
+    args = (np.zeros(4, np.uint32), np.zeros(4, np.uint32))
+    ptx = qd.compile(k, *args, arch="cuda").ptx
+    assert has(ptx, "fns.b32"), ptx
+    for sm in ("sm_75", "sm_90"):
+        ptxas(ptx, sm)
+    assert "fns" not in qd.compile(k, *args, arch="amdgpu").llvm_ir  # the 32-step loop
+    assert "fns" not in qd.compile(k, *args, arch="vulkan").spirv_asm
+
+
+def test_fns_in_python_scope():
+    assert qd.math.fns(0b1011_0110, 3, 2) == 5 and qd.math.fns(0b1011_0110, 40, -1) == 7
+    assert qd.math.fns(0xFFFFFFFF, 40, 1) == 0xFFFFFFFF and qd.math.fns(0, 0, 0) == 0xFFFFFFFF

@@ -101,6 +101,7 @@ void LlvmCodegen::emit(const Stmt &s) {
                           value(s.operands[2]));
       break;
     case StmtKind::Atomic: v = atomic(s); break;
+    case StmtKind::Fns: v = target_.emit_fns(*this, value(s.operands[0]), value(s.operands[1]), value(s.operands[2])); break;
     case StmtKind::If: emit_if(s); break;
     case StmtKind::While: emit_while(s); break;
     case StmtKind::RangeFor: emit_serial_for(s); break;

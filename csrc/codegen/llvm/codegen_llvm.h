@@ -37,6 +37,10 @@ class LlvmTarget {
   virtual void configure_module(llvm::Module &m) {}
   // A block / grid operation (barrier, fence, thread index); targets without blocks reject it.
   virtual llvm::Value *emit_simt(class LlvmCodegen &cg, SimtOp op);
+  // qd.math.fns's instruction (StmtKind::Fns): only targets with one (Target::has_native_fns) see it.
+  virtual llvm::Value *emit_fns(class LlvmCodegen &cg, llvm::Value *mask, llvm::Value *base, llvm::Value *offset) {
+    throw std::logic_error("internal: fns reached a target without the instruction");
+  }
   // Emits the functions of one task: calls `emit_prologue` / `emit_body(index)` where the task's code
   // goes. Returns the symbols.
   virtual TaskSymbols emit_task(class LlvmCodegen &cg, const Task &task, int task_index) = 0;

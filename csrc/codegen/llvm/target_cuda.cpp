@@ -122,6 +122,11 @@ llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *do
   return asm_call(cg.llvm_type(t), head + ";", "=" + r + ",l," + r, {a, val});
 }
 
+// PTX fns.b32 (legalization has clamped base to 31).
+llvm::Value *CudaTarget::emit_fns(LlvmCodegen &cg, llvm::Value *mask, llvm::Value *base, llvm::Value *offset) {
+  return cg.b().CreateIntrinsic(llvm::Intrinsic::nvvm_fns, {}, {mask, base, offset});
+}
+
 GpuTarget::Ids CudaTarget::ids(llvm::IRBuilderBase &b) {
   using llvm_gpu::Dim;
   return {llvm_gpu::nvptx_thread_idx(b, Dim::X), llvm_gpu::nvptx_block_idx(b, Dim::X),

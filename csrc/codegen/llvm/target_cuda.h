@@ -22,6 +22,7 @@ class CudaTarget : public GpuTarget {
   void configure_module(llvm::Module &m) override;
   const std::string &sm() const { return sm_; }
   llvm::Value *emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *done) override;
+  llvm::Value *emit_fns(LlvmCodegen &cg, llvm::Value *mask, llvm::Value *base, llvm::Value *offset) override;
 
  protected:
   int default_block_dim() const override { return 128; }

@@ -199,6 +199,7 @@ void SpirvCodegen::emit(const Stmt &s) {
     case StmtKind::Continue: b_.continue_loop(); break;
     case StmtKind::Return: emit_return(s); break;
     case StmtKind::Simt: v = simt(s); break;
+    case StmtKind::Fns: throw std::logic_error("internal: fns reached the SPIR-V codegen unlegalized");
   }
   if (v) values_[&s] = v;
 }

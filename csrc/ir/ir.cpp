@@ -165,7 +165,13 @@ class Printer {
         else os_ << "const " << s.ival;
         break;
       case StmtKind::Arg: os_ << "arg[" << s.ival << "]"; break;
-      case StmtKind::GlobalPtr: os_ << "global ptr " << buffer(s.ival) << "[" << ops() << "]"; break;
+      case StmtKind::GlobalPtr: {
+        // A word CAS loop's pointer: the 32-bit word [i] of a narrower-typed buffer (legalize.cpp).
+        const BufferDesc &d = k_.buffers.at(s.ival);
+        bool word = d.kind != BufferKind::Temps && d.kind != BufferKind::Result && bit_width(s.dtype) != bit_width(d.dtype);
+        os_ << "global ptr " << buffer(s.ival) << (word ? " word" : "") << "[" << ops() << "]";
+        break;
+      }
       case StmtKind::GlobalLoad:
         os_ << (s.is_atomic ? "global load atomic" + order() + " " : s.is_volatile ? "global load volatile " : "global load ")
             << ops();

@@ -339,6 +339,10 @@ def test_lowering_is_a_cas_loop_on_the_word_cpu(dtype):
         for i in range(64):
             o[i] = qd.atomic_add(x[i % 8], 1)
 
+    qir = qd.compile(k, arch=qd.cpu).ir  # after legalization: a loop around a compare-exchange of the word
+    word = re.search(r"\$(\d+) : u32 = global ptr field \S+ word\[", qir)
+    assert word and re.search(rf"while true:\n(.*\n)*? +\$\d+ : u32 = global atomic cas \${word[1]}, ", qir), qir
+    assert not re.search(rf": {dtype.name} = global atomic", qir), qir
     ir = qd.compile(k, arch=qd.cpu).llvm_ir
     assert re.search(r"cmpxchg ptr %\S+, i32 %\S+, i32 %\S+ monotonic monotonic, align 4", ir), ir
     assert "atomicrmw" not in ir and not re.search(r"cmpxchg ptr %\S+, i(8|16) ", ir), ir
@@ -475,3 +479,43 @@ def test_ordered_word_cas_loop():
     if current_arch() is qd.cpu:
         ir = qd.compile(k, arch=qd.cpu).llvm_ir
         assert "fence release" in ir and "fence acquire" in ir and "cmpxchg" in ir
+
+
+@pytest.mark.parametrize("dtype", NARROW_INTS + [qd.f16], ids=lambda t: t.name)
+@test(arch=[qd.vulkan, qd.cuda, qd.amdgpu])
+def test_block_shared_arrays(dtype):
+    """Atomics on a block-shared array of a narrow dtype (SPIR-V: a word per element; CUDA / AMDGPU:
+    word CAS loops as in global memory): per-block counters with every old value, a max, a CAS
+    and an exchange in neighbouring elements, each block on its own copy."""
+    blocks, threads = 4, 64
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=dtype, ndim=1), old: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=threads)
+        for i in range(blocks * threads):
+            s = qd.simt.block.SharedArray((7,), dtype)
+            t = qd.simt.block.thread_idx()
+            if t < 7:
+                s[t] = 0
+            qd.simt.block.sync()
+            old[i] = qd.cast(qd.atomic_add(s[t % 4], 1), qd.i32)
+            qd.atomic_max(s[4], qd.cast(t, dtype))
+            if t == 5:
+                if qd.static(dtype.is_real):  # no float CAS: the same effect by exchange
+                    qd.atomic_exchange(s[5], 9)
+                else:
+                    qd.atomic_cas(s[5], 0, 9)
+            if t == 6:
+                qd.atomic_exchange(s[6], 3)
+            qd.simt.block.sync()
+            if t < 7:
+                out[i // threads * 7 + t] = s[t]
+
+    out = np.zeros(blocks * 7, dtype.np)
+    old = np.zeros(blocks * threads, np.int32)
+    k(out, old)
+    np.testing.assert_array_equal(out.reshape(blocks, 7), np.array([[16, 16, 16, 16, 63, 9, 3]] * blocks, dtype.np))
+    o = old.reshape(blocks, threads // 4, 4)
+    for b in range(blocks):
+        for j in range(4):
+            np.testing.assert_array_equal(np.sort(o[b, :, j]), np.arange(threads // 4))

@@ -34,10 +34,10 @@ BinaryTyping binary_typing(BinaryOp op, DataType a, DataType b, const TypeConfig
 DataType unary_result(UnaryOp op, DataType x, const TypeConfig &cfg, const SourceLoc &loc) {
   if (x == DataType::none) type_error(std::string("'") + unary_op_name(op) + "' needs a value", loc);
   if (op == UnaryOp::BitNot && is_real(x))
-    type_error(std::string("'~' takes an integer operand, got ") + dtype_name(x), loc);
+    type_error(std::string("'~' takes integral inputs only, got ") + dtype_name(x), loc);
   if (op == UnaryOp::Not) return DataType::i32;
   if ((op == UnaryOp::PopCount || op == UnaryOp::Clz || op == UnaryOp::Ctz) && is_real(x))
-    type_error(std::string("'") + unary_op_name(op) + "' takes an integer operand, got " + dtype_name(x), loc);
+    type_error(std::string("'") + unary_op_name(op) + "' takes integral inputs only, got " + dtype_name(x), loc);
   if (is_float_math(op) && !is_real(x)) return cfg.default_fp;
   if ((op == UnaryOp::Floor || op == UnaryOp::Ceil || op == UnaryOp::Round) && !is_real(x)) return cfg.default_fp;
   return x == DataType::u1 ? DataType::i32 : x;

@@ -185,7 +185,7 @@ Stmt *Builder::select(Stmt *cond, Stmt *a, Stmt *b) {
 
 Stmt *Builder::fns(Stmt *mask, Stmt *base, Stmt *offset) {
   for (Stmt *x : {mask, base, offset})
-    if (x->dtype == DataType::none || is_real(x->dtype)) type_error("qd.math.fns takes integers (mask: u32, base: u32, offset: i32)", loc_);
+    if (x->dtype == DataType::none || is_real(x->dtype)) type_error("qd.math.fns takes integral inputs only (mask: u32, base: u32, offset: i32)", loc_);
   return make(StmtKind::Fns, DataType::u32, {cast(mask, DataType::u32), cast(base, DataType::u32), cast(offset, DataType::i32)});
 }
 

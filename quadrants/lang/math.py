@@ -341,7 +341,7 @@ def _bit_count(name, x):
         return _MV([_bit_count(name, e) for e in x.entries], x.shape)
     x = ctx.scalar(x)
     if x.dtype.is_real:
-        ctx.type_error(f"qd.math.{name} takes integers, got {x.dtype}")
+        ctx.type_error(f"qd.math.{name} takes integral inputs only, got {x.dtype}")
     if x.dtype is _T.u1:
         x = ctx.cast(x, _T.i32)
     u = ctx.expr(ctx.b.bitcast(x.stmt, getattr(_T, f"u{x.dtype.bits}").core))

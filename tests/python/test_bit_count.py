@@ -86,7 +86,7 @@ def test_bit_counts_reject_floats():
         for i in range(1):
             o[i] = qd.math.popcnt(1.5)
 
-    with pytest.raises(qd.QuadrantsCompilationError, match="popcnt takes integers"):
+    with pytest.raises(qd.QuadrantsCompilationError, match="popcnt takes integral inputs only"):
         k(np.zeros(1, np.int32))
 
 

@@ -24,9 +24,13 @@ struct Target {
   bool has_exact_float_rem() const { return backend == Backend::Cpu; }
   // RoundEven on f64 rounds half to even: lavapipe's rounds 1.5 to 1.0, so SPIR-V gets floor-based.
   bool has_exact_f64_round_even() const { return !is_spirv(); }
-  // x * 0.0 keeps inf * 0 = NaN and the sign of zero: lavapipe (Mesa 22.3) folds it to +0.0 even
-  // under SignedZeroInfNanPreserve, so SPIR-V multiplies by a literal zero through x - x.
-  bool has_exact_float_mul_by_zero() const { return !is_spirv(); }
+  // Float + - * / with a constant zero operand keep IEEE (x * 0.0 is NaN for inf, x + 0.0 is +0.0
+  // for -0.0, x / 0.0 is +-inf or NaN). llvmpipe (lavapipe) simplifies them as if there were no
+  // -0.0, inf or NaN (x * 0.0 -> 0.0, x + 0.0 -> x, 0.0 / x -> 0.0, x / 0.0 -> undefined: the store
+  // is dropped), SignedZeroInfNanPreserve or not, for literals and for whatever its optimiser
+  // folds to zero: legalization tests such operands on such a device and computes the zero case
+  // without the zero (Vulkan DeviceCaps::folds_float_zero_operands; docs/backends.md).
+  bool has_exact_float_zero_operands() const { return !features.count("folds_float_zero_operands"); }
 
   // Bit counting (PopCount / Clz / Ctz) at this width: Vulkan's OpBitCount, FindUMsb and FindILsb
   // take 32-bit integers only, so legalization widens narrower ones and splits 64-bit ones there.

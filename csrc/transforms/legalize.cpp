@@ -6,7 +6,9 @@
 // here) or Rejected (by decide_atomics, with the support table's reason).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "target/target.h"
 #include "transforms/exact_float.h"
@@ -33,15 +35,32 @@ class Legalizer {
 
   void run(KernelIR &k) {
     k_ = &k;
+    expand_all(k, [&](Stmt &s) { return needs_expansion(s); }, [&](IrEmitter &e, Stmt &s) { return expand(e, s); });
+    if (!target_.has_exact_float_zero_operands()) {  // last: the expansions above have such operands too
+      find_opaque_vars(k);
+      expand_all(k, [&](Stmt &s) { return folded_zero_operand(s); },
+                 [&](IrEmitter &e, Stmt &s) { return zero_operand(e, s); });
+    }
+  }
+
+ private:
+  // Replaces each statement `want` picks by what `expand` emits before it.
+  void expand_all(KernelIR &k, const std::function<bool(Stmt &)> &want,
+                  const std::function<Stmt *(IrEmitter &, Stmt &)> &expand) {
+    std::vector<Stmt *> work;
     for (Task &t : k.tasks)
-      for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop}) collect(*b);
+      for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop})
+        for_each_stmt(*b, [&](Stmt &s) {
+          if (want(s)) work.push_back(&s);
+        });
     // Expanded statements stay alive until their users are rewired: a new statement must not
-    // reuse the address of one in `replaced_`.
+    // reuse the address of one in `replaced`.
+    std::unordered_map<Stmt *, Stmt *> replaced;
     std::vector<std::unique_ptr<Stmt>> expanded;
-    for (Stmt *s : work_) {
+    for (Stmt *s : work) {
       IrEmitter e(s);
       e.mark_exact();  // rounded as written, fast_math or not
-      if (Stmt *v = expand(e, *s)) replaced_[s] = v;
+      if (Stmt *v = expand(e, *s)) replaced[s] = v;
       auto &stmts = s->parent->stmts;
       auto it = std::find_if(stmts.begin(), stmts.end(), [&](auto &p) { return p.get() == s; });
       expanded.push_back(std::move(*it));
@@ -52,15 +71,8 @@ class Legalizer {
       for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop})
         for_each_stmt(*b, [&](Stmt &s) {
           for (Stmt *&o : s.operands)
-            for (auto it = replaced_.find(o); it != replaced_.end(); it = replaced_.find(o)) o = it->second;
+            for (auto it = replaced.find(o); it != replaced.end(); it = replaced.find(o)) o = it->second;
         });
-  }
-
- private:
-  void collect(Block &b) {
-    for_each_stmt(b, [&](Stmt &s) {
-      if (needs_expansion(s)) work_.push_back(&s);
-    });
   }
 
   bool needs_expansion(const Stmt &s) const {
@@ -78,14 +90,129 @@ class Legalizer {
       case B::Div: return !is_real(t);
       case B::FloorDiv: case B::Mod: case B::Shl: case B::Shr: return true;
       case B::Pow: return !is_real(t);
-      case B::Mul:
-        return is_real(t) && !target_.has_exact_float_mul_by_zero() &&
-               (is_zero(*s.operands[0]) || is_zero(*s.operands[1]));
       default: return false;
     }
   }
 
   static bool is_zero(const Stmt &s) { return s.kind == StmtKind::Const && s.fval == 0; }
+
+  // ---- float arithmetic with a zero operand ------------------------------------------------
+  // On a target without exact float zero operands (Target::has_exact_float_zero_operands), each
+  // operand of a float + - * / that the driver might fold to a constant is tested for zero, and
+  // the zero case computed per IEEE without the zero in the arithmetic. The driver folds much
+  // more than literals: casts of them, locals, loops it unrolls, and integer algebra on the
+  // kernel's data (x & 0, min(u, 0), a shift past the width, x - x). Once it folds the operand
+  // the test folds too, so the rewrite costs nothing at run time; operands it can never fold
+  // (`opaque`) and literal non-zero ones are left as they are.
+
+  // The local variables every store to gives an opaque value (a greatest fixed point: a loop
+  // carried variable stays opaque if what the loop stores is).
+  void find_opaque_vars(KernelIR &k) {
+    std::vector<Stmt *> writes;
+    for (Task &t : k.tasks)
+      for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop})
+        for_each_stmt(*b, [&](Stmt &s) {
+          if ((s.kind == StmtKind::LocalStore || s.kind == StmtKind::Atomic) && s.operands[0]->kind == StmtKind::Alloca)
+            writes.push_back(&s);
+        });
+    for (Stmt *w : writes) opaque_vars_.insert(w->operands[0]);
+    for (bool changed = true; changed;) {
+      changed = false;
+      opaque_memo_.clear();
+      for (Stmt *w : writes)
+        if (opaque_vars_.count(w->operands[0]) && (w->kind == StmtKind::Atomic || !opaque(w->operands[1])))
+          changed = opaque_vars_.erase(w->operands[0]) > 0 || changed;
+    }
+    opaque_memo_.clear();
+  }
+
+  // Whether the driver can never make s a constant: a value read from memory or an argument, or
+  // a conversion or IEEE + - * / of one. Integer arithmetic and comparisons are not (see above),
+  // nor loop indices (unrolled loops), nor float min / max / pow (min(x, -inf) is -inf).
+  bool opaque(const Stmt *s) {
+    auto it = opaque_memo_.find(s);
+    if (it != opaque_memo_.end()) return it->second;
+    bool r = false;
+    switch (s->kind) {
+      case StmtKind::GlobalLoad: case StmtKind::Arg: case StmtKind::Atomic: r = true; break;
+      case StmtKind::LocalLoad: r = opaque_vars_.count(s->operands[0]) > 0; break;
+      case StmtKind::Unary: r = static_cast<U>(s->op) != U::Not && opaque(s->operands[0]); break;
+      case StmtKind::Select: r = opaque(s->operands[1]) && opaque(s->operands[2]); break;
+      case StmtKind::Binary: {
+        if (!is_real(s->dtype)) break;
+        auto op = static_cast<B>(s->op);
+        bool a = opaque(s->operands[0]), c = opaque(s->operands[1]);
+        r = op == B::Add || op == B::Sub || op == B::Mul || op == B::Div ? a || c : a && c;
+        break;
+      }
+      default: break;
+    }
+    return opaque_memo_[s] = r;
+  }
+
+  // An operand that needs the zero test: a literal zero, or a value the driver may fold.
+  bool may_fold_to_zero(const Stmt &x) {
+    if (x.kind == StmtKind::Const) return x.fval == 0;
+    return !opaque(&x);
+  }
+
+  bool folded_zero_operand(const Stmt &s) {
+    if (s.kind != StmtKind::Binary || !is_real(s.operands[0]->dtype)) return false;
+    auto op = static_cast<B>(s.op);
+    if (op != B::Add && op != B::Sub && op != B::Mul && op != B::Div) return false;
+    return may_fold_to_zero(*s.operands[0]) || may_fold_to_zero(*s.operands[1]);
+  }
+
+  // a op c, the zero cases of the operands that may fold computed per IEEE without the zero in
+  // the arithmetic.
+  Stmt *zero_operand(IrEmitter &e, Stmt &s) {
+    auto op = static_cast<B>(s.op);
+    Stmt *a = s.operands[0], *c = s.operands[1];
+    DataType t = a->dtype;
+    Stmt *zero = e.c(t, 0.0);
+    Stmt *r = nullptr;
+    for (int left : {0, 1}) {  // c's zero case, then a's (a zero a with a zero c: the latter)
+      Stmt *z = left ? a : c, *x = left ? c : a;
+      if (!may_fold_to_zero(*z)) continue;
+      Stmt *when_zero = zero_case(e, op, x, z, left);
+      if (z->kind == StmtKind::Const) r = when_zero;  // a literal zero
+      else r = e.sel(e.bin(B::Eq, z, zero), when_zero, r ? r : same_op(e, s));
+    }
+    return r;
+  }
+
+  Stmt *same_op(IrEmitter &e, const Stmt &s) {
+    Stmt *r = e.bin(static_cast<B>(s.op), s.operands[0], s.operands[1]);
+    r->reassoc = s.reassoc;
+    return r;
+  }
+
+  // x op z (left: z op x) for a zero z of either sign, per IEEE.
+  Stmt *zero_case(IrEmitter &e, B op, Stmt *x, Stmt *z, bool left) {
+    DataType t = x->dtype;
+    Stmt *zero = e.c(t, 0.0), *sx = signbit(e, x);
+    Stmt *sz = z->kind == StmtKind::Const ? e.ci(DataType::i32, std::signbit(z->fval)) : signbit(e, z);
+    auto signed_zero = [&](Stmt *negative) { return e.sel(negative, e.c(t, -0.0), zero); };
+    Stmt *x_zero = e.bin(B::Eq, x, zero), *x_nan = e.bin(B::Ne, x, x);
+    switch (op) {
+      case B::Add:  // x, or for two zeros -0.0 only if both are
+        return e.sel(x_zero, signed_zero(e.both(sx, sz)), x);
+      case B::Sub:
+        if (left)  // z - x: -x, or for two zeros -0.0 only for -0.0 - +0.0
+          return e.sel(x_zero, signed_zero(e.both(sz, e.not_(sx))), e.un(U::Neg, x));
+        return e.sel(x_zero, signed_zero(e.both(sx, e.not_(sz))), x);
+      case B::Mul: {  // x - x is NaN for inf and NaN, else +0.0; the sign is the product's
+        Stmt *d = e.bin(B::Sub, x, x);
+        return e.sel(e.bin(B::Ne, sx, sz), e.un(U::Neg, d), d);
+      }
+      default:  // Div
+        if (left)  // z / x: NaN for a zero or NaN x, else a zero with the quotient's sign
+          return e.sel(e.either(x_zero, x_nan), e.c(t, NAN), signed_zero(e.bin(B::Ne, sx, sz)));
+        // x / z: NaN for a zero or NaN x, else an infinity with the quotient's sign
+        return e.sel(e.either(x_zero, x_nan), e.c(t, NAN),
+                     e.sel(e.bin(B::Ne, sx, sz), e.c(t, -INFINITY), e.c(t, INFINITY)));
+    }
+  }
 
   Stmt *expand(IrEmitter &e, Stmt &s) {
     if (s.kind == StmtKind::Atomic) return atomic(e, s);
@@ -100,7 +227,6 @@ class Legalizer {
       case B::FloorDiv: return is_real(a->dtype) ? float_floordiv(e, a, c) : int_floordiv(e, a, c);
       case B::Mod: return is_real(a->dtype) ? float_mod(e, a, c) : int_mod(e, a, c);
       case B::Pow: return int_pow(e, a, c);
-      case B::Mul: return mul_by_zero(e, is_zero(*c) ? a : c, is_zero(*c) ? c : a);
       default: return shift(e, static_cast<B>(s.op), a, c);
     }
   }
@@ -320,14 +446,6 @@ class Legalizer {
     return e.sel(e.bin(B::Eq, b, zero), q, e.sel(e.bin(B::Ne, m, m), e.c(t, NAN), fl));
   }
 
-  // x * +-0.0 as x - x (NaN for inf and NaN, else +0.0) with the product's sign.
-  Stmt *mul_by_zero(IrEmitter &e, Stmt *x, Stmt *zero) {
-    Stmt *d = e.bin(B::Sub, x, x);
-    Stmt *negative = signbit(e, x);
-    if (std::signbit(zero->fval)) negative = e.not_(negative);
-    return e.sel(negative, e.un(U::Neg, d), d);
-  }
-
   // ---- atomics ----------------------------------------------------------------------------
 
   // Native atomics stay (float atomic_sub as atomic_add of the negated operand, float exchange as an
@@ -482,8 +600,8 @@ class Legalizer {
 
   const Target &target_;
   const KernelIR *k_ = nullptr;
-  std::vector<Stmt *> work_;
-  std::unordered_map<Stmt *, Stmt *> replaced_;
+  std::unordered_map<const Stmt *, bool> opaque_memo_;
+  std::unordered_set<const Stmt *> opaque_vars_;  // local variables only ever given opaque values
 };
 
 }  // namespace

@@ -331,3 +331,121 @@ def test_float_floordiv_of_infinity_is_nan():
 
     k(a, b, o)
     assert np.isnan(o).all()
+
+
+_ZERO_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b}
+
+
+def _zero_operand_kernel(dtype_name):
+    """A kernel computing x op z and z op x for op in + - * /, for zeros the driver sees as
+    literals (0.0, -0.0) or can fold to one (a local variable, a cast or bit_cast of an integer
+    literal, 1.0 - 1.0, floor(0.5), a value computed by a short loop, i & 0, min(u, 0), a shift
+    past the width)."""
+    zeros = ["0.0", "-0.0", "z", f"qd.cast(0, qd.{dtype_name})", f"qd.{dtype_name}(1.0) - qd.{dtype_name}(1.0)",
+             f"qd.floor(qd.{dtype_name}(0.5))", "w", "-w",
+             # integer algebra on the kernel's data that the driver folds to 0 (found by the fuzzer)
+             f"qd.cast(i & 0, qd.{dtype_name})", f"qd.cast(qd.min(qd.cast(i, qd.u8), qd.u8(0)), qd.{dtype_name})",
+             f"qd.cast(qd.cast(i, qd.u16) << 64, qd.{dtype_name})", f"qd.cast(i - i, qd.{dtype_name})"]
+    if dtype_name == "f64":
+        zeros.append("qd.bit_cast(qd.u64(0), qd.f64)")
+    exprs = [(op, z, left) for op in _ZERO_OPS for z in zeros for left in (False, True)]
+    body = "".join(f"        o[i, {c}] = {f'({z}) {op} x[i]' if left else f'x[i] {op} ({z})'}\n"
+                   for c, (op, z, left) in enumerate(exprs))
+    src = (f"def k(x: qd.types.ndarray(dtype=qd.{dtype_name}, ndim=1), o: qd.types.ndarray(dtype=qd.{dtype_name}, ndim=2)):\n"
+           f"    for i in range(x.shape[0]):\n        z = qd.{dtype_name}(0.0)\n        w = qd.{dtype_name}(1.0)\n"
+           f"        for _j in range(3):\n            w = w * 0.0\n" + body)
+    import linecache
+    name = f"<zero_operands_{dtype_name}>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    g = {"qd": qd}
+    exec(compile(src, name, "exec"), g)
+    return qd.kernel(g["k"]), exprs
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=["f16", "f32", "f64"])
+@test()
+def test_float_ops_with_a_zero_operand_follow_ieee(dtype):
+    """x + 0.0 is +0.0 for x = -0.0, 0.0 - x is +0.0 for x = 0.0, x * 0.0 is NaN for inf, x / 0.0 is
+    +-inf (NaN for 0 and NaN), 0.0 / x is NaN for 0: whether the zero is a literal or a value the
+    driver folds (locals, casts of literals, loops, integer algebra on the kernel's data). llvmpipe
+    simplifies such operations without IEEE (x / 0.0 lost the store):
+    legalization rewrites them there (Target::has_exact_float_zero_operands)."""
+    name = np.dtype(dtype).name.replace("float", "f")
+    if current_arch() is qd.vulkan and dtype is not np.float32 and not qd.vulkan_caps().get(
+            "shader_float64" if dtype is np.float64 else "shader_float16"):
+        pytest.skip(f"no {name} on this Vulkan device")
+    k, exprs = _zero_operand_kernel(name)
+    x = np.array([-0.0, 0.0, 1.5, -1.5, np.inf, -np.inf, np.nan, 1e-45 if dtype is np.float32 else 2.0], dtype)
+    o = np.full((len(x), len(exprs)), 7, dtype)
+    k(x, o)
+    bad = []
+    with np.errstate(all="ignore"):
+        for c, (op, z, left) in enumerate(exprs):
+            zv = dtype(-0.0) if z in ("-0.0", "-w") else dtype(0.0)
+            want = np.array([_ZERO_OPS[op](*((zv, v) if left else (v, zv))) for v in x], dtype)
+            same = (o[:, c] == want) & (np.signbit(o[:, c]) == np.signbit(want)) | np.isnan(o[:, c]) & np.isnan(want)
+            bad += [f"{f'({z}) {op} x' if left else f'x {op} ({z})'} for x={x[i]}: {o[i, c]}, expected {want[i]}"
+                    for i in np.flatnonzero(~same)]
+    assert not bad, "\n".join(bad)
+
+
+def test_zero_operand_rewrite_only_where_the_device_needs_it():
+    """The zero-operand rewrite is scoped to devices with the quirk (Vulkan DeviceCaps
+    folds_float_zero_operands: llvmpipe); elsewhere x / 0.0 stays one OpFDiv."""
+    qd.init(arch=qd.cpu)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            x[i] = x[i] / 0.0
+
+    x = np.zeros(2, np.float32)
+    plain = qd.compile(k, x, arch=qd.vulkan, features=[]).spirv_asm
+    quirk = qd.compile(k, x, arch=qd.vulkan, features=["folds_float_zero_operands"]).spirv_asm
+    import re
+    by_zero = re.compile(r"OpFDiv %float %\w+ %float_0\b")
+    assert by_zero.search(plain) and not by_zero.search(quirk), quirk
+    assert "OpFDiv" not in plain.split("OpFDiv", 1)[1]  # one division, nothing else
+    qd.reset()
+
+
+@test()
+def test_int_float_int_round_trip_rounds():
+    """An integer converted to a float that cannot hold it rounds: cast(cast(i64, f32), i64) and
+    floor(u64) are the rounded values, i32 -> f16 -> i32 too (lavapipe folded these round trips to
+    the identity unless the integer width has SignedZeroInfNanPreserve as well)."""
+    big = 6872367892842752727
+
+    @qd.kernel
+    def k(b: qd.types.ndarray(dtype=qd.i64, ndim=1), i: qd.types.ndarray(dtype=qd.i64, ndim=1),
+          u: qd.types.ndarray(dtype=qd.u64, ndim=1), h: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for _ in range(1):
+            i[0] = qd.cast(qd.cast(b[0], qd.f32), qd.i64)
+            i[1] = qd.cast(qd.cast(qd.i64(big), qd.f32), qd.i64)
+            i[2] = qd.cast(qd.floor(qd.cast(b[0], qd.f32)), qd.i64)
+            u[0] = qd.floor(qd.u64(big))
+            h[0] = qd.cast(qd.cast(h[1], qd.f16), qd.i32)
+
+    b = np.array([big], np.int64)
+    i, u, h = np.zeros(3, np.int64), np.zeros(1, np.uint64), np.array([0, 2049], np.int32)
+    k(b, i, u, h)
+    rounded = int(np.float32(big))
+    assert i.tolist() == [rounded] * 3 and u.tolist() == [rounded] and h.tolist() == [2048, 2049]
+
+
+def test_signed_zero_inf_nan_preserve_covers_integer_widths():
+    """Each entry point gets SignedZeroInfNanPreserve for the integer widths too (Mesa takes a
+    conversion's mode from its source width): an i64 -> f32 conversion declares the 64-bit mode."""
+    qd.init(arch=qd.cpu)
+
+    @qd.kernel
+    def k(b: qd.types.ndarray(dtype=qd.i64, ndim=1), f: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(b.shape[0]):
+            f[i] = qd.cast(b[i], qd.f32)
+
+    b, f = np.zeros(1, np.int64), np.zeros(1, np.float32)
+    feats = [f"signed_zero_inf_nan_preserve_float{w}" for w in (16, 32, 64)]
+    asm = qd.compile(k, b, f, arch=qd.vulkan, features=feats).spirv_asm
+    assert "SignedZeroInfNanPreserve 32" in asm and "SignedZeroInfNanPreserve 64" in asm, asm
+    assert "SignedZeroInfNanPreserve 16" not in asm  # no 16-bit type in the module
+    qd.reset()

@@ -507,8 +507,17 @@ void Builder::continue_loop() { branch(innermost_loop("continue_loop").continue_
 
 std::vector<uint32_t> Builder::finish() {
   if (in_function_) misuse("finish inside an unfinished function");
+  // The mode goes on every width of a float type and, where the module has floats, of an integer
+  // type: Mesa's SPIR-V front end (lavapipe) takes a conversion's mode from its SOURCE width, and
+  // folds an inexact i64 -> f32 -> i64 (or i32 -> f16 -> i32) round trip to the identity unless the
+  // integer's width is preserved too (docs/backends.md). Declaring a width no float uses is valid
+  // and changes nothing else.
+  std::set<uint32_t> widths = float_widths_;
+  if (!widths.empty())
+    for (const auto &[id, t] : types_)
+      if (t.kind == TypeInfo::Int && t.width >= 16) widths.insert(t.width);
   std::vector<uint32_t> preserved;
-  for (uint32_t w : float_widths_)
+  for (uint32_t w : widths)
     if (preserve_widths_.count(w)) preserved.push_back(w);
   if (!preserved.empty()) {
     capability(Capability::SignedZeroInfNanPreserve);

@@ -268,12 +268,13 @@ std::vector<std::string> list_devices() {
   BOOL(float64_atomic_minmax_buffer) BOOL(float64_atomic_minmax_shared)                         \
   BOOL(vulkan_memory_model) BOOL(vulkan_memory_model_device_scope)                              \
   BOOL(signed_zero_inf_nan_preserve_float16) BOOL(signed_zero_inf_nan_preserve_float32)         \
-  BOOL(signed_zero_inf_nan_preserve_float64) INT(max_loop_iterations) INT(subgroup_size)        \
+  BOOL(signed_zero_inf_nan_preserve_float64) INT(max_loop_iterations)                           \
+  BOOL(folds_float_zero_operands) INT(subgroup_size)                                            \
   INT(subgroup_ops) BOOL(subgroup_basic) BOOL(subgroup_vote) BOOL(subgroup_arithmetic)          \
   BOOL(subgroup_ballot) BOOL(subgroup_shuffle) BOOL(subgroup_shuffle_relative)                  \
   BOOL(subgroup_clustered) BOOL(subgroup_quad) INT(max_workgroup_size_x)                        \
   INT(max_workgroup_invocations) INT(max_workgroup_count_x) INT(max_shared_memory_bytes)        \
-  INT(max_storage_buffer_range) BOOL(host_visible_buffers)
+  INT(max_storage_buffer_range) INT(max_storage_buffers_per_stage) BOOL(host_visible_buffers)
 
 #define QD_CAP_NOTHING(f)
 

@@ -55,6 +55,10 @@ struct DeviceCaps {
   // The driver stops every loop after this many iterations in total per invocation (lavapipe's loop
   // limiter: 65535); 0 for none.
   uint32_t max_loop_iterations = 0;
+  // The driver simplifies float + - * / with a literal +0.0 operand as if there were no -0.0, inf
+  // or NaN, float controls or not (llvmpipe's gallivm: x + 0.0 -> x, x / 0.0 -> undefined):
+  // legalization keeps such zeros out of arithmetic (Target::has_exact_float_zero_operands).
+  bool folds_float_zero_operands = false;
 
   uint32_t subgroup_size = 0;
   uint32_t subgroup_ops = 0;  // VkSubgroupFeatureFlags usable in compute shaders
@@ -65,6 +69,7 @@ struct DeviceCaps {
   uint32_t max_workgroup_size_x = 0, max_workgroup_invocations = 0;
   uint32_t max_workgroup_count_x = 0, max_shared_memory_bytes = 0;
   uint64_t max_storage_buffer_range = 0;
+  uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers
   bool host_visible_buffers = false;  // buffers are mapped; else writes and reads are staged
 };
 

@@ -304,13 +304,19 @@ DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const Fea
   c.signed_zero_inf_nan_preserve_float32 = float_controls.shaderSignedZeroInfNanPreserveFloat32;
   c.signed_zero_inf_nan_preserve_float64 = float_controls.shaderSignedZeroInfNanPreserveFloat64;
   // Mesa's llvmpipe (lavapipe) compiles shaders with a loop limiter (LP_MAX_TGSI_LOOP_ITERATIONS).
-  if (std::string(p.deviceName).find("llvmpipe") != std::string::npos) c.max_loop_iterations = 65535;
+  // Its gallivm also simplifies float arithmetic with a +0.0 operand without IEEE (lp_build_add,
+  // lp_build_mul, lp_build_div: x + 0.0 -> x, x / 0.0 -> undefined).
+  if (std::string(p.deviceName).find("llvmpipe") != std::string::npos) {
+    c.max_loop_iterations = 65535;
+    c.folds_float_zero_operands = true;
+  }
   probe_subgroups(c, subgroup);
   c.max_workgroup_size_x = p.limits.maxComputeWorkGroupSize[0];
   c.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
   c.max_workgroup_count_x = p.limits.maxComputeWorkGroupCount[0];
   c.max_shared_memory_bytes = p.limits.maxComputeSharedMemorySize;
   c.max_storage_buffer_range = p.limits.maxStorageBufferRange;
+  c.max_storage_buffers_per_stage = std::min(p.limits.maxPerStageDescriptorStorageBuffers, p.limits.maxPerStageResources);
   return c;
 }
 

@@ -59,6 +59,21 @@ TEST_CASE("spirv codegen: valid modules, one entry point per task", "[spirv]") {
   CHECK(has(asm_text, "OpAtomicFAddEXT"));
 }
 
+TEST_CASE("extract_entry_point keeps one task's function and its modes", "[spirv]") {
+  auto k = atomic_kernel(AtomicOp::Add, DataType::f32);
+  SpirvModule m = generate(*k, Backend::Vulkan, {"float32_atomic_add_buffer"});
+  std::vector<uint32_t> one = spirv::extract_entry_point(m.words, "k_t1");
+  REQUIRE(spirv::validate(one, spirv::TargetEnv::Vulkan1_1) == "");
+  CHECK(one.size() < m.words.size());
+  std::string text = spirv::disassemble(one);
+  CHECK(has(text, "OpEntryPoint GLCompute %k_t1 \"k_t1\""));
+  CHECK(has(text, "LocalSize 64 1 1"));
+  CHECK(has(text, "OpAtomicFAddEXT"));
+  CHECK_FALSE(has(text, "k_t0"));
+  CHECK_FALSE(has(text, "k_t2"));
+  CHECK(spirv::extract_entry_point(m.words, "no_such_entry") == m.words);
+}
+
 TEST_CASE("spirv codegen: the support table picks native or CAS loop", "[spirv]") {
   auto native = atomic_kernel(AtomicOp::Add, DataType::f32);
   auto cas = atomic_kernel(AtomicOp::Add, DataType::f32);

@@ -502,3 +502,49 @@ def test_volatile_spin_wait_rereads_memory_in_spirv_and_msl():
     msl = qd.compile(k, arch=qd.metal).msl
     inner = msl[msl.rindex("for (;;)"):]  # SPIRV-Cross re-reads the flag on every iteration
     assert re.search(r"field\d+\._m0\[0\] == 0", inner[:inner.index("break")]), msl
+
+
+def _kernel_with_ndarrays(n):
+    import linecache
+    params = ", ".join(f"a{i}: qd.types.ndarray(dtype=qd.i32, ndim=1)" for i in range(n))
+    src = f"def many_arrays({params}):\n    for _ in range(1):\n" + "".join(f"        a{i}[0] = {i} + 1\n" for i in range(n))
+    name = f"<many_arrays_{n}>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    g = {"qd": qd}
+    exec(compile(src, name, "exec"), g)
+    return qd.kernel(g["many_arrays"])
+
+
+@test(arch=qd.vulkan)
+def test_vulkan_storage_buffer_limit_is_a_clear_error():
+    """A kernel binding more storage buffers than the device allows per shader (one per ndarray,
+    plus the argument buffer) is refused with a RuntimeError naming the kernel (lavapipe crashed
+    at launch with 33 ndarrays); one at the limit runs."""
+    limit = qd.vulkan_caps()["max_storage_buffers_per_stage"]
+    assert limit > 0
+    fits = [np.zeros(2, np.int32) for _ in range(limit - 1)]
+    _kernel_with_ndarrays(limit - 1)(*fits)
+    assert [a[0] for a in fits] == list(range(1, limit))
+    over = [np.zeros(2, np.int32) for _ in range(limit)]
+    with pytest.raises(RuntimeError, match=rf"kernel 'many_arrays' binds {limit + 1} storage buffers \({limit} "
+                                           rf"ndarrays and fields, 1 for arguments.*allows {limit} per shader"):
+        _kernel_with_ndarrays(limit)(*over)
+
+
+@test(arch=qd.vulkan)
+def test_vulkan_tasks_get_a_module_each():
+    """Each task's pipeline is made from a module with only its entry point (a driver translates
+    the whole module per pipeline: n tasks from one module cost n^2). Many tasks compile, run and
+    give the right values."""
+    src = "def many_tasks(a: qd.types.ndarray(dtype=qd.i32, ndim=1)):\n" + "".join(
+        f"    for i in range(a.shape[0]):\n        a[i] = a[i] * 3 + {t}\n" for t in range(12))
+    import linecache
+    linecache.cache["<many_tasks>"] = (len(src), None, src.splitlines(True), "<many_tasks>")
+    g = {"qd": qd}
+    exec(compile(src, "<many_tasks>", "exec"), g)
+    a = np.arange(4, dtype=np.int32)
+    want = a.copy()
+    for t in range(12):
+        want = want * 3 + t
+    qd.kernel(g["many_tasks"])(a)
+    np.testing.assert_array_equal(a, want)

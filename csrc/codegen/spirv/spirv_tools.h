@@ -15,6 +15,12 @@ enum class TargetEnv { Vulkan1_1, Vulkan1_2, Vulkan1_3, Universal1_5 };
 // instruction's disassembly when SPIRV-Tools provides it).
 std::string validate(const std::vector<uint32_t> &words, TargetEnv env = TargetEnv::Vulkan1_2);
 
+// The module with one entry point: the others, their execution modes, and the functions only
+// they reach (with the names and decorations of what those define) are left out. A driver
+// translates a whole module per pipeline, so a kernel of n tasks made from one module of n entry
+// points cost n^2. Unchanged if there is no entry point of that name.
+std::vector<uint32_t> extract_entry_point(const std::vector<uint32_t> &words, const std::string &entry);
+
 // Text form of the module, one instruction per line with friendly names. On malformed input the
 // result starts with "error: ".
 std::string disassemble(const std::vector<uint32_t> &words);

@@ -44,6 +44,13 @@ struct VulkanKernel : CompiledKernel {
   }
 };
 
+// The buffers the codegen binds that are not the user's ndarrays and fields.
+uint32_t internal_buffers(const KernelIR &k) {
+  return uint32_t(std::count_if(k.buffers.begin(), k.buffers.end(), [](const BufferDesc &b) {
+    return b.kind != BufferKind::Field && b.kind != BufferKind::Ndarray;
+  }));
+}
+
 std::string words_as_bytes(const std::vector<uint32_t> &words) {
   return std::string(reinterpret_cast<const char *>(words.data()), words.size() * sizeof(uint32_t));
 }
@@ -106,6 +113,17 @@ class VulkanRuntime : public Runtime {
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {
     run_passes(*k, Target{Backend::Vulkan, features_});
     SpirvModule m = codegen_spirv(*k, target_);
+    // Every buffer is one storage-buffer binding (plus the argument buffer): beyond the device's
+    // per-stage limit the pipeline is invalid (lavapipe crashed at launch), so it is refused here.
+    uint32_t bindings = m.args_binding + 1, limit = caps().max_storage_buffers_per_stage;
+    if (limit && bindings > limit) {
+      uint32_t user = m.args_binding - internal_buffers(*k);
+      throw RuntimeError("kernel '" + k->name + "' binds " + std::to_string(bindings) + " storage buffers (" +
+                         std::to_string(user) + " ndarrays and fields, " + std::to_string(bindings - user) +
+                         " for arguments and temporaries); this Vulkan device allows " + std::to_string(limit) +
+                         " per shader (maxPerStageDescriptorStorageBuffers): pass fewer ndarrays to one kernel "
+                         "(split it, or stack arrays of one dtype into one ndarray)");
+    }
     auto out = std::make_shared<VulkanKernel>();
     out->describe(*k);
     out->artifacts["spirv"] = words_as_bytes(m.words);
@@ -114,7 +132,8 @@ class VulkanRuntime : public Runtime {
     out->device = device_;
     for (size_t i = 0; i < k->tasks.size(); i++) {
       if (!m.tasks[i].has_effects) continue;  // e.g. reading the scalar arguments, for nothing
-      out->tasks.push_back({device_->create_kernel(m.words, m.args_binding + 1, m.tasks[i].entry), &k->tasks[i],
+      auto words = k->tasks.size() > 1 ? spirv::extract_entry_point(m.words, m.tasks[i].entry) : m.words;
+      out->tasks.push_back({device_->create_kernel(words, m.args_binding + 1, m.tasks[i].entry), &k->tasks[i],
                             m.tasks[i].block_dim});
     }
     out->args = device_->alloc_buffer(8 * std::max(out->num_slots, 1));

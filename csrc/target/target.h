@@ -29,7 +29,8 @@ struct Target {
   // -0.0, inf or NaN (x * 0.0 -> 0.0, x + 0.0 -> x, 0.0 / x -> 0.0, x / 0.0 -> undefined: the store
   // is dropped), SignedZeroInfNanPreserve or not, for literals and for whatever its optimiser
   // folds to zero: legalization tests such operands on such a device and computes the zero case
-  // without the zero (Vulkan DeviceCaps::folds_float_zero_operands; docs/backends.md).
+  // without the zero; its abs of a constant -0.0 is -0.0 too, so abs clears the sign bit there
+  // (Vulkan DeviceCaps::folds_float_zero_operands; docs/backends.md).
   bool has_exact_float_zero_operands() const { return !features.count("folds_float_zero_operands"); }
 
   // Bit counting (PopCount / Clz / Ctz) at this width: Vulkan's OpBitCount, FindUMsb and FindILsb

@@ -103,7 +103,8 @@ class Legalizer {
   // more than literals: casts of them, locals, loops it unrolls, and integer algebra on the
   // kernel's data (x & 0, min(u, 0), a shift past the width, x - x). Once it folds the operand
   // the test folds too, so the rewrite costs nothing at run time; operands it can never fold
-  // (`opaque`) and literal non-zero ones are left as they are.
+  // (`opaque`) and literal non-zero ones are left as they are. Its abs of a constant -0.0 is
+  // -0.0 (taken for "not negative"): abs of an operand it may fold clears the sign bit instead.
 
   // The local variables every store to gives an opaque value (a greatest fixed point: a loop
   // carried variable stays opaque if what the loop stores is).
@@ -157,6 +158,8 @@ class Legalizer {
   }
 
   bool folded_zero_operand(const Stmt &s) {
+    if (s.kind == StmtKind::Unary && static_cast<U>(s.op) == U::Abs)  // abs(-0.0) stays -0.0 there too
+      return is_real(s.dtype) && !opaque(s.operands[0]);
     if (s.kind != StmtKind::Binary || !is_real(s.operands[0]->dtype)) return false;
     auto op = static_cast<B>(s.op);
     if (op != B::Add && op != B::Sub && op != B::Mul && op != B::Div) return false;
@@ -166,6 +169,11 @@ class Legalizer {
   // a op c, the zero cases of the operands that may fold computed per IEEE without the zero in
   // the arithmetic.
   Stmt *zero_operand(IrEmitter &e, Stmt &s) {
+    if (s.kind == StmtKind::Unary) {  // abs: the sign bit cleared
+      DataType t = s.dtype, bits = bit_width(t) == 16 ? DataType::u16 : bit_width(t) == 32 ? DataType::u32 : DataType::u64;
+      Stmt *magnitude = e.bin(B::BitAnd, e.bitcast(s.operands[0], bits), e.ci(bits, int64_t(~0ull >> (65 - bit_width(t)))));
+      return e.bitcast(magnitude, t);
+    }
     auto op = static_cast<B>(s.op);
     Stmt *a = s.operands[0], *c = s.operands[1];
     DataType t = a->dtype;

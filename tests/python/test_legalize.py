@@ -449,3 +449,24 @@ def test_signed_zero_inf_nan_preserve_covers_integer_widths():
     assert "SignedZeroInfNanPreserve 32" in asm and "SignedZeroInfNanPreserve 64" in asm, asm
     assert "SignedZeroInfNanPreserve 16" not in asm  # no 16-bit type in the module
     qd.reset()
+
+
+@test()
+def test_abs_of_negative_zero_is_positive_zero():
+    """abs(-0.0) is +0.0, for a constant too (lavapipe's optimiser took a constant -0.0 for "not
+    negative" and kept its sign: abs of an operand the driver may fold clears the sign bit there)."""
+    dtypes = [qd.f32] + ([qd.f16, qd.f64] if current_arch() is not qd.vulkan or (
+        qd.vulkan_caps().get("shader_float16") and qd.vulkan_caps().get("shader_float64")) else [])
+    outs = {t: np.full(3, 7, {qd.f16: np.float16, qd.f32: np.float32, qd.f64: np.float64}[t]) for t in dtypes}
+
+    for t, o in outs.items():
+        @qd.kernel
+        def k(o: qd.types.ndarray(ndim=1), x: qd.template()):
+            for i in range(1):
+                o[0] = qd.abs(qd.cast(-0.0, x))
+                o[1] = qd.abs(-o[2])
+                o[2] = abs(qd.cast(i, x) * -0.0)
+
+        o[2] = 0.0
+        k(o, t)
+        assert o.tolist() == [0.0, 0.0, 0.0] and not np.signbit(o).any(), (t, o)

@@ -57,7 +57,8 @@ struct DeviceCaps {
   uint32_t max_loop_iterations = 0;
   // The driver simplifies float + - * / with a literal +0.0 operand as if there were no -0.0, inf
   // or NaN, float controls or not (llvmpipe's gallivm: x + 0.0 -> x, x / 0.0 -> undefined):
-  // legalization keeps such zeros out of arithmetic (Target::has_exact_float_zero_operands).
+  // legalization keeps such zeros out of arithmetic (Target::has_exact_float_zero_operands). Its
+  // abs of a constant -0.0 is -0.0 as well.
   bool folds_float_zero_operands = false;
 
   uint32_t subgroup_size = 0;

@@ -20,7 +20,7 @@ const char *binary_op_name(BinaryOp op) {
 
 const char *simt_op_name(SimtOp op) {
   static const char *n[] = {"block.sync", "block.mem_fence", "grid.mem_fence", "block.thread_idx",
-                            "block.global_thread_idx"};
+                            "block.global_thread_idx", "grid.num_threads"};
   return n[static_cast<int>(op)];
 }
 
@@ -211,6 +211,7 @@ class Printer {
       case StmtKind::RangeFor:
         os_ << v(&s) << " = for range(" << ops() << ")" << (s.serialize ? " serial" : "");
         if (s.block_dim) os_ << " block_dim=" << s.block_dim;
+        if (s.first_index) os_ << " grid-stride from " << v(s.first_index) << " next " << v(s.next_index);
         os_ << ":\n";
         block(*s.body, depth + 1);
         return;

@@ -81,6 +81,10 @@ struct Stmt {
   bool exact = false;
   Lowering lowering = Lowering::Native;  // Atomic: the support table's verdict, decided once (decide_atomics)
   int block_dim = 0;            // RangeFor
+  // RangeFor of a parallel task on a GPU (legalization's grid-stride loop): this thread's first
+  // index (in the task's prologue) and its next one (the first statement of the body, computed from
+  // the index); both stop at the end without overflowing. Null: every index from begin, step 1.
+  Stmt *first_index = nullptr, *next_index = nullptr;
   const char *label = nullptr;  // While: a name for the loop in emitted code ("cas.loop")
   std::unique_ptr<Block> body, else_body;  // If (then/else), While/RangeFor (body)
 

@@ -19,9 +19,10 @@ enum class BinaryOp {
 // After legalization: integer Div / Rem never see a zero divisor or MIN / -1, shift amounts are
 // in [0, bits) and have the shifted value's type, FloorDiv / Mod / integer Pow are gone.
 
-// Block and grid operations (Simt statements). ThreadIdx / GlobalThreadIdx are i32 values; the
-// others have no value. BlockSync is a barrier of the block with a block-scope memory fence.
-enum class SimtOp { BlockSync, BlockMemFence, GridMemFence, ThreadIdx, GlobalThreadIdx };
+// Block and grid operations (Simt statements). ThreadIdx / GlobalThreadIdx / GridThreads (the
+// threads of the whole grid; made only by legalization) are i32 values; the others have no value.
+// BlockSync is a barrier of the block with a block-scope memory fence.
+enum class SimtOp { BlockSync, BlockMemFence, GridMemFence, ThreadIdx, GlobalThreadIdx, GridThreads };
 const char *simt_op_name(SimtOp op);
 
 const char *unary_op_name(UnaryOp op);

@@ -139,6 +139,14 @@ LoopLoad heaviest_serial_loop(const Task &task, const std::vector<int64_t> &args
   return worst;
 }
 
+bool has_effects(const Task &task) {
+  bool effects = task.parallel;
+  for_each_stmt(const_cast<Block &>(task.body), [&](Stmt &s) {
+    effects |= !(s.is_pure() || (s.kind == StmtKind::GlobalLoad && !s.is_atomic));
+  });
+  return effects;
+}
+
 std::optional<int64_t> range_length(const Task &task, const std::vector<int64_t> &args) {
   const Stmt *loop = task.loop();
   if (!loop) return std::nullopt;

@@ -14,6 +14,10 @@ namespace qd {
 // the device, and the grid-stride loop covers whatever the range turns out to be.
 std::optional<int64_t> range_length(const Task &task, const std::vector<int64_t> &args);
 
+// Whether launching the task can do anything: a parallel task, or a serial one with an effect
+// (offload leaves effect-free serial tasks where a kernel starts by reading its arguments).
+bool has_effects(const Task &task);
+
 // The serial loop of a task that runs the most iterations in total per run of the task's body
 // (one parallel iteration, or the serial task): its own trip count times those of the serial loops
 // around it. Loops whose iteration count is not known on the host (bounds from memory or an outer

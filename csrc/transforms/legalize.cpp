@@ -73,6 +73,9 @@ class Legalizer {
           for (Stmt *&o : s.operands)
             for (auto it = replaced.find(o); it != replaced.end(); it = replaced.find(o)) o = it->second;
         });
+    if (target_.backend != Backend::Cpu)
+      for (Task &t : k.tasks)
+        if (t.parallel) grid_stride(t);
   }
 
   bool needs_expansion(const Stmt &s) const {
@@ -237,6 +240,30 @@ class Legalizer {
       case B::Pow: return int_pow(e, a, c);
       default: return shift(e, static_cast<B>(s.op), a, c);
     }
+  }
+
+  // ---- the parallel loop ------------------------------------------------------------------
+
+  // On a GPU every thread of the grid runs the loop from begin + its global index, stepping by the
+  // number of threads in the grid. i32 arithmetic wraps, so neither the first index nor a step may
+  // pass `end`: an index stepped past INT_MAX would be negative, below `end` again, and rerun the
+  // range. (The cpu runs chunks [lo, hi) of the range with step 1: nothing to do.)
+  void grid_stride(Task &t) {
+    Stmt *loop = t.loop();
+    Stmt *begin = loop->operands[0], *end = loop->operands[1];
+    IrEmitter pro(t.prologue, loop->loc);
+    Stmt *gid = pro.add(StmtKind::Simt, DataType::i32, {}, static_cast<int>(SimtOp::GlobalThreadIdx));
+    Stmt *threads = pro.add(StmtKind::Simt, DataType::i32, {}, static_cast<int>(SimtOp::GridThreads));
+    loop->first_index = pro.sel(pro.bin(B::Lt, begin, end), advance(pro, begin, gid, end), end);
+    Block &body = *loop->body;
+    IrEmitter top = body.stmts.empty() ? IrEmitter(body, loop->loc) : IrEmitter(body.stmts.front().get());
+    loop->next_index = advance(top, top.add(StmtKind::LoopIndex, DataType::i32, {loop}), threads, end);
+  }
+
+  // i + by (by >= 0), or `end` where that would reach or pass it. For i < end, end - i fits in u32.
+  Stmt *advance(IrEmitter &e, Stmt *i, Stmt *by, Stmt *end) {
+    Stmt *left = e.bitcast(e.bin(B::Sub, end, i), DataType::u32);
+    return e.sel(e.bin(B::Gt, left, e.bitcast(by, DataType::u32)), e.bin(B::Add, i, by), end);
   }
 
   // ---- integers ---------------------------------------------------------------------------

@@ -134,11 +134,12 @@ TEST_CASE("GPU launch sequence: tasks in order, table and slots in device memory
     auto ret = rt.launch(*k, buffers, {5});
     REQUIRE(ret.size() == 1);
     CHECK(ret[0] == 42);
-    // Parallel tasks: constant bounds size the grid (1000 / 128 threads), others fill the device.
+    // Parallel tasks: bounds known on the host at the launch size the grid: range(1000) with 128
+    // threads a block, range(n) for n = 5 with 64.
     std::vector<std::pair<unsigned, unsigned>> shapes;
     for (auto &l : dev.launches) shapes.push_back({l.grid, l.block});
     CHECK(std::count(shapes.begin(), shapes.end(), std::pair{8u, 128u}) == 1);
-    CHECK(std::count(shapes.begin(), shapes.end(), std::pair{1000u, 64u}) == 1);
+    CHECK(std::count(shapes.begin(), shapes.end(), std::pair{1u, 64u}) == 1);
     for (auto &l : dev.launches) {
       CHECK(l.table[0] == field);
       CHECK(l.args.at(0) == 5);
@@ -151,6 +152,12 @@ TEST_CASE("GPU launch sequence: tasks in order, table and slots in device memory
     rt.launch(*k, buffers, {6});
     CHECK(dev.launches.size() == 2 * before);
     CHECK(dev.launches.back().args.at(0) == 6);
+    // A range past what fills the device is capped there (the grid-stride loop covers the rest).
+    size_t from = dev.launches.size();
+    rt.launch(*k, buffers, {1 << 30});
+    auto big = std::find_if(dev.launches.begin() + from, dev.launches.end(), [](auto &l) { return l.block == 64; });
+    REQUIRE(big != dev.launches.end());
+    CHECK(big->grid == 1000);
     rt.sync();
     CHECK(dev.syncs == 1);
     rt.deallocate(field);
@@ -177,8 +184,27 @@ TEST_CASE("GPU launch sequence: no launch for a task without effects or an empty
   REQUIRE(k->num_tasks >= 3);  // serial ones hold just the constants and the argument read
   rt.launch(*k, {rt.allocate(32)}, {8});
   REQUIRE(dev.launches.size() == 1);  // only the loop over range(n)
-  CHECK(dev.launches[0].grid == 1000);
+  CHECK(dev.launches[0].grid == 1);   // n = 8: one block
   CHECK(dev.launches[0].fn == reinterpret_cast<void *>(2));
+  rt.launch(*k, {rt.allocate(32)}, {0});  // range(0): nothing launched
+  CHECK(dev.launches.size() == 1);
+}
+
+TEST_CASE("GPU launch sequence: bounds read from memory fill the device", "[gpu][runtime]") {
+  size_t left = 1;
+  auto owned = std::make_unique<FakeDevice>(&left);
+  FakeDevice &dev = *owned;
+  FakeCudaRuntime rt(std::move(owned));
+  Builder b("k", TypeConfig{});
+  int f = b.add_field(7, DataType::i32, {8}, "f");
+  Stmt *n = b.global_load(b.global_ptr(f, {b.const_int(DataType::i32, 0)}), false);
+  Stmt *loop = b.begin_range_for(b.const_int(DataType::i32, 0), n, false, 0);
+  b.global_store(b.global_ptr(f, {b.loop_index(loop)}), b.const_int(DataType::i32, 1));
+  b.end_range_for(loop);
+  auto k = rt.compile(b.finish());
+  rt.launch(*k, {rt.allocate(32)}, {});
+  REQUIRE(dev.launches.size() == 1);
+  CHECK(dev.launches[0].grid == 1000);
 }
 
 // Per loop: shared arrays of these many f32 elements, each written and read by every thread.

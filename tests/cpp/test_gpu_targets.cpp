@@ -16,6 +16,7 @@
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/MemoryBuffer.h>
 
+#include "atomics/support_table.h"
 #include "codegen/llvm/gpu_targets.h"
 #include "common/error.h"
 #include "runtime/amdgpu/hip_driver.h"
@@ -255,9 +256,13 @@ TEST_CASE("gfx90a float atomics are CAS loops", "[gpu][amdgpu]") {
   CHECK(contains(f64_max, "global_atomic_cmpswap_x2"));
 }
 
-TEST_CASE("the unsafe-fp-atomics attribute is set for gfx94x only", "[gpu][amdgpu]") {
+TEST_CASE("the unsafe-fp-atomics attribute is set where the support table says native", "[gpu][amdgpu]") {
   CHECK(gpu::amdgpu_uses_unsafe_fp_atomics("gfx942"));
-  CHECK_FALSE(gpu::amdgpu_uses_unsafe_fp_atomics("gfx90a"));
+  for (const char *gfx : {"gfx90a", "gfx940", "gfx941", "gfx1100"}) {  // the table: CAS loops there
+    CHECK_FALSE(gpu::amdgpu_uses_unsafe_fp_atomics(gfx));
+    CHECK(qd::atomic_lowering(qd::Backend::Amdgpu, qd::AtomicOp::Add, qd::DataType::f32, qd::MemorySpace::Global,
+                              {gfx}).kind == qd::Lowering::CasLoop);
+  }
   llvm::LLVMContext ctx;
   Kernel k = build_atomics_kernel(ctx, Gpu::Amdgpu);
   gpu::apply_amdgpu_fp_atomic_policy(*k.module, "gfx90a");

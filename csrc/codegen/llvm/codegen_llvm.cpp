@@ -364,7 +364,7 @@ void LlvmCodegen::emit_while(const Stmt &s) {
 }
 
 void LlvmCodegen::emit_serial_for(const Stmt &s) {
-  emit_index_loop(s, value(s.operands[0]), value(s.operands[1]), b_.getInt32(1));
+  emit_index_loop(s, value(s.operands[0]), value(s.operands[1]));
 }
 
 // A parallel task's loop: each thread runs the task's pre_loop / post_loop code around its share.
@@ -374,21 +374,11 @@ const Task *LlvmCodegen::parallel_task_of(const Stmt &loop) const {
   return nullptr;
 }
 
-// i + by, or `end` where that would pass it: i32 arithmetic wraps, so an index stepped past
-// INT_MAX would be negative, below `end` again, and rerun the range. For i < end, end - i fits u32.
-Value *LlvmCodegen::advance(Value *i, Value *by, Value *end) {
-  Value *left = b_.CreateSub(end, i);
-  return b_.CreateSelect(b_.CreateICmpUGT(left, by), b_.CreateAdd(i, by), end);
-}
-
-void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Value *step, Value *offset) {
+void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end) {
   const Task *task = parallel_task_of(loop);
   if (task) emit_block(task->pre_loop);
   llvm::IRBuilder<> eb(entry_, entry_->begin());
   Value *counter = eb.CreateAlloca(b_.getInt32Ty());
-  bool unit = llvm::isa<llvm::ConstantInt>(step) && llvm::cast<llvm::ConstantInt>(step)->isOne();
-  // A grid-stride loop starts at begin + offset and steps by more than 1: both without overflow.
-  if (offset) begin = b_.CreateSelect(b_.CreateICmpSLT(begin, end), advance(begin, offset, end), end);
   b_.CreateStore(begin, counter);
   auto *cond = llvm::BasicBlock::Create(ctx_, "for.cond", fn_);
   auto *body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
@@ -404,8 +394,10 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end, Va
   loops_.pop_back();
   b_.CreateBr(next);
   b_.SetInsertPoint(next);
-  Value *current = b_.CreateLoad(b_.getInt32Ty(), counter);
-  b_.CreateStore(unit ? b_.CreateAdd(current, step) : advance(current, step, end), counter);
+  // A grid-stride loop's next index is legalization's (it stops at `end`); else i + 1.
+  Value *step = loop.next_index ? value(loop.next_index)
+                                : b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), counter), b_.getInt32(1));
+  b_.CreateStore(step, counter);
   b_.CreateBr(cond);
   b_.SetInsertPoint(exit);
   if (task) emit_block(task->post_loop);

@@ -62,10 +62,10 @@ class LlvmCodegen {
   void emit_block(const Block &b);
   // Emits a RangeFor's body for one value of its index.
   void emit_loop_body(const Stmt &loop, llvm::Value *index);
-  // Emits `for (i = begin + offset; i < end; i += step) body(loop)` with an i32 index that never
-  // wraps past `end`; continue/break work; a parallel task's pre/post-loop code goes around it.
-  void emit_index_loop(const Stmt &loop, llvm::Value *begin, llvm::Value *end, llvm::Value *step,
-                       llvm::Value *offset = nullptr);
+  // Emits `for (i = begin; i < end; i = next) body(loop)`, next being the loop's next_index (a
+  // grid-stride loop) or i + 1; continue/break work; a parallel task's pre/post-loop code goes
+  // around it.
+  void emit_index_loop(const Stmt &loop, llvm::Value *begin, llvm::Value *end);
   llvm::Value *value(const Stmt *s) const { return values_.at(s); }
   llvm::Type *llvm_type(DataType t) { return type(t); }
 
@@ -78,7 +78,6 @@ class LlvmCodegen {
   llvm::Value *unary(const Stmt &s);
   llvm::Value *cast(llvm::Value *v, DataType from, DataType to);
   llvm::Value *binary(const Stmt &s);
-  llvm::Value *advance(llvm::Value *i, llvm::Value *by, llvm::Value *end);
   llvm::Value *arith(BinaryOp op, DataType operand_type, llvm::Value *a, llvm::Value *c);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);

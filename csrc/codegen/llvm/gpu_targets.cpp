@@ -43,6 +43,7 @@
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include "atomics/support_table.h"
 #include "common/error.h"
 
 extern char **environ;
@@ -352,7 +353,8 @@ std::string run_ptxas(const std::string &ptx, const std::string &sm) {
 // ==================================================================== AMDGPU
 
 bool amdgpu_uses_unsafe_fp_atomics(const std::string &gfx) {
-  return gfx == "gfx940" || gfx == "gfx941" || gfx == "gfx942";
+  return atomic_lowering(Backend::Amdgpu, AtomicOp::Max, DataType::f64, MemorySpace::Global, {gfx}).kind ==
+         Lowering::Native;
 }
 
 void apply_amdgpu_fp_atomic_policy(llvm::Module &module, const std::string &gfx) {

@@ -83,12 +83,11 @@ std::vector<uint8_t> link_amdgpu_code_object(const std::vector<uint8_t> &object)
 // Float atomics policy. LLVM 19 selects native float atomics on some chips only when the
 // function carries "amdgpu-unsafe-fp-atomics"="true" (the "unsafe" part: they misbehave on
 // fine-grained host-coherent memory; Quadrants uses hipMalloc'd coarse-grained memory).
-// The spec (atomics.md footnote 2) asks for:
-//  - gfx940/941/942: f32/f64 add native (LLVM does this without the attribute) and f64 min/max
-//    native (needs the attribute) -> the attribute is set on every function.
-//  - gfx90a and every other chip: all float atomics are CAS loops -> the attribute is NOT set,
-//    although it would make f32/f64 add and f64 min/max native on gfx90a too.
-// emit_* apply this to every defined function that does not already carry the attribute.
+// The spec (atomics.md footnote 2) asks for f32/f64 add and f64 min/max native on gfx942 (the
+// latter needs the attribute) and CAS loops for every float atomic on other chips (gfx90a would
+// make them native with the attribute). One table decides both: the attribute is set exactly where
+// the support table (atomics/support_table.cpp) says f64 atomic_max is native for the chip, on
+// every defined function that does not already carry it.
 bool amdgpu_uses_unsafe_fp_atomics(const std::string &gfx);
 void apply_amdgpu_fp_atomic_policy(llvm::Module &module, const std::string &gfx);
 

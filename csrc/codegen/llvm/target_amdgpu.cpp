@@ -48,7 +48,7 @@ void AmdgpuTarget::emit_fence(llvm::IRBuilderBase &b, bool device) {
 GpuCompiled amdgpu_compile(KernelIR &k, const TargetFeatures &features, bool code_object) {
   AmdgpuTarget target(features);
   GpuModule g = generate_gpu_module(k, target);
-  GpuCompiled out{{}, {}, g.task_symbols, g.block_dims, g.trip_counts, g.dynamic_shared_bytes};
+  GpuCompiled out{{}, {}, g.task_symbols, g.block_dims, g.dynamic_shared_bytes};
   // Both emitters optimise the module in place, so llvm_ir is printed after them.
   if (code_object)
     out.code_object = llvm_gpu::emit_amdgpu_code_object(*g.module, target.gfx());

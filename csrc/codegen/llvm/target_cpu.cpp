@@ -25,8 +25,7 @@ TaskSymbols CpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
   llvm::Function *body = cg.new_function(base, {ptr, ptr, b.getInt64Ty(), b.getInt64Ty()});
   cg.begin_function(body);
   cg.emit_block(task.prologue);
-  cg.emit_index_loop(loop, b.CreateTrunc(body->getArg(2), b.getInt32Ty()), b.CreateTrunc(body->getArg(3), b.getInt32Ty()),
-                     b.getInt32(1));
+  cg.emit_index_loop(loop, b.CreateTrunc(body->getArg(2), b.getInt32Ty()), b.CreateTrunc(body->getArg(3), b.getInt32Ty()));
   b.CreateRetVoid();
   return {base, base + "_bounds"};
 }

@@ -147,7 +147,7 @@ GpuCompiled cuda_compile(KernelIR &k, const TargetFeatures &features) {
   GpuModule g = generate_gpu_module(k, target);
   std::string ptx = llvm_gpu::emit_ptx(*g.module, target.sm());  // optimises the module in place
   GpuCompiled out{{{"ir", print_ir(k)}, {"llvm_ir", llvm_ir_text(*g.module)}, {"ptx", ptx}}, {},
-                  g.task_symbols, g.block_dims, g.trip_counts, g.dynamic_shared_bytes};
+                  g.task_symbols, g.block_dims, g.dynamic_shared_bytes};
   return out;
 }
 

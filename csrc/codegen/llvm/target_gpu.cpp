@@ -13,19 +13,6 @@ namespace {
 
 constexpr int kMaxBlockDim = 1024;  // CUDA's limit, and what AMDGPU kernels are marked for
 
-// Iterations of a parallel task with constant bounds; 0 for a serial task without effects (the
-// offload pass leaves one where the kernel starts by reading its arguments); -1 when unknown.
-int64_t trip_count(Task &t) {
-  if (const Stmt *loop = t.loop()) {
-    const Stmt *lo = loop->operands[0], *hi = loop->operands[1];
-    if (lo->kind == StmtKind::Const && hi->kind == StmtKind::Const) return std::max<int64_t>(0, hi->ival - lo->ival);
-    return -1;
-  }
-  bool effects = false;
-  for_each_stmt(t.body, [&](Stmt &s) { effects |= !(s.is_pure() || s.kind == StmtKind::GlobalLoad); });
-  return effects ? -1 : 0;
-}
-
 }  // namespace
 
 int GpuTarget::block_dim(const Task &task) const {
@@ -61,10 +48,8 @@ TaskSymbols GpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
     return {name, ""};
   }
   const Stmt &loop = *task.loop();
-  cg.emit_block(task.prologue);
-  llvm::Value *global_id = b.CreateAdd(b.CreateMul(id.block, id.block_dim), id.thread);
-  llvm::Value *stride = b.CreateMul(id.grid_dim, id.block_dim);
-  cg.emit_index_loop(loop, cg.value(loop.operands[0]), cg.value(loop.operands[1]), stride, global_id);
+  cg.emit_block(task.prologue);  // ends with the thread's first index (legalization's grid-stride loop)
+  cg.emit_index_loop(loop, cg.value(loop.first_index), cg.value(loop.operands[1]));
   b.CreateRetVoid();
   return {name, ""};
 }
@@ -80,6 +65,10 @@ llvm::Value *GpuTarget::emit_simt(LlvmCodegen &cg, SimtOp op) {
       Ids id = ids(b);
       return b.CreateAdd(b.CreateMul(id.block, id.block_dim), id.thread);
     }
+    case SimtOp::GridThreads: {
+      Ids id = ids(b);
+      return b.CreateMul(id.grid_dim, id.block_dim);
+    }
   }
   return nullptr;
 }
@@ -90,7 +79,6 @@ GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {
   g.ctx = std::make_unique<llvm::LLVMContext>();
   for (Task &t : k.tasks) {
     g.block_dims.push_back(target.block_dim(t));
-    g.trip_counts.push_back(trip_count(t));
     g.dynamic_shared_bytes.push_back(t.dynamic_shared ? t.shared_bytes : 0);
   }
   LlvmCodegen cg(k, target, *g.ctx);

@@ -46,7 +46,6 @@ struct GpuModule {
   std::unique_ptr<llvm::Module> module;
   std::vector<std::string> task_symbols;
   std::vector<int> block_dims;
-  std::vector<int64_t> trip_counts;  // parallel tasks with constant bounds: iterations; else -1
   std::vector<int64_t> dynamic_shared_bytes;  // per task: dynamic shared memory to launch with (CUDA), else 0
 };
 
@@ -54,13 +53,12 @@ struct GpuModule {
 GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target);
 
 // A kernel compiled for a GPU: the artefacts ("ir", "llvm_ir", "ptx" / "amdgcn"), the code object
-// when asked (AMDGPU runtime), and per task its kernel's name, block size and constant trip count.
+// when asked (AMDGPU runtime), and per task its kernel's name and block size.
 struct GpuCompiled {
   std::map<std::string, std::string> artifacts;
   std::vector<uint8_t> code_object;
   std::vector<std::string> symbols;
   std::vector<int> block_dims;
-  std::vector<int64_t> trip_counts;
   std::vector<int64_t> dynamic_shared_bytes;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "codegen/spirv/spirv_tools.h"
+#include "target/launch_bounds.h"
 
 namespace qd {
 
@@ -68,13 +69,12 @@ SpirvModule SpirvCodegen::run() {
     info.entry = k_.name + "_t" + std::to_string(i);
     info.parallel = task.parallel;
     info.block_dim = task.parallel ? block_dim_of(*task.loop()) : 1;
-    info.has_effects = task.parallel || std::any_of(task.body.stmts.begin(), task.body.stmts.end(), [](auto &s) {
-                         return !s->is_pure() && !(s->kind == StmtKind::GlobalLoad && !s->is_volatile);
-                       });
+    info.has_effects = has_effects(task);
     b_.begin_kernel(info.entry, info.block_dim);
     values_.clear();
     addresses_.clear();
-    if (task.parallel) emit_parallel_loop(task, info.block_dim);
+    block_dim_ = info.block_dim;
+    if (task.parallel) emit_parallel_loop(task);
     else emit_block(task.body);
     b_.end_function();
     m.tasks.push_back(info);
@@ -122,22 +122,14 @@ uint32_t SpirvCodegen::block_dim_of(const Stmt &loop) const {
 
 // A grid-stride loop: invocation g runs begin + g, then steps by the whole grid, so any range
 // runs on any number of workgroups (the runtime sizes the grid from the range when it can).
-void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
+void SpirvCodegen::emit_parallel_loop(const Task &task) {
   emit_block(task.prologue);
+  // Legalization's grid-stride loop: the prologue ends with this invocation's first index, and the
+  // body starts with its next one.
   const Stmt &loop = *task.loop();
-  Id i32 = b_.t_i32(), u32 = b_.t_u32();
-  Id begin = value(loop.operands[0]), end = value(loop.operands[1]);
-  Id gid = b_.load_builtin(BuiltIn::GlobalInvocationId, 0);
-  Id stride = b_.mul(u32, b_.load_builtin(BuiltIn::NumWorkgroups, 0), b_.c_u32(block_dim));
-  // i32 arithmetic wraps, so neither the first index nor a step may pass `end`: an index that
-  // overflowed past INT_MAX would be negative, below `end` again, and rerun the range. The
-  // distance end - i, for i < end, fits in u32.
-  auto left = [&](Id i) { return b_.bitcast(u32, b_.sub(i32, end, i)); };
-  auto advance = [&](Id i, Id by) {
-    return b_.select(i32, b_.gt(u32, left(i), by), b_.add(i32, i, b_.bitcast(i32, by)), end);
-  };
+  Id i32 = b_.t_i32(), end = value(loop.operands[1]);
   Id counter = b_.local_var(i32);
-  b_.store(counter, b_.select(i32, b_.lt(i32, begin, end), advance(begin, gid), end));
+  b_.store(counter, value(loop.first_index));
   emit_block(task.pre_loop);
   b_.begin_loop();
   Id i = b_.load(i32, counter);
@@ -145,7 +137,7 @@ void SpirvCodegen::emit_parallel_loop(const Task &task, uint32_t block_dim) {
   values_[&loop] = i;
   emit_block(*loop.body);
   b_.begin_continue();
-  b_.store(counter, advance(b_.load(i32, counter), stride));
+  b_.store(counter, value(loop.next_index));
   b_.end_loop();
   emit_block(task.post_loop);
 }

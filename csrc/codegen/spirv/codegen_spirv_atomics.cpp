@@ -117,6 +117,10 @@ Id SpirvCodegen::simt(const Stmt &s) {
     case SimtOp::ThreadIdx: return b_.bitcast(b_.t_i32(), b_.load_builtin(spirv::BuiltIn::LocalInvocationId, 0));
     case SimtOp::GlobalThreadIdx:
       return b_.bitcast(b_.t_i32(), b_.load_builtin(spirv::BuiltIn::GlobalInvocationId, 0));
+    case SimtOp::GridThreads: {
+      Id groups = b_.load_builtin(spirv::BuiltIn::NumWorkgroups, 0);
+      return b_.bitcast(b_.t_i32(), b_.mul(b_.t_u32(), groups, b_.c_u32(block_dim_)));
+    }
   }
   return 0;
 }

@@ -35,7 +35,7 @@ class SpirvCodegen {
   // codegen_spirv.cpp: tasks, statements, control flow.
   void check_types();
   void emit_task(const Task &task, int index);
-  void emit_parallel_loop(const Task &task, uint32_t block_dim);
+  void emit_parallel_loop(const Task &task);
   void emit_block(const Block &b);
   void emit(const Stmt &s);
   void emit_if(const Stmt &s);
@@ -94,6 +94,7 @@ class SpirvCodegen {
   const KernelIR &k_;
   SpirvTarget target_;
   spirv::Builder b_;
+  uint32_t block_dim_ = 1;  // of the task being emitted
   uint32_t args_binding_;
   std::unordered_map<const Stmt *, Id> values_;
   std::unordered_map<const Stmt *, Address> addresses_;

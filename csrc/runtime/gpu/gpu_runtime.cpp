@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+
+#include "target/launch_bounds.h"
 
 namespace qd {
 
@@ -46,11 +49,14 @@ void GpuRuntime::read(uint64_t handle, size_t offset, void *dst, size_t bytes) {
   device_->to_host(dst, handle + offset, bytes);  // waits for the kernels before it
 }
 
-unsigned GpuRuntime::grid_for(int block, int64_t trip_count) {
+unsigned GpuRuntime::grid_for(const GpuKernel::Launch &l, const std::vector<int64_t> &args) {
+  if (!l.runs) return 0;
+  if (!l.task->parallel) return 1;
+  int block = static_cast<int>(l.block);
   unsigned full = std::max(1u, device_->resident_blocks(block));
-  if (trip_count < 0) return full;
-  int64_t needed = (trip_count + block - 1) / block;
-  return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, full));
+  std::optional<int64_t> n = range_length(*l.task, args);
+  if (!n) return full;
+  return static_cast<unsigned>(std::clamp<int64_t>((*n + block - 1) / block, 0, full));
 }
 
 std::shared_ptr<CompiledKernel> GpuRuntime::compile(std::unique_ptr<KernelIR> k) {
@@ -59,16 +65,15 @@ std::shared_ptr<CompiledKernel> GpuRuntime::compile(std::unique_ptr<KernelIR> k)
   auto out = std::make_shared<GpuKernel>();
   out->describe(*k);
   for (const auto &[key, text] : c.artifacts) out->artifacts[key] = text;
-  for (size_t i = 0; i < k->tasks.size(); i++) {
-    unsigned block = static_cast<unsigned>(c.block_dims[i]);
-    int64_t trips = c.trip_counts[i];
-    unsigned grid = trips == 0 ? 0 : k->tasks[i].parallel ? grid_for(c.block_dims[i], trips) : 1;
-    out->launches.push_back({loaded.functions[i], grid, block, static_cast<unsigned>(c.dynamic_shared_bytes[i])});
-  }
+  for (size_t i = 0; i < k->tasks.size(); i++)
+    out->launches.push_back({loaded.functions[i], static_cast<unsigned>(c.block_dims[i]), &k->tasks[i],
+                             has_effects(k->tasks[i]),
+                             static_cast<unsigned>(c.dynamic_shared_bytes[i])});
   std::lock_guard<std::mutex> lock(mutex_);
   out->table = allocate_locked(8 * std::max<size_t>(k->buffers.size(), 1));
   if (k->temps_bytes) out->temps = allocate_locked(static_cast<size_t>(k->temps_bytes));
   if (!k->returns.empty()) out->result = allocate_locked(8 * k->returns.size());
+  out->ir = std::move(k);
   return out;
 }
 
@@ -106,7 +111,7 @@ std::vector<uint64_t> GpuRuntime::launch(CompiledKernel &ck, const std::vector<u
   if (k.temps) device_->zero(k.temps, static_cast<size_t>(k.temps_bytes));
   if (k.result) device_->zero(k.result, 8 * k.returns.size());  // debug mode's error slots start clear
   for (const GpuKernel::Launch &l : k.launches)
-    if (l.grid) device_->launch(l.fn, l.grid, l.block, l.dynamic_shared, k.table, k.args);
+    if (unsigned grid = grid_for(l, args)) device_->launch(l.fn, grid, l.block, l.dynamic_shared, k.table, k.args);
   std::vector<uint64_t> result(k.returns.size());
   if (!result.empty()) device_->to_host(result.data(), k.result, 8 * result.size());
   return result;

@@ -37,9 +37,12 @@ class GpuDevice {
 struct GpuKernel : CompiledKernel {
   struct Launch {
     void *fn;
-    unsigned grid, block;  // grid 0: nothing to run (an empty range, a serial task without effects)
+    unsigned block;
+    const Task *task;  // in `ir`: its bounds size the grid at each launch (target/launch_bounds.h)
+    bool runs;         // false for a serial task without effects
     unsigned dynamic_shared = 0;  // bytes of dynamic shared memory per block
   };
+  std::unique_ptr<KernelIR> ir;  // after the passes
   std::vector<Launch> launches;  // one per task, in order
   // Device memory, owned by the runtime: the buffer table, the argument slots, temps and result.
   uint64_t table = 0, args = 0, temps = 0, result = 0;
@@ -77,7 +80,10 @@ class GpuRuntime : public Runtime {
 
  private:
   uint64_t allocate_locked(size_t bytes);
-  unsigned grid_for(int block, int64_t trip_count);
+  // The grid of a task at this launch: 0 (nothing to run), 1 for a serial task; a parallel one gets
+  // one thread per iteration when its bounds are known on the host, capped at a device-filling
+  // grid (the grid-stride loop does the rest), which is also what unknown bounds get.
+  unsigned grid_for(const GpuKernel::Launch &l, const std::vector<int64_t> &args);
 
   Backend backend_;
   std::unique_ptr<GpuDevice> device_;

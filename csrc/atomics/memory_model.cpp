@@ -80,11 +80,14 @@ const char *ptx_scope(MemScope s) {
   return names[static_cast<int>(s)];
 }
 
-uint32_t spirv_scope(MemScope s) {
-  // Vulkan allows no memory scope wider than Device in shaders (CrossDevice is invalid there, and
-  // QueueFamily needs the Vulkan memory model): System is Device, and the host sees the writes
-  // once the submission completes.
-  return static_cast<uint32_t>(s == MemScope::Block ? spirv::Scope::Workgroup : spirv::Scope::Device);
+uint32_t spirv_scope(MemScope s, bool vulkan_memory_model) {
+  // Vulkan shaders may not use CrossDevice scope at all (no Vulkan memory scope reaches the host or
+  // another device during a dispatch), and QueueFamily only under the Vulkan memory model: System
+  // is the widest scope there is, QueueFamily under the Vulkan model and Device under GLSL450; the
+  // host sees the writes once the submission completes.
+  if (s == MemScope::Block) return static_cast<uint32_t>(spirv::Scope::Workgroup);
+  if (s == MemScope::System && vulkan_memory_model) return static_cast<uint32_t>(spirv::Scope::QueueFamily);
+  return static_cast<uint32_t>(spirv::Scope::Device);
 }
 
 uint32_t spirv_semantics(MemoryOrder o) {
@@ -106,15 +109,37 @@ uint32_t spirv_fence_semantics(MemoryOrder o) {
 
 namespace {
 
-// On shared (workgroup) arrays the storage-class bit is WorkgroupMemory (0x100) instead.
-std::string spirv_semantics_text(MemoryOrder o) {
-  static const char *names[] = {"Relaxed (0x0)", "Acquire\\|UniformMemory (0x42)", "Release\\|UniformMemory (0x44)",
-                                "AcquireRelease\\|UniformMemory (0x48)"};
-  (void)spirv_semantics(o);
-  return names[static_cast<int>(o)];
+// Semantics bits as SPIR-V names them, and in hex.
+std::string spirv_bits_text(uint32_t bits) {
+  using namespace spirv::semantics;
+  static const std::pair<uint32_t, const char *> names[] = {
+      {Acquire, "Acquire"}, {Release, "Release"}, {AcquireRelease, "AcquireRelease"},
+      {SequentiallyConsistent, "SequentiallyConsistent"}, {UniformMemory, "UniformMemory"},
+      {WorkgroupMemory, "WorkgroupMemory"}, {MakeAvailable, "MakeAvailable"}, {MakeVisible, "MakeVisible"}};
+  std::string text;
+  for (auto [bit, name] : names)
+    if (bits & bit) text += (text.empty() ? "" : "\\|") + std::string(name);
+  std::ostringstream hex;
+  hex << std::hex << bits;
+  return (text.empty() ? "Relaxed" : text) + " (0x" + hex.str() + ")";
 }
 
-std::string spirv_scope_text(MemScope s) { return spirv_scope(s) == 2 ? "Workgroup (2)" : "Device (1)"; }
+// GLSL450's semantics (also Metal's), then the Vulkan memory model's where they differ. On shared
+// (workgroup) arrays the storage-class bit is WorkgroupMemory (0x100) instead of UniformMemory.
+std::string spirv_semantics_text(uint32_t bits, uint32_t seq_cst_as) {
+  uint32_t vk = spirv::semantics::vulkan_model(bits, seq_cst_as);
+  std::string text = "semantics " + spirv_bits_text(bits);
+  if (vk != bits) text += "; Vulkan memory model: " + spirv_bits_text(vk);
+  return text;
+}
+
+std::string spirv_scope_text(MemScope s) {
+  auto name = [](uint32_t v) {
+    return std::string(v == 2 ? "Workgroup (2)" : v == 5 ? "QueueFamily (5)" : "Device (1)");
+  };
+  std::string vk = name(spirv_scope(s, true)), glsl = name(spirv_scope(s, false));
+  return vk == glsl ? vk : vk + " under the Vulkan memory model, " + glsl + " under GLSL450 (Metal)";
+}
 
 std::string cpu_text(MemOpKind k, MemoryOrder o) {
   switch (k) {
@@ -155,14 +180,15 @@ std::string amdgpu_text(MemOpKind k, MemoryOrder o) {
 }
 
 std::string spirv_text(MemOpKind k, MemoryOrder o) {
-  const char *inst[] = {"`OpAtomic<Op>`", "`OpAtomicLoad`", "`OpAtomicStore`", "`OpMemoryBarrier`"};
-  if (k == MemOpKind::Fence) {
-    const char *names[] = {"", "Acquire\\|UniformMemory\\|WorkgroupMemory (0x142)",
-                           "Release\\|UniformMemory\\|WorkgroupMemory (0x144)",
-                           "SequentiallyConsistent\\|UniformMemory\\|WorkgroupMemory (0x150)"};
-    return std::string("`OpMemoryBarrier`, semantics ") + names[static_cast<int>(o)];
+  using namespace spirv::semantics;
+  switch (k) {
+    case MemOpKind::Rmw: return "`OpAtomic<Op>`, " + spirv_semantics_text(spirv_semantics(o), AcquireRelease);
+    case MemOpKind::Load: return "`OpAtomicLoad`, " + spirv_semantics_text(spirv_semantics(o), Acquire);
+    case MemOpKind::Store: return "`OpAtomicStore`, " + spirv_semantics_text(spirv_semantics(o), Release);
+    case MemOpKind::Fence:
+      return "`OpMemoryBarrier`, " + spirv_semantics_text(spirv_fence_semantics(o), AcquireRelease);
   }
-  return std::string(inst[static_cast<int>(k)]) + ", semantics " + spirv_semantics_text(o);
+  return "";
 }
 
 std::string metal_text(MemOpKind k, MemoryOrder o) {

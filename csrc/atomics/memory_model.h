@@ -41,8 +41,11 @@ const char *amdgpu_syncscope(MemScope s);
 const char *ptx_sem(MemOpKind kind, MemoryOrder o);
 const char *ptx_scope(MemScope s);
 // SPIR-V: the Scope operand and the MemorySemantics bits (order bits, plus the storage-class bit of
-// storage buffers, UniformMemory, whenever the order is not Relaxed).
-uint32_t spirv_scope(MemScope s);
+// storage buffers, UniformMemory, whenever the order is not Relaxed). The scope depends on the
+// module's memory model: System is QueueFamily under the Vulkan memory model, Device under GLSL450.
+// Under the Vulkan memory model the SPIR-V builder adds MakeAvailable to releases and MakeVisible
+// to acquires (spirv_builder_ops.cpp, sem_operand).
+uint32_t spirv_scope(MemScope s, bool vulkan_memory_model);
 uint32_t spirv_semantics(MemoryOrder o);
 uint32_t spirv_fence_semantics(MemoryOrder o);  // AcqRel: SequentiallyConsistent | UniformMemory
 

@@ -170,7 +170,7 @@ TargetFeatures default_features(Backend backend) {
     case Backend::Vulkan:
       // A capable desktop GPU; the docs footnote which cells depend on these.
       return {"float32_atomic_add_buffer", "float32_atomic_add_shared", "int64_atomics_buffer",
-              "int64_atomics_shared"};
+              "int64_atomics_shared", "vulkan_memory_model", "vulkan_memory_model_device_scope"};
     default: return {};
   }
 }

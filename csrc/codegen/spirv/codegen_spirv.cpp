@@ -14,8 +14,32 @@ using spirv::BuiltIn;
 namespace {
 
 // SPIR-V 1.3 (Vulkan 1.1): the oldest version the Vulkan runtime accepts, and one SPIRV-Cross
-// reads. The classic GLSL450 memory model: volatile loads need nothing beyond the Volatile bit.
+// reads; the Vulkan memory model, where the device has it, through SPV_KHR_vulkan_memory_model.
 constexpr uint32_t kSpirvVersion = 0x00010300;
+
+// Whether a kernel synchronizes through memory: ordered atomics, atomic loads / stores, fences, or
+// atomics at System scope (whose scope only the Vulkan memory model can widen).
+bool synchronizes(const KernelIR &k) {
+  bool sync = false;
+  for (const Task &t : k.tasks)
+    for_each_stmt(const_cast<Block &>(t.body), [&](Stmt &s) {
+      sync |= s.kind == StmtKind::Fence || s.is_atomic ||
+              (s.kind == StmtKind::Atomic && (s.order != MemoryOrder::Relaxed || s.scope == MemScope::System));
+    });
+  return sync;
+}
+
+// The Vulkan memory model for kernels that synchronize, where the device has it (with Device
+// scope, which every kernel uses); GLSL450 elsewhere, and always for Metal: SPIRV-Cross's MSL
+// output keeps to GLSL450 modules. Kernels that do not synchronize gain nothing from the Vulkan
+// model and keep GLSL450: there a volatile load (a CAS loop's first guess) would need
+// MakePointerVisible, which lavapipe runs as a memory barrier, and so as the control barrier of
+// its bug (docs/atomics.md, "Memory order and scope").
+spirv::MemoryModelKind memory_model_for(const SpirvTarget &t, const KernelIR &k) {
+  bool vulkan = t.backend == Backend::Vulkan && t.features.count("vulkan_memory_model") &&
+                t.features.count("vulkan_memory_model_device_scope") && synchronizes(k);
+  return vulkan ? spirv::MemoryModelKind::Vulkan : spirv::MemoryModelKind::GLSL450;
+}
 
 }  // namespace
 
@@ -41,19 +65,15 @@ std::string storage_feature(DataType t) {
 SpirvCodegen::SpirvCodegen(const KernelIR &k, const SpirvTarget &target)
     : k_(k),
       target_(target),
-      b_(spirv::MemoryModelKind::GLSL450, kSpirvVersion),
+      b_(memory_model_for(target, k), kSpirvVersion),
       args_binding_(static_cast<uint32_t>(k.buffers.size())) {}
 
 SpirvModule SpirvCodegen::run() {
   check_types();
   // A kernel that synchronizes through memory (ordered atomics, atomic loads / stores, fences)
-  // publishes plain writes too (a spin lock's critical section): its buffers are Coherent.
-  bool synchronizes = false;
-  for (const Task &t : k_.tasks)
-    for_each_stmt(const_cast<Block &>(t.body), [&](Stmt &s) {
-      synchronizes |= s.kind == StmtKind::Fence || s.is_atomic || (s.kind == StmtKind::Atomic && s.order != MemoryOrder::Relaxed);
-    });
-  b_.set_coherent_buffers(synchronizes);
+  // publishes plain writes too (a spin lock's critical section): its buffers are Coherent (its
+  // plain accesses NonPrivatePointer under the Vulkan memory model).
+  b_.set_coherent_buffers(synchronizes(k_));
   if (!target_.fast_math) {
     std::set<uint32_t> widths;
     for (uint32_t w : {16u, 32u, 64u})

@@ -29,9 +29,9 @@ Op int_rmw(AtomicOp op, DataType t) {
 
 }  // namespace
 
-namespace {
-spirv::Scope scope_of(const Stmt &s) { return static_cast<spirv::Scope>(spirv_scope(s.scope)); }
-}  // namespace
+spirv::Scope SpirvCodegen::scope_of(const Stmt &s) {
+  return static_cast<spirv::Scope>(spirv_scope(s.scope, b_.memory_model() == spirv::MemoryModelKind::Vulkan));
+}
 
 // qd.atomic_load / atomic_store: OpAtomicLoad / OpAtomicStore through the integer view (a float's
 // bits), so no float atomic capability is needed.

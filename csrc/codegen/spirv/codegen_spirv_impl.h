@@ -89,6 +89,7 @@ class SpirvCodegen {
   Id atomic_access(const Stmt &s);  // an atomic GlobalLoad / GlobalStore
   void fence(const Stmt &s);
   uint32_t semantics_at(const Address &a, MemoryOrder order);
+  spirv::Scope scope_of(const Stmt &s);
   const spirv::StorageBuffer &int_cell(const Address &a, DataType t);
 
   const KernelIR &k_;

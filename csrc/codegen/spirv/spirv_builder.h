@@ -46,7 +46,8 @@ class Builder {
   Id new_id() { return next_id_++; }
   MemoryModelKind memory_model() const { return model_; }
   // Storage buffers declared from now on are Coherent: under the GLSL450 memory model, plain loads
-  // and stores of other invocations are ordered by atomics and barriers only then.
+  // and stores of other invocations are ordered by atomics and barriers only then. Under the Vulkan
+  // memory model the loads and stores of storage buffers are NonPrivatePointer instead.
   void set_coherent_buffers(bool c) { coherent_ = c; }
   void capability(Capability cap);
   void extension(const std::string &name);
@@ -223,6 +224,7 @@ class Builder {
   Id intern_constant(Op op, Id type, const std::vector<uint32_t> &values);
   void inst(std::vector<uint32_t> &out, Op op, const std::vector<uint32_t> &operands) const;
   void use_scope(Scope s);
+  uint32_t non_private(Id ptr, uint32_t access) const;
   Id sem_operand(uint32_t bits, uint32_t seq_cst_as, bool always = false);
   void atomic_capabilities(Op op, Id type);
   void add_storage_capabilities(Id elem_type);

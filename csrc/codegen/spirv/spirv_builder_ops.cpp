@@ -127,8 +127,23 @@ Id Builder::convert(Id to_type, Id from_type, Id value) {
 
 // ---- memory ----
 
+// Under the Vulkan memory model a plain access is private (not ordered by other invocations'
+// atomics and barriers) unless NonPrivatePointer: accesses to workgroup memory always are
+// non-private (block barriers publish them), and to storage buffers when the buffers would be
+// Coherent under GLSL450 (set_coherent_buffers: the kernel synchronizes through memory).
+uint32_t Builder::non_private(Id ptr, uint32_t access) const {
+  if (model_ != MemoryModelKind::Vulkan) return access;
+  Id ptr_type = type_of(ptr);
+  if (!ptr_type || type_info(ptr_type).kind != TypeInfo::Pointer) return access;
+  StorageClass sc = type_info(ptr_type).storage;
+  if (sc == StorageClass::Workgroup || (sc == StorageClass::StorageBuffer && coherent_))
+    access |= memory_access::NonPrivatePointer;
+  return access;
+}
+
 Id Builder::load(Id type, Id ptr, uint32_t access) {
   if (access & memory_access::Aligned) misuse("load: use emit() for Aligned access");
+  access = non_private(ptr, access);
   std::vector<uint32_t> ops{ptr};
   if (access) ops.push_back(access);
   if (access & memory_access::MakePointerVisible) {
@@ -147,6 +162,7 @@ Id Builder::load_volatile(Id type, Id ptr) {
 
 void Builder::store(Id ptr, Id value, uint32_t access) {
   if (access & memory_access::Aligned) misuse("store: use emit_void() for Aligned access");
+  access = non_private(ptr, access);
   std::vector<uint32_t> ops{ptr, value};
   if (access) ops.push_back(access);
   if (access & memory_access::MakePointerAvailable) {
@@ -175,7 +191,8 @@ void Builder::use_scope(Scope s) {
 }
 
 Id Builder::sem_operand(uint32_t bits, uint32_t seq_cst_as, bool always) {
-  if ((always || model_ == MemoryModelKind::Vulkan) && (bits & semantics::SequentiallyConsistent))
+  if (model_ == MemoryModelKind::Vulkan) return c_u32(semantics::vulkan_model(bits, seq_cst_as));
+  if (always && (bits & semantics::SequentiallyConsistent))
     bits = (bits & ~semantics::SequentiallyConsistent) | seq_cst_as;
   return c_u32(bits);
 }

@@ -99,6 +99,20 @@ constexpr uint32_t WorkgroupMemory = 0x100;
 constexpr uint32_t ImageMemory = 0x800;
 constexpr uint32_t MakeAvailable = 0x2000;
 constexpr uint32_t MakeVisible = 0x4000;
+
+// The semantics a module under the Vulkan memory model uses for `bits`: SequentiallyConsistent
+// (which that model forbids) becomes `seq_cst_as`, and since the model separates ordering from
+// availability and visibility, a release makes the invocation's earlier writes to the storage
+// classes named available at the scope only with MakeAvailable, and an acquire makes available
+// writes visible to it only with MakeVisible.
+constexpr uint32_t vulkan_model(uint32_t bits, uint32_t seq_cst_as) {
+  if (bits & SequentiallyConsistent) bits = (bits & ~SequentiallyConsistent) | seq_cst_as;
+  if (bits & (UniformMemory | WorkgroupMemory | ImageMemory)) {
+    if (bits & (Release | AcquireRelease)) bits |= MakeAvailable;
+    if (bits & (Acquire | AcquireRelease)) bits |= MakeVisible;
+  }
+  return bits;
+}
 }  // namespace semantics
 
 // MemoryAccess operand bits (OpLoad / OpStore).

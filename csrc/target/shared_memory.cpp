@@ -105,7 +105,8 @@ void plan_shared_memory(KernelIR &k, const Target &target) {
                (d.loc.file.empty() ? "?" : d.loc.file) + ":" + std::to_string(d.loc.line);
         if (!d.loc.text.empty()) msg += ": " + d.loc.text;
       }
-      throw CompileError(ErrorKind::Codegen, msg, loop ? loop->loc : SourceLoc{});
+      // A RuntimeError, as the spec (simt.md, errors) says, naming the loop's line.
+      throw RuntimeError(CompileError::format(msg, loop ? loop->loc : SourceLoc{}));
     }
     if (target.backend == Backend::Cuda && total > kCudaStaticSharedBytes) {
       t.dynamic_shared = true;

@@ -56,11 +56,40 @@ int Builder::add_shared(DataType dtype, std::vector<int64_t> shape, const std::s
   return kernel_->add_buffer(std::move(d));
 }
 
-Stmt *Builder::simt(SimtOp op) {
-  bool has_value = op == SimtOp::ThreadIdx || op == SimtOp::GlobalThreadIdx;
-  Stmt *s = make(StmtKind::Simt, has_value ? DataType::i32 : DataType::none);
+Stmt *Builder::simt(SimtOp op, std::vector<Stmt *> operands) {
+  size_t arity = 0;
+  DataType t = DataType::none;
+  switch (op) {
+    case SimtOp::ThreadIdx: case SimtOp::GlobalThreadIdx: case SimtOp::GridThreads: case SimtOp::SubgroupInvocationId:
+      t = DataType::i32;
+      break;
+    case SimtOp::SubgroupShuffle: case SimtOp::SubgroupShuffleUp: case SimtOp::SubgroupShuffleDown:
+    case SimtOp::SubgroupShuffleXor: case SimtOp::SubgroupBroadcast: arity = 2; break;
+    case SimtOp::SubgroupBroadcastFirst: arity = 1; break;
+    case SimtOp::SubgroupBallot: arity = 1; t = DataType::u64; break;
+    case SimtOp::SubgroupAll: case SimtOp::SubgroupAny: arity = 1; t = DataType::i32; break;
+    default: break;
+  }
+  std::string name = std::string("qd.simt.") + simt_op_name(op);
+  if (operands.size() != arity)
+    syntax_error(name + " takes " + std::to_string(arity) + " operand(s), got " + std::to_string(operands.size()), loc_);
+  for (Stmt *o : operands)
+    if (!o || o->dtype == DataType::none) syntax_error(name + ": an operand has no value", loc_);
+  if (arity >= 1 && t == DataType::none) {  // a value moved between lanes
+    DataType v = operands[0]->dtype;
+    if (!(v == DataType::i32 || v == DataType::u32 || v == DataType::i64 || v == DataType::u64 ||
+          v == DataType::f32 || v == DataType::f64))
+      type_error(name + ": the value must be i32, u32, i64, u64, f32 or f64, got " + dtype_name(v), loc_);
+    t = v;
+    if (arity == 2 && operands[1]->dtype != DataType::u32) operands[1] = cast(operands[1], DataType::u32);
+    if (op == SimtOp::SubgroupBroadcast && operands[1]->kind != StmtKind::Const)
+      syntax_error(name + ": the lane must be a compile-time constant", loc_);
+  } else if (arity == 1 && operands[0]->dtype != DataType::i32) {  // a predicate: p != 0 as i32
+    operands[0] = cast(binary(BinaryOp::Ne, operands[0], const_int(operands[0]->dtype, 0)), DataType::i32);
+  }
+  Stmt *s = make(StmtKind::Simt, t, std::move(operands));
   s->op = static_cast<int>(op);
-  return has_value ? s : nullptr;
+  return t == DataType::none ? nullptr : s;
 }
 
 Stmt *Builder::push(std::unique_ptr<Stmt> s) {

@@ -59,8 +59,9 @@ class Builder {
   void atomic_store(Stmt *ptr, Stmt *value, MemoryOrder order, MemScope scope);
   void fence(MemoryOrder order, MemScope scope);
 
-  // A block / grid operation; ThreadIdx and GlobalThreadIdx return an i32 value, the others null.
-  Stmt *simt(SimtOp op);
+  // A block / grid / subgroup operation (operands and result types in ir/ops.h); null for the
+  // operations without a value. Subgroup value operands must be 32 / 64-bit ints or floats.
+  Stmt *simt(SimtOp op, std::vector<Stmt *> operands = {});
 
   // Control flow: begin_* opens a block, end_* closes it.
   Stmt *begin_if(Stmt *cond);

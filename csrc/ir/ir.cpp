@@ -20,7 +20,10 @@ const char *binary_op_name(BinaryOp op) {
 
 const char *simt_op_name(SimtOp op) {
   static const char *n[] = {"block.sync", "block.mem_fence", "grid.mem_fence", "block.thread_idx",
-                            "block.global_thread_idx", "grid.num_threads"};
+                            "block.global_thread_idx", "grid.num_threads", "subgroup.invocation_id", "subgroup.sync",
+                            "subgroup.mem_fence", "subgroup.shuffle", "subgroup.shuffle_up",
+                            "subgroup.shuffle_down", "subgroup.shuffle_xor", "subgroup.broadcast",
+                            "subgroup.broadcast_first", "subgroup.ballot", "subgroup.all", "subgroup.any"};
   return n[static_cast<int>(op)];
 }
 
@@ -195,7 +198,10 @@ class Printer {
       case StmtKind::Break: os_ << "break"; break;
       case StmtKind::Continue: os_ << "continue"; break;
       case StmtKind::Return: os_ << "return " << ops(); break;
-      case StmtKind::Simt: os_ << simt_op_name(static_cast<SimtOp>(s.op)); break;
+      case StmtKind::Simt:
+        os_ << simt_op_name(static_cast<SimtOp>(s.op));
+        if (!s.operands.empty()) os_ << " " << ops();
+        break;
       case StmtKind::If:
         os_ << "if " << ops() << ":\n";
         block(*s.body, depth + 1);

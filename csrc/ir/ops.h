@@ -19,10 +19,22 @@ enum class BinaryOp {
 // After legalization: integer Div / Rem never see a zero divisor or MIN / -1, shift amounts are
 // in [0, bits) and have the shifted value's type, FloorDiv / Mod / integer Pow are gone.
 
-// Block and grid operations (Simt statements). ThreadIdx / GlobalThreadIdx / GridThreads (the
-// threads of the whole grid; made only by legalization) are i32 values; the others have no value.
-// BlockSync is a barrier of the block with a block-scope memory fence.
-enum class SimtOp { BlockSync, BlockMemFence, GridMemFence, ThreadIdx, GlobalThreadIdx, GridThreads };
+// Block, grid and subgroup operations (Simt statements). ThreadIdx / GlobalThreadIdx / GridThreads
+// (the threads of the whole grid; made only by legalization) are i32 values; BlockSync is a barrier of the block with a block-scope memory fence. Subgroup ops are
+// one instruction (or a fixed short sequence) each on every GPU codegen; every lane of the
+// subgroup runs them together:
+//   SubgroupInvocationId: i32 lane; SubgroupSync / SubgroupMemFence: no value.
+//   SubgroupShuffle{,Up,Down,Xor}(v, u32 lane / offset / mask): v's type (32 / 64-bit int, float).
+//   SubgroupBroadcast(v, u32 constant lane), SubgroupBroadcastFirst(v): v's type.
+//   SubgroupBallot(i32 p): u64, bit i set iff lane i is active and p != 0.
+//   SubgroupAll / SubgroupAny(i32 p): i32 0 / 1 over the active lanes (p != 0).
+enum class SimtOp {
+  BlockSync, BlockMemFence, GridMemFence, ThreadIdx, GlobalThreadIdx, GridThreads,
+  SubgroupInvocationId, SubgroupSync, SubgroupMemFence, SubgroupShuffle, SubgroupShuffleUp,
+  SubgroupShuffleDown, SubgroupShuffleXor, SubgroupBroadcast, SubgroupBroadcastFirst, SubgroupBallot,
+  SubgroupAll, SubgroupAny,
+};
+constexpr int kNumSimtOps = static_cast<int>(SimtOp::SubgroupAny) + 1;
 const char *simt_op_name(SimtOp op);
 
 const char *unary_op_name(UnaryOp op);

@@ -53,11 +53,11 @@ void bind_ir(py::module_ &m) {
       .def("add_ndarray_arg", &Builder::add_ndarray_arg)
       .def("add_field", &Builder::add_field)
       .def("add_shared", &Builder::add_shared)
-      .def("simt", [](Builder &b, const std::string &name) {
-        for (int i = 0; i <= static_cast<int>(SimtOp::GlobalThreadIdx); i++)
-          if (name == simt_op_name(SimtOp(i))) return b.simt(SimtOp(i));
+      .def("simt", [](Builder &b, const std::string &name, const std::vector<Stmt *> &operands) {
+        for (int i = 0; i < kNumSimtOps; i++)
+          if (name == simt_op_name(SimtOp(i))) return b.simt(SimtOp(i), operands);
         throw std::invalid_argument("unknown simt op '" + name + "'");
-      }, ref)
+      }, ref, py::arg("name"), py::arg("operands") = std::vector<Stmt *>{})
       .def("fns", &Builder::fns, ref)
       .def("set_returns", &Builder::set_returns)
       .def("set_debug", &Builder::set_debug)

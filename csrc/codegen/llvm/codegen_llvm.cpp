@@ -115,7 +115,7 @@ void LlvmCodegen::emit(const Stmt &s) {
       start_dead_block();
       break;
     case StmtKind::Return: emit_return(s); break;
-    case StmtKind::Simt: v = target_.emit_simt(*this, static_cast<SimtOp>(s.op)); break;
+    case StmtKind::Simt: v = target_.emit_simt(*this, s); break;
   }
   if (v) values_[&s] = v;
 }
@@ -199,10 +199,11 @@ Value *LlvmCodegen::global_ptr(const Stmt &s) {
   return b_.CreateGEP(type(s.dtype), base, linear);
 }
 
-Value *LlvmTarget::emit_simt(LlvmCodegen &cg, SimtOp op) {
+Value *LlvmTarget::emit_simt(LlvmCodegen &cg, const Stmt &s) {
   throw CompileError(ErrorKind::Codegen,
-                     std::string("qd.simt.") + simt_op_name(op) + " is not supported on " + backend_name(backend()),
-                     SourceLoc{});
+                     std::string("qd.simt.") + simt_op_name(static_cast<SimtOp>(s.op)) + " is not supported on " +
+                         backend_name(backend()),
+                     s.loc);
 }
 
 Value *LlvmCodegen::to_bool(Value *v, DataType t) {

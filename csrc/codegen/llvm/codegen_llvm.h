@@ -36,7 +36,7 @@ class LlvmTarget {
   // allocas land in the target's private address space).
   virtual void configure_module(llvm::Module &m) {}
   // A block / grid operation (barrier, fence, thread index); targets without blocks reject it.
-  virtual llvm::Value *emit_simt(class LlvmCodegen &cg, SimtOp op);
+  virtual llvm::Value *emit_simt(class LlvmCodegen &cg, const Stmt &s);
   // qd.math.fns's instruction (StmtKind::Fns): only targets with one (Target::has_native_fns) see it.
   virtual llvm::Value *emit_fns(class LlvmCodegen &cg, llvm::Value *mask, llvm::Value *base, llvm::Value *offset) {
     throw std::logic_error("internal: fns reached a target without the instruction");

@@ -45,6 +45,44 @@ void AmdgpuTarget::emit_fence(llvm::IRBuilderBase &b, bool device) {
                 b.getContext().getOrInsertSyncScopeID(device ? "agent" : "workgroup"));
 }
 
+// Subgroup (wavefront, 64 lanes) operations: lane id from mbcnt, shuffles by ds_bpermute (wave-wide
+// on CDNA), broadcasts by readlane / readfirstlane, votes from the 64-bit ballot (never
+// ballot.i32, which fails selection on gfx942).
+llvm::Value *AmdgpuTarget::emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const std::vector<llvm::Value *> &args) {
+  namespace I = llvm::Intrinsic;
+  auto lane = [&] {
+    llvm::Value *lo = b.CreateIntrinsic(I::amdgcn_mbcnt_lo, {}, {b.getInt32(-1), b.getInt32(0)});
+    return b.CreateIntrinsic(I::amdgcn_mbcnt_hi, {}, {b.getInt32(-1), lo});
+  };
+  auto bpermute = [&](llvm::Value *src_lane) {
+    llvm::Value *addr = b.CreateShl(src_lane, 2);
+    return per_word(b, args[0], [&](llvm::Value *w) { return b.CreateIntrinsic(I::amdgcn_ds_bpermute, {}, {addr, w}); });
+  };
+  auto ballot = [&](bool want) {
+    llvm::Value *p = want ? b.CreateICmpNE(args[0], b.getInt32(0)) : b.CreateICmpEQ(args[0], b.getInt32(0));
+    return b.CreateIntrinsic(I::amdgcn_ballot, {b.getInt64Ty()}, {p});
+  };
+  switch (op) {
+    case SimtOp::SubgroupInvocationId: return lane();
+    case SimtOp::SubgroupSync: b.CreateIntrinsic(I::amdgcn_wave_barrier, {}, {}); return nullptr;
+    case SimtOp::SubgroupMemFence:
+      b.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent, b.getContext().getOrInsertSyncScopeID("workgroup"));
+      return nullptr;
+    case SimtOp::SubgroupShuffle: return bpermute(args[1]);
+    case SimtOp::SubgroupShuffleUp: return bpermute(b.CreateSub(lane(), args[1]));
+    case SimtOp::SubgroupShuffleDown: return bpermute(b.CreateAdd(lane(), args[1]));
+    case SimtOp::SubgroupShuffleXor: return bpermute(b.CreateXor(lane(), args[1]));
+    case SimtOp::SubgroupBroadcast:
+      return b.CreateIntrinsic(I::amdgcn_readlane, {args[0]->getType()}, {args[0], args[1]});
+    case SimtOp::SubgroupBroadcastFirst:
+      return b.CreateIntrinsic(I::amdgcn_readfirstlane, {args[0]->getType()}, {args[0]});
+    case SimtOp::SubgroupBallot: return ballot(true);
+    case SimtOp::SubgroupAll: return b.CreateZExt(b.CreateICmpEQ(ballot(false), b.getInt64(0)), b.getInt32Ty());
+    case SimtOp::SubgroupAny: return b.CreateZExt(b.CreateICmpNE(ballot(true), b.getInt64(0)), b.getInt32Ty());
+    default: throw std::logic_error("internal: not a subgroup op");
+  }
+}
+
 GpuCompiled amdgpu_compile(KernelIR &k, const TargetFeatures &features, bool code_object) {
   AmdgpuTarget target(features);
   GpuModule g = generate_gpu_module(k, target);

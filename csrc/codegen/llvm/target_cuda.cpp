@@ -142,6 +142,39 @@ void CudaTarget::emit_fence(llvm::IRBuilderBase &b, bool device) {
   b.CreateIntrinsic(device ? llvm::Intrinsic::nvvm_membar_gl : llvm::Intrinsic::nvvm_membar_cta, {}, {});
 }
 
+// Subgroup operations over the active lanes (activemask: a block smaller than a warp has only
+// its lanes): shfl.sync, vote.sync, bar.warp.sync; membar.cta for the subgroup fence.
+llvm::Value *CudaTarget::emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const std::vector<llvm::Value *> &args) {
+  using llvm::Intrinsic::ID;
+  auto call = [&](ID id, std::vector<llvm::Value *> a) { return b.CreateIntrinsic(id, {}, a); };
+  if (op == SimtOp::SubgroupInvocationId) return call(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {});
+  if (op == SimtOp::SubgroupMemFence) {
+    emit_fence(b, false);
+    return nullptr;
+  }
+  llvm::Value *mask = call(llvm::Intrinsic::nvvm_activemask, {});
+  auto shfl = [&](ID id, llvm::Value *lane, int c) {
+    return per_word(b, args[0], [&](llvm::Value *w) { return call(id, {mask, w, lane, b.getInt32(c)}); });
+  };
+  auto pred = [&] { return b.CreateICmpNE(args[0], b.getInt32(0)); };
+  switch (op) {
+    case SimtOp::SubgroupSync: call(llvm::Intrinsic::nvvm_bar_warp_sync, {mask}); return nullptr;
+    case SimtOp::SubgroupShuffle: case SimtOp::SubgroupBroadcast:
+      return shfl(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, args[1], 0x1f);
+    case SimtOp::SubgroupBroadcastFirst: return shfl(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, b.getInt32(0), 0x1f);
+    case SimtOp::SubgroupShuffleUp: return shfl(llvm::Intrinsic::nvvm_shfl_sync_up_i32, args[1], 0);
+    case SimtOp::SubgroupShuffleDown: return shfl(llvm::Intrinsic::nvvm_shfl_sync_down_i32, args[1], 0x1f);
+    case SimtOp::SubgroupShuffleXor: return shfl(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, args[1], 0x1f);
+    case SimtOp::SubgroupBallot:
+      return b.CreateZExt(call(llvm::Intrinsic::nvvm_vote_ballot_sync, {mask, pred()}), b.getInt64Ty());
+    case SimtOp::SubgroupAll:
+      return b.CreateZExt(call(llvm::Intrinsic::nvvm_vote_all_sync, {mask, pred()}), b.getInt32Ty());
+    case SimtOp::SubgroupAny:
+      return b.CreateZExt(call(llvm::Intrinsic::nvvm_vote_any_sync, {mask, pred()}), b.getInt32Ty());
+    default: throw std::logic_error("internal: not a subgroup op");
+  }
+}
+
 GpuCompiled cuda_compile(KernelIR &k, const TargetFeatures &features) {
   CudaTarget target(features);
   GpuModule g = generate_gpu_module(k, target);

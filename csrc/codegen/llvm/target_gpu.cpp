@@ -54,8 +54,9 @@ TaskSymbols GpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
   return {name, ""};
 }
 
-llvm::Value *GpuTarget::emit_simt(LlvmCodegen &cg, SimtOp op) {
+llvm::Value *GpuTarget::emit_simt(LlvmCodegen &cg, const Stmt &s) {
   auto &b = cg.b();
+  SimtOp op = static_cast<SimtOp>(s.op);
   switch (op) {
     case SimtOp::BlockSync: emit_barrier(b); return nullptr;
     case SimtOp::BlockMemFence: emit_fence(b, false); return nullptr;
@@ -69,8 +70,23 @@ llvm::Value *GpuTarget::emit_simt(LlvmCodegen &cg, SimtOp op) {
       Ids id = ids(b);
       return b.CreateMul(id.grid_dim, id.block_dim);
     }
+    default: break;
   }
-  return nullptr;
+  std::vector<llvm::Value *> args;
+  for (const Stmt *o : s.operands) args.push_back(cg.value(o));
+  return emit_subgroup(b, op, args);
+}
+
+llvm::Value *GpuTarget::per_word(llvm::IRBuilderBase &b, llvm::Value *v,
+                                 const std::function<llvm::Value *(llvm::Value *)> &f) {
+  llvm::Type *t = v->getType();
+  unsigned bits = t->getPrimitiveSizeInBits();
+  llvm::Value *x = b.CreateBitCast(v, b.getIntNTy(bits));
+  if (bits == 32) return b.CreateBitCast(f(x), t);
+  llvm::Value *lo = f(b.CreateTrunc(x, b.getInt32Ty()));
+  llvm::Value *hi = f(b.CreateTrunc(b.CreateLShr(x, 32), b.getInt32Ty()));
+  llvm::Value *r = b.CreateOr(b.CreateZExt(lo, b.getInt64Ty()), b.CreateShl(b.CreateZExt(hi, b.getInt64Ty()), 32));
+  return b.CreateBitCast(r, t);
 }
 
 GpuModule generate_gpu_module(KernelIR &k, GpuTarget &target) {

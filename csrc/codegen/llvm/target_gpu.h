@@ -10,6 +10,7 @@
 #include <llvm/IR/Module.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,7 +27,7 @@ class GpuTarget : public LlvmTarget {
   // Threads per block a task is launched with: the loop's block_dim (1..1024), else the target's
   // default; 1 for serial tasks.
   int block_dim(const Task &task) const;
-  llvm::Value *emit_simt(LlvmCodegen &cg, SimtOp op) override;
+  llvm::Value *emit_simt(LlvmCodegen &cg, const Stmt &s) override;
 
  protected:
   struct Ids {
@@ -38,6 +39,11 @@ class GpuTarget : public LlvmTarget {
   // A barrier of the block (with a block-scope fence), and a fence at block or device scope.
   virtual void emit_barrier(llvm::IRBuilderBase &b) = 0;
   virtual void emit_fence(llvm::IRBuilderBase &b, bool device) = 0;
+  // A subgroup operation (ir/ops.h) on its operands' values; `t` is the moved value's type.
+  // f applied to v's 32-bit words (a 64-bit value is two words), the result of v's type.
+  static llvm::Value *per_word(llvm::IRBuilderBase &b, llvm::Value *v,
+                               const std::function<llvm::Value *(llvm::Value *)> &f);
+  virtual llvm::Value *emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const std::vector<llvm::Value *> &args) = 0;
 };
 
 // A kernel's GPU module after the passes and codegen, before the target's backend runs.

@@ -121,8 +121,71 @@ Id SpirvCodegen::simt(const Stmt &s) {
       Id groups = b_.load_builtin(spirv::BuiltIn::NumWorkgroups, 0);
       return b_.bitcast(b_.t_i32(), b_.mul(b_.t_u32(), groups, b_.c_u32(block_dim_)));
     }
+    default: return subgroup(s);
   }
-  return 0;
+}
+
+// Subgroup operations: OpGroupNonUniform* at Subgroup scope, each needing the device's subgroup
+// feature (VkPhysicalDeviceSubgroupProperties::supportedOperations, probed at init).
+Id SpirvCodegen::subgroup(const Stmt &s) {
+  using spirv::Capability;
+  using spirv::Op;
+  using spirv::Scope;
+  SimtOp op = static_cast<SimtOp>(s.op);
+  auto need = [&](const char *feature, Capability cap) {
+    if (target_.device_features && !target_.features.count(feature))
+      type_error(std::string("qd.simt.") + simt_op_name(op) + " needs the Vulkan subgroup feature '" + feature +
+                     "', which this device lacks",
+                 s.loc);
+    b_.capability(Capability::GroupNonUniform);
+    b_.capability(cap);
+  };
+  Id scope = b_.c_scope(Scope::Subgroup);
+  auto arg = [&](int i) { return value(s.operands[i]); };
+  auto truth = [&] { return b_.emit(Op::INotEqual, b_.t_bool(), arg(0), b_.c_i32(0)); };
+  auto to_i32 = [&](Id cond) { return b_.select(b_.t_i32(), cond, b_.c_i32(1), b_.c_i32(0)); };
+  switch (op) {
+    case SimtOp::SubgroupInvocationId:
+      return b_.bitcast(b_.t_i32(), b_.load_builtin(spirv::BuiltIn::SubgroupLocalInvocationId));
+    case SimtOp::SubgroupSync: b_.control_barrier(Scope::Subgroup, Scope::Subgroup, 0); return 0;
+    case SimtOp::SubgroupMemFence:
+      b_.memory_barrier(Scope::Subgroup, spirv::semantics::AcquireRelease | spirv::semantics::WorkgroupMemory |
+                                             spirv::semantics::UniformMemory);
+      return 0;
+    case SimtOp::SubgroupShuffle:
+      need("subgroup_shuffle", Capability::GroupNonUniformShuffle);
+      return b_.emit(Op::GroupNonUniformShuffle, type(s.dtype), scope, arg(0), arg(1));
+    case SimtOp::SubgroupShuffleXor:
+      need("subgroup_shuffle", Capability::GroupNonUniformShuffle);
+      return b_.emit(Op::GroupNonUniformShuffleXor, type(s.dtype), scope, arg(0), arg(1));
+    case SimtOp::SubgroupShuffleUp:
+      need("subgroup_shuffle_relative", Capability::GroupNonUniformShuffleRelative);
+      return b_.emit(Op::GroupNonUniformShuffleUp, type(s.dtype), scope, arg(0), arg(1));
+    case SimtOp::SubgroupShuffleDown:
+      need("subgroup_shuffle_relative", Capability::GroupNonUniformShuffleRelative);
+      return b_.emit(Op::GroupNonUniformShuffleDown, type(s.dtype), scope, arg(0), arg(1));
+    case SimtOp::SubgroupBroadcast:
+      need("subgroup_ballot", Capability::GroupNonUniformBallot);
+      return b_.emit(Op::GroupNonUniformBroadcast, type(s.dtype), scope, arg(0), arg(1));
+    case SimtOp::SubgroupBroadcastFirst:
+      need("subgroup_ballot", Capability::GroupNonUniformBallot);
+      return b_.emit(Op::GroupNonUniformBroadcastFirst, type(s.dtype), scope, arg(0));
+    case SimtOp::SubgroupBallot: {
+      need("subgroup_ballot", Capability::GroupNonUniformBallot);
+      Id u32 = b_.t_u32(), u64 = type(DataType::u64);
+      Id mask = b_.emit(Op::GroupNonUniformBallot, b_.t_vector(u32, 4), scope, truth());
+      Id lo = b_.emit(Op::UConvert, u64, b_.emit(Op::CompositeExtract, u32, mask, 0u));
+      Id hi = b_.emit(Op::UConvert, u64, b_.emit(Op::CompositeExtract, u32, mask, 1u));
+      return b_.bit_or(u64, lo, b_.emit(Op::ShiftLeftLogical, u64, hi, b_.c_u32(32)));
+    }
+    case SimtOp::SubgroupAll:
+      need("subgroup_vote", Capability::GroupNonUniformVote);
+      return to_i32(b_.emit(Op::GroupNonUniformAll, b_.t_bool(), scope, truth()));
+    case SimtOp::SubgroupAny:
+      need("subgroup_vote", Capability::GroupNonUniformVote);
+      return to_i32(b_.emit(Op::GroupNonUniformAny, b_.t_bool(), scope, truth()));
+    default: throw std::logic_error("internal: unknown simt op");
+  }
 }
 
 // The view an integer atomic goes through: the element type of an integer buffer; the integer of

@@ -86,6 +86,7 @@ class SpirvCodegen {
   // codegen_spirv_atomics.cpp
   Id atomic(const Stmt &s);
   Id simt(const Stmt &s);
+  Id subgroup(const Stmt &s);
   Id atomic_access(const Stmt &s);  // an atomic GlobalLoad / GlobalStore
   void fence(const Stmt &s);
   uint32_t semantics_at(const Address &a, MemoryOrder order);

@@ -1,0 +1,326 @@
+"""qd.simt.subgroup (spec simt.md section 3): every primitive and collective run on vulkan (lavapipe
+here, 8 lanes) against numpy, results stated in terms of group_size(); the CUDA and AMDGPU code is
+checked in the emitted PTX (ptxas) and AMDGCN."""
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from quadrants.lang.simt import reductions, subgroup
+from tests import test_utils
+from tests.python.test_gpu_codegen import has, ptxas
+
+RUNS = [qd.vulkan]
+N = 64
+
+
+def _lanes():
+    g = subgroup.group_size()
+    return g, np.arange(N) % g, np.arange(N) // g * g  # size, lane, subgroup start
+
+
+@test_utils.test(arch=RUNS)
+def test_group_size_is_a_python_int_fixed_by_the_device():
+    g = subgroup.group_size()
+    assert isinstance(g, int) and g == qd.vulkan_caps()["subgroup_size"] and g & (g - 1) == 0
+    assert 1 << subgroup.log2_group_size() == g
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(N):
+            out[i] = subgroup.group_size() * 1000 + subgroup.invocation_id() * 10 + subgroup.elect()
+
+    out = np.zeros(N, np.int32)
+    k(out)
+    _, lane, _ = _lanes()
+    np.testing.assert_array_equal(out, g * 1000 + lane * 10 + (lane == 0))
+    qd.reset()
+    qd.init(arch=qd.vulkan)
+    assert subgroup.group_size() == g
+
+
+@test_utils.test(arch=RUNS)
+@pytest.mark.parametrize("dtype", [qd.i32, qd.u32, qd.i64, qd.u64, qd.f32, qd.f64])
+def test_shuffles_and_broadcasts(dtype):
+    g, lane, start = _lanes()
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=dtype, ndim=1), out: qd.types.ndarray(dtype=dtype, ndim=2)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            v = a[i]
+            lane = subgroup.invocation_id()
+            out[i, 0] = subgroup.shuffle(v, qd.u32((lane * 3 + 1) % subgroup.group_size()))
+            out[i, 1] = subgroup.shuffle_xor(v, 1)
+            out[i, 2] = subgroup.broadcast(v, 2)
+            out[i, 3] = subgroup.broadcast_first(v)
+            out[i, 4] = v
+            up = subgroup.shuffle_up(v, 1)
+            if lane >= 1:
+                out[i, 4] = up
+            out[i, 5] = v
+            down = subgroup.shuffle_down(v, 2)
+            if lane + 2 < subgroup.group_size():
+                out[i, 5] = down
+
+    a = (np.arange(N) * 3 + 1).astype(_np(dtype))
+    out = np.zeros((N, 6), a.dtype)
+    k(a, out)
+    want = np.stack([a[start + (lane * 3 + 1) % g], a[start + (lane ^ 1)], a[start + 2], a[start],
+                     np.where(lane >= 1, a[np.maximum(np.arange(N) - 1, 0)], a),
+                     np.where(lane + 2 < g, a[np.minimum(np.arange(N) + 2, N - 1)], a)], axis=1)
+    np.testing.assert_array_equal(out, want)
+
+
+def _np(dtype):
+    return {qd.i32: np.int32, qd.u32: np.uint32, qd.i64: np.int64, qd.u64: np.uint64, qd.f32: np.float32,
+            qd.f64: np.float64}[dtype]
+
+
+@test_utils.test(arch=RUNS)
+def test_votes_ballots_and_lanemasks():
+    g, lane, start = _lanes()
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), out: qd.types.ndarray(dtype=qd.i64, ndim=2)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            v = a[i]
+            out[i, 0] = qd.cast(subgroup.ballot(v % 3 == 0), qd.i64)
+            out[i, 1] = qd.cast(subgroup.ballot_first_n(v % 3 == 0, 3), qd.i64)
+            out[i, 2] = subgroup.all_true(v < 40)
+            out[i, 3] = subgroup.any_true(v == 17)
+            out[i, 4] = subgroup.all_equal(v // 16)
+            out[i, 5] = qd.cast(subgroup.lanemask_lt(i % 32), qd.i64)
+            out[i, 6] = qd.cast(subgroup.lanemask_le(i % 32), qd.i64)
+            out[i, 7] = qd.cast(subgroup.lanemask_eq(i % 32), qd.i64)
+            out[i, 8] = qd.cast(subgroup.lanemask_gt(i % 32), qd.i64)
+            out[i, 9] = qd.cast(subgroup.lanemask_ge(i % 32), qd.i64)
+            out[i, 10] = subgroup.all_true_tiled(v % 2 == 0, 1) + 10 * subgroup.any_true_tiled(v % 4 == 1, 1)
+
+    a = np.arange(N, dtype=np.int32)
+    out = np.zeros((N, 11), np.int64)
+    k(a, out)
+    groups = [a[s:s + g] for s in start]
+    ballot = np.array([sum(1 << j for j, x in enumerate(grp) if x % 3 == 0) for grp in groups], np.int64)
+    np.testing.assert_array_equal(out[:, 0], ballot)
+    np.testing.assert_array_equal(out[:, 1], ballot & 7)
+    np.testing.assert_array_equal(out[:, 2], [int(all(grp < 40)) for grp in groups])
+    np.testing.assert_array_equal(out[:, 3], [int(any(grp == 17)) for grp in groups])
+    np.testing.assert_array_equal(out[:, 4], [int(len(set(grp // 16)) == 1) for grp in groups])
+    m = np.arange(N) % 32
+    full = 0xFFFFFFFF
+    lt = (1 << m) - 1
+    for c, want in enumerate([lt, lt | (1 << m), 1 << m, full & ~(lt | (1 << m)), full & ~lt]):
+        np.testing.assert_array_equal(out[:, 5 + c], want, err_msg=f"lanemask {c}")
+    pair = a // 2 * 2  # tiles of two lanes: never both even; one of them is 1 mod 4 iff the pair starts at 0 mod 4
+    np.testing.assert_array_equal(out[:, 10], 10 * (pair % 4 == 0))
+
+
+def _tiles(a, k):
+    size = 1 << k
+    return [a[s:s + size] for s in range(0, len(a), size)]
+
+
+FAMILIES = {"add": np.add, "min": np.minimum, "max": np.maximum, "mul": np.multiply, "and": np.bitwise_and,
+            "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+def _collective_kernel(name, dtype, log2):
+    f = getattr(subgroup, f"{name}_tiled")
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=dtype, ndim=1), out: qd.types.ndarray(dtype=dtype, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            out[i] = f(a[i], log2)
+
+    return k
+
+
+@test_utils.test(arch=RUNS)
+@pytest.mark.parametrize("dtype", [qd.i32, qd.i64, qd.u64, qd.f32, qd.f64])
+@pytest.mark.parametrize("log2", [0, 1, 2, 3])
+def test_reduce_scan_families(dtype, log2):
+    g = subgroup.group_size()
+    if log2 > subgroup.log2_group_size():
+        pytest.skip("tile larger than the subgroup")
+    rng = np.random.default_rng(log2)
+    a = rng.integers(1, 4 if dtype in (qd.i32, qd.i64, qd.u64) else 9, N).astype(_np(dtype))
+    size = 1 << log2
+    ops = ["add", "min", "max"] + (["mul", "and", "or", "xor"] if not dtype.is_real else ["mul"])
+    for op in ops:
+        ufunc = FAMILIES[op]
+        tiles = _tiles(a, log2)
+        for fam in (["reduce", "reduce_all"] if op in ("add", "min", "max") else []) + ["inclusive", "exclusive"]:
+            out = np.zeros(N, a.dtype)
+            _collective_kernel(f"{fam}_{op}", dtype, log2)(a, out)
+            if fam in ("reduce", "reduce_all"):
+                red = np.repeat([ufunc.reduce(t) for t in tiles], size)
+                got = out if fam == "reduce_all" else out[::size]
+                np.testing.assert_array_equal(got, red if fam == "reduce_all" else red[::size], err_msg=f"{fam}_{op}")
+            elif fam == "inclusive":
+                np.testing.assert_array_equal(out, np.concatenate([ufunc.accumulate(t) for t in tiles]), err_msg=op)
+            else:
+                ident = reductions.identity({"and": "bit_and", "or": "bit_or", "xor": "bit_xor"}.get(op, op), dtype)
+                want = np.concatenate([np.concatenate([[ident], ufunc.accumulate(t)[:-1]]).astype(a.dtype)
+                                       if len(t) > 1 else np.array([ident]).astype(a.dtype) for t in tiles])
+                np.testing.assert_array_equal(out, want, err_msg=op)
+    assert g >= size
+
+
+@test_utils.test(arch=RUNS)
+def test_full_forms_match_the_tiled_forms_at_log2_group_size():
+    k = subgroup.log2_group_size()
+
+    @qd.kernel
+    def run(a: qd.types.ndarray(dtype=qd.i32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            v = a[i]
+            out[i, 0] = subgroup.reduce_all_add(v) - subgroup.reduce_all_add_tiled(v, k)
+            out[i, 1] = subgroup.inclusive_xor(v) - subgroup.inclusive_xor_tiled(v, k)
+            out[i, 2] = subgroup.exclusive_max(v) - subgroup.exclusive_max_tiled(v, k)
+            out[i, 3] = subgroup.segmented_reduce_min(v, i % 3 == 0) - subgroup.segmented_reduce_min_tiled(v, i % 3 == 0, k)
+            out[i, 4] = subgroup.all_equal(v) - subgroup.all_equal_tiled(v, k)
+
+    out = np.ones((N, 5), np.int32)
+    run(np.arange(N, dtype=np.int32) * 7 % 11, out)
+    np.testing.assert_array_equal(out, 0)
+
+
+@test_utils.test(arch=RUNS)
+@pytest.mark.parametrize("log2", [1, 2, 3])
+def test_segmented_reduce_and_sort(log2):
+    size = 1 << log2
+    rng = np.random.default_rng(log2)
+    a = rng.integers(-5, 6, N).astype(np.int32)
+    heads = (rng.random(N) < 0.3).astype(np.int32)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), h: qd.types.ndarray(dtype=qd.i32, ndim=1),
+          out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            out[i, 0] = subgroup.segmented_reduce_add_tiled(a[i], h[i], log2)
+            out[i, 1] = subgroup.segmented_reduce_max_tiled(a[i], h[i], log2)
+            key, val = subgroup.bitonic_sort_kv_tiled(a[i], i % 3, log2)
+            out[i, 2] = key
+            out[i, 3] = val
+
+    out = np.zeros((N, 4), np.int32)
+    k(a, heads, out)
+    for j in range(N):
+        t0 = j // size * size
+        h = max([t for t in range(t0, j + 1) if heads[t]], default=t0)
+        assert out[j, 0] == a[h:j + 1].sum() and out[j, 1] == a[h:j + 1].max(), j
+    for t0 in range(0, N, size):
+        pairs = sorted(zip(a[t0:t0 + size], np.arange(t0, t0 + size) % 3))
+        np.testing.assert_array_equal(out[t0:t0 + size, 2:], np.array(pairs, np.int32).reshape(-1, 2))
+
+
+@test_utils.test(arch=RUNS)
+def test_non_commutative_scan_folds_lower_lane_first():
+    @qd.func
+    def keep_lower(x, y):
+        return x * 0 + x  # op(lower, own) keeps the lower lane's value: the scan gives the tile start
+
+    @qd.func
+    def keep_own(x, y):
+        return y * 0 + y
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            out[i, 0] = reductions._inclusive_scan_tiled(i, keep_lower, 2)
+            out[i, 1] = reductions._inclusive_scan_tiled(i, keep_own, 2)
+
+    out = np.zeros((N, 2), np.int32)
+    k(out)
+    np.testing.assert_array_equal(out[:, 0], np.arange(N) // 4 * 4)
+    np.testing.assert_array_equal(out[:, 1], np.arange(N))
+
+
+@test_utils.test(arch=RUNS)
+def test_ops_off_gpu_and_bad_values_are_errors():
+    qd.reset()
+    qd.init(arch=qd.cpu)
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(4):
+            out[i] = subgroup.shuffle(i, 0)
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"qd\.simt\.subgroup\.shuffle is not supported for arch cpu"):
+        k(np.zeros(4, np.int32))
+    qd.reset()
+    qd.init(arch=qd.vulkan)
+
+    @qd.kernel
+    def bad(out: qd.types.ndarray(dtype=qd.i8, ndim=1)):
+        for i in range(4):
+            out[i] = subgroup.shuffle(qd.i8(i), 0)
+
+    with pytest.raises(qd.QuadrantsTypeError, match="must be i32, u32, i64, u64, f32 or f64"):
+        bad(np.zeros(4, np.int8))
+
+
+def test_deprecated_aliases_warn_once_and_call_the_new_name(monkeypatch):
+    calls = []
+    monkeypatch.setattr(subgroup, "sync", lambda: calls.append("sync"))
+    monkeypatch.setattr(subgroup, "mem_fence", lambda: calls.append("mem_fence"))
+    monkeypatch.setattr(subgroup, "ballot", lambda p: calls.append(("ballot", p)))
+    for flag in ("_barrier_deprecation_warned", "_memory_barrier_deprecation_warned",
+                 "_ballot_full_subgroup_deprecation_warned"):
+        monkeypatch.setattr(subgroup, flag, False)
+    with pytest.warns(DeprecationWarning, match=r"qd.simt.subgroup.barrier\(\).*qd.simt.subgroup.sync\(\)"):
+        subgroup.barrier()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        subgroup.barrier()  # once per process
+    with pytest.warns(DeprecationWarning, match="memory_barrier"):
+        subgroup.memory_barrier()
+    with pytest.warns(DeprecationWarning, match="ballot_full_subgroup"):
+        subgroup.ballot_full_subgroup(1)
+    assert calls == ["sync", "sync", "mem_fence", ("ballot", 1)]
+
+
+@pytest.fixture
+def cpu_program():
+    qd.init(arch=qd.cpu)  # qd.compile needs a program; nothing below launches on a GPU
+    yield
+    qd.reset()
+
+
+def test_subgroup_ops_in_ptx_and_amdgcn(cpu_program):
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f64, ndim=1), out: qd.types.ndarray(dtype=qd.f64, ndim=2)):
+        qd.loop_config(block_dim=64)
+        for i in range(128):
+            v = a[i]
+            out[i, 0] = subgroup.invocation_id()
+            out[i, 1] = subgroup.shuffle(v, qd.u32(i % 7)) + subgroup.shuffle_xor(v, 1)
+            out[i, 2] = subgroup.shuffle_up(v, 2) + subgroup.shuffle_down(v, 3)
+            out[i, 3] = subgroup.reduce_all_add(v) + subgroup.inclusive_max(v)
+            out[i, 4] = subgroup.any_true(v == 5) + subgroup.all_true(v == 5)
+            out[i, 5] = qd.cast(subgroup.ballot(v > 2), qd.f64)
+            out[i, 6] = subgroup.broadcast(v, 3) + subgroup.broadcast_first(v)
+            subgroup.sync()
+            subgroup.mem_fence()
+
+    a, o = np.zeros(128), np.zeros((128, 7))
+    ptx = qd.compile(k, a, o, arch="cuda").ptx
+    for instr in ("%laneid", "activemask.b32", "shfl.sync.idx.b32", "shfl.sync.bfly.b32", "shfl.sync.up.b32",
+                  "shfl.sync.down.b32", "vote.sync.any.pred", "vote.sync.all.pred", "vote.sync.ballot.b32",
+                  "bar.warp.sync", "membar.cta"):
+        assert instr in ptx, instr
+    ptxas(ptx, "sm_75")
+    amdgcn = qd.compile(k, a, o, arch="amdgpu").amdgcn
+    for instr in ("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32", "ds_bpermute_b32", "v_readlane_b32",
+                  "v_readfirstlane_b32"):
+        assert has(amdgcn, instr), instr
+    assert "ballot.i32" not in qd.compile(k, a, o, arch="amdgpu").llvm_ir
+    assert re.search(r"amdgcn_ballot|llvm\.amdgcn\.ballot\.i64", qd.compile(k, a, o, arch="amdgpu").llvm_ir)

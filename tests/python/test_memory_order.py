@@ -536,6 +536,54 @@ def test_cuda_ptx_per_order_and_scope(order, scope):
         _ptxas(sptx, sm)
 
 
+MEMBAR = {MS.Block: "membar.cta;", MS.Device: "membar.gl;", MS.System: "membar.sys;"}
+
+
+@pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: o.name)
+@test(arch=qd.cpu)
+def test_cuda_pre_sm70_membar_lowering(order, scope):
+    """Before sm_70 PTX has no .sem qualifiers: an ordered atomic is an atom without .sem (.scope
+    needs only sm_60) with membar.{cta,gl,sys} before it when it releases and after it when it
+    acquires; atomic loads / stores are ld / st .volatile, fences a membar. ptxas (CUDA 13: sm_75 and
+    newer) checks the .target sm_60 PTX against sm_60's rules: `.acquire` there is an error."""
+    k, *_ = every_op_kernel(order, scope)
+    ptx = qd.compile(k, arch=qd.cuda, features=["sm_60"]).ptx
+    assert ".target sm_60" in ptx
+    assert not re.search(r"\.(relaxed|acquire|release|acq_rel|sc)\b", ptx), ptx
+    sc, mb = PTX_SCOPE[scope], MEMBAR[scope]
+    # the atoms and membars in order (register moves may come between them)
+    seq = [ln.split()[0].rstrip(";") for ln in map(str.strip, ptx.splitlines()) if ln.startswith(("atom", "membar"))]
+    before = order in (MO.Release, MO.AcqRel)
+    after = order in (MO.Acquire, MO.AcqRel)
+    default = scope is MS.Device and order is MO.Relaxed  # LLVM's atomicrmw: atom.global.<op>
+    for op in ("inc.u32", "dec.u32") if default else ("add.s32", "inc.u32", "dec.u32", "exch.b32"):
+        inst = f"atom{sc}.global.{op}"
+        assert inst in seq, (inst, ptx)
+        at = seq.index(inst)
+        if before:
+            assert seq[at - 1] == mb.rstrip(";"), seq
+        if after:
+            assert seq[at + 1] == mb.rstrip(";"), seq
+    if order is MO.Relaxed:
+        assert "membar" not in ptx
+    _ptxas(ptx, "sm_75")
+    sptx = qd.compile(_sync_kernel(order, scope), arch=qd.cuda, features=["sm_60"]).ptx
+    assert "ld.volatile.global.u32" in sptx and "st.volatile.global.u32" in sptx, sptx
+    assert (MEMBAR[scope] in sptx) == (order is not MO.Relaxed) and "fence" not in sptx
+    _ptxas(sptx, "sm_75")
+
+
+@test(arch=qd.cpu)
+def test_cuda_arch_from_env_pre_sm70(monkeypatch):
+    """QD_CUDA_ARCH picks the sm qd.compile targets; sm_61 gets the membar lowering too."""
+    monkeypatch.setenv("QD_CUDA_ARCH", "sm_61")
+    ptx = qd.compile(_sync_kernel(MO.Acquire, MS.Device), arch=qd.cuda).ptx
+    assert ".target sm_61" in ptx and "ld.volatile.global.u32" in ptx and "membar.gl;" in ptx
+    assert ".acquire" not in ptx
+    _ptxas(ptx, "sm_75")
+
+
 @pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
 @pytest.mark.parametrize("order", ORDERS, ids=lambda o: o.name)
 @test(arch=qd.cpu)

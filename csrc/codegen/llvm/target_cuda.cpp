@@ -7,6 +7,7 @@
 #include <llvm/IR/Metadata.h>
 
 #include <cctype>
+#include <functional>
 
 #include "codegen/llvm/gpu_targets.h"
 
@@ -53,6 +54,18 @@ llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *do
   llvm::LLVMContext &ctx = cg.ctx();
   std::string sem = ptx_sem(s.kind == StmtKind::Fence ? MemOpKind::Fence : MemOpKind::Rmw, s.order);
   std::string scope = ptx_scope(s.scope);
+  // PTX's .sem qualifiers (and ld / st .relaxed) need sm_70. Before it (sm_6x) the memory model is
+  // the older one, where membar.{cta,gl,sys} is the fence: an atom without .sem (relaxed, .scope
+  // needs only sm_60) gets a membar before it when it releases and after it when it acquires, as
+  // CUDA's own atomics do there; atomic loads and stores are ld / st .volatile with the same membars.
+  bool pre_sm70 = std::stoi(sm_.substr(3)) < 70;
+  std::string membar = s.scope == MemScope::Block ? "membar.cta;" : s.scope == MemScope::Device ? "membar.gl;" : "membar.sys;";
+  bool releases = s.order == MemoryOrder::Release || s.order == MemoryOrder::AcqRel;
+  bool acquires = s.order == MemoryOrder::Acquire || s.order == MemoryOrder::AcqRel;
+  if (pre_sm70) {
+    sem = s.kind == StmtKind::GlobalLoad || s.kind == StmtKind::GlobalStore ? ".volatile" : "";
+    if (s.kind == StmtKind::GlobalLoad || s.kind == StmtKind::GlobalStore) scope = "";
+  }
   auto asm_call = [&](llvm::Type *ret, const std::string &text, std::string constraints,
                       std::vector<llvm::Value *> args) -> llvm::Value * {
     *done = true;
@@ -73,18 +86,33 @@ llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *do
     }
     return b.CreatePtrToInt(p, llvm::Type::getInt64Ty(ctx));
   };
-  if (s.kind == StmtKind::Fence) return asm_call(llvm::Type::getVoidTy(ctx), "fence" + sem + scope + ";", "", {});
+  // Wraps an ordered access in the membars it needs before sm_70.
+  auto fenced = [&](const std::function<llvm::Value *()> &access) -> llvm::Value * {
+    if (pre_sm70 && releases) asm_call(llvm::Type::getVoidTy(ctx), membar, "", {});
+    llvm::Value *v = access();
+    if (pre_sm70 && acquires) asm_call(llvm::Type::getVoidTy(ctx), membar, "", {});
+    return v;
+  };
+  if (s.kind == StmtKind::Fence) {
+    if (pre_sm70) return asm_call(llvm::Type::getVoidTy(ctx), membar, "", {});
+    return asm_call(llvm::Type::getVoidTy(ctx), "fence" + sem + scope + ";", "", {});
+  }
   if (s.kind == StmtKind::GlobalLoad) {
     DataType t = s.dtype;
     llvm::Value *a = address(s.operands[0]);
-    return asm_call(cg.llvm_type(t), "ld" + sem + scope + space + ptx_type(t, "u") + " $0, [$1];",
-                    std::string("=") + ptx_reg(t) + ",l", {a});
+    return fenced([&] {
+      return asm_call(cg.llvm_type(t), "ld" + sem + scope + space + ptx_type(t, "u") + " $0, [$1];",
+                      std::string("=") + ptx_reg(t) + ",l", {a});
+    });
   }
   if (s.kind == StmtKind::GlobalStore) {
     DataType t = s.operands[1]->dtype;
     llvm::Value *a = address(s.operands[0]);
-    return asm_call(llvm::Type::getVoidTy(ctx), "st" + sem + scope + space + ptx_type(t, "u") + " [$0], $1;",
-                    std::string("l,") + ptx_reg(t), {a, cg.value(s.operands[1])});
+    llvm::Value *v = cg.value(s.operands[1]);
+    return fenced([&] {
+      return asm_call(llvm::Type::getVoidTy(ctx), "st" + sem + scope + space + ptx_type(t, "u") + " [$0], $1;",
+                      std::string("l,") + ptx_reg(t), {a, v});
+    });
   }
   // Read-modify-write atomics: the default (Relaxed at Device scope) stays an LLVM atomicrmw, except
   // inc / dec, which NVPTX does not select.
@@ -117,9 +145,11 @@ llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *do
   llvm::Value *a = address(s.operands[0]);
   std::string head = "atom" + sem + scope + space + "." + name + type + " $0, [$1], $2";
   std::string r = ptx_reg(t);
-  if (op == AtomicOp::Cas)
-    return asm_call(cg.llvm_type(t), head + ", $3;", "=" + r + ",l," + r + "," + r, {a, val, cg.value(s.operands[2])});
-  return asm_call(cg.llvm_type(t), head + ";", "=" + r + ",l," + r, {a, val});
+  if (op == AtomicOp::Cas) {
+    llvm::Value *desired = cg.value(s.operands[2]);
+    return fenced([&] { return asm_call(cg.llvm_type(t), head + ", $3;", "=" + r + ",l," + r + "," + r, {a, val, desired}); });
+  }
+  return fenced([&] { return asm_call(cg.llvm_type(t), head + ";", "=" + r + ",l," + r, {a, val}); });
 }
 
 // PTX fns.b32 (legalization has clamped base to 31).

@@ -324,3 +324,129 @@ def test_subgroup_ops_in_ptx_and_amdgcn(cpu_program):
         assert has(amdgcn, instr), instr
     assert "ballot.i32" not in qd.compile(k, a, o, arch="amdgpu").llvm_ir
     assert re.search(r"amdgcn_ballot|llvm\.amdgcn\.ballot\.i64", qd.compile(k, a, o, arch="amdgpu").llvm_ir)
+
+
+# ------------------------------------------------------------------------------ block collectives
+@test_utils.test(arch=RUNS)
+@pytest.mark.parametrize("dtype", [qd.i32, qd.i64, qd.u64, qd.f32, qd.f64])
+@pytest.mark.parametrize("sg_per_block", [1, 4, 8])
+def test_block_collectives(dtype, sg_per_block):
+    from quadrants.lang.simt import block
+    bd = sg_per_block * subgroup.group_size()
+    n = 4 * bd
+    a = ((np.arange(n) * 1009) % 997 % 7 + 1).astype(_np(dtype))
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=dtype, ndim=1), out: qd.types.ndarray(dtype=dtype, ndim=2)):
+        qd.loop_config(block_dim=bd)
+        for i in range(n):
+            v = a[i]
+            r = block.reduce_add(v, bd, dtype)
+            if i % bd == 0:
+                out[i, 0] = r
+            out[i, 1] = block.reduce_all_max(v, bd, dtype)
+            out[i, 2] = block.inclusive_add(v, bd, dtype)
+            out[i, 3] = block.exclusive_min(v, bd, dtype)
+            out[i, 4] = block.exclusive_add(v, bd, dtype)
+            out[i, 5] = block.inclusive_max(v, bd, dtype)
+            out[i, 6] = block.reduce_all_min(v, bd, dtype)
+
+    out = np.zeros((n, 7), a.dtype)
+    k(a, out)
+    big = reductions.identity("min", dtype)
+    for b in range(4):
+        s = slice(b * bd, (b + 1) * bd)
+        x = a[s]
+        assert out[b * bd, 0] == x.sum()
+        np.testing.assert_array_equal(out[s, 1], x.max())
+        np.testing.assert_array_equal(out[s, 2], np.cumsum(x).astype(a.dtype))
+        np.testing.assert_array_equal(out[s, 3], np.concatenate([[big], np.minimum.accumulate(x)[:-1]]).astype(a.dtype))
+        np.testing.assert_array_equal(out[s, 4], np.concatenate([[0], np.cumsum(x)[:-1]]).astype(a.dtype))
+        np.testing.assert_array_equal(out[s, 5], np.maximum.accumulate(x))
+        np.testing.assert_array_equal(out[s, 6], x.min())
+
+
+@test_utils.test(arch=RUNS)
+def test_block_generic_op_and_block_dim_checks():
+    from quadrants.lang.simt import block
+    g = subgroup.group_size()
+    bd = 4 * g
+
+    @qd.func
+    def keep_lower(x, y):
+        return x * 0 + x
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=bd)
+        for i in range(2 * bd):
+            out[i, 0] = block.inclusive_scan(i, bd, keep_lower, qd.i32)
+            out[i, 1] = block.exclusive_scan(i + 1, bd, keep_lower, -7, qd.i32)
+            out[i, 2] = block.reduce_all(i, bd, keep_lower, qd.i32)
+
+    out = np.zeros((2 * bd, 3), np.int32)
+    k(out)
+    start = np.arange(2 * bd) // bd * bd
+    np.testing.assert_array_equal(out[:, 0], start)
+    np.testing.assert_array_equal(out[:, 1], np.where(np.arange(2 * bd) % bd == 0, -7, start + 1))
+    np.testing.assert_array_equal(out[:, 2], start)
+
+    @qd.kernel
+    def bad(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=g + 1)
+        for i in range(g + 1):
+            out[i] = block.reduce_add(i, g + 1, qd.i32)
+
+    with pytest.raises(AssertionError, match="block.reduce: block_dim must be a positive multiple"):
+        bad(np.zeros(g + 1, np.int32))
+
+
+def test_warp_is_cuda_only_and_in_ptx(cpu_program):
+    from quadrants.lang.simt import warp
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            m = warp.active_mask()
+            out[i] = warp.shfl_down_i32(m, i, 1) + warp.all_nonzero(m, i > 3) + warp.unique(m, i > 100) + \
+                qd.cast(warp.ballot(i % 2 == 0), qd.i32) + qd.cast(warp.match_any(m, i // 4), qd.i32)
+            warp.sync(m)
+
+    a = np.zeros(64, np.int32)
+    ptx = qd.compile(k, a, arch="cuda").ptx
+    assert "vote.sync.ballot.b32" in ptx and "shfl.sync.down.b32" in ptx and "bar.warp.sync" in ptx
+    ptxas(ptx, "sm_75")
+    with pytest.raises(RuntimeError, match="qd.simt.warp.active_mask is CUDA-only"):
+        qd.compile(k, a, arch="amdgpu")
+
+
+@test_utils.test(arch=RUNS)
+@pytest.mark.parametrize("bit_start,num_bits", [(0, 8), (4, 4), (8, 3)])
+def test_block_radix_rank(bit_start, num_bits):
+    from quadrants.lang.simt import block
+    bd, n = 256, 512
+    keys = np.random.default_rng(num_bits).integers(0, 1 << 16, n).astype(np.uint32)
+    keys[:40] = 7  # many equal digits in one block
+
+    @qd.kernel
+    def k(keys: qd.types.ndarray(dtype=qd.u32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=bd)
+        for i in range(n):
+            tid = block.thread_idx()
+            bins = block.SharedArray((256,), qd.i32)
+            excl = block.SharedArray((256,), qd.i32)
+            out[i, 0] = block.radix_rank_match_atomic_or(keys[i], bd, 8, bit_start, num_bits, bins, excl)
+            out[i, 1] = bins[tid]
+            out[i, 2] = excl[tid]
+
+    out = np.zeros((n, 3), np.int32)
+    k(keys, out)
+    for b in range(n // bd):
+        d = (keys[b * bd:(b + 1) * bd] >> bit_start) & ((1 << num_bits) - 1)
+        hist = np.bincount(d, minlength=256)
+        prefix = np.concatenate([[0], np.cumsum(hist)[:-1]])
+        rank = [prefix[d[t]] + np.sum(d[:t] == d[t]) for t in range(bd)]
+        np.testing.assert_array_equal(out[b * bd:(b + 1) * bd, 0], rank)
+        np.testing.assert_array_equal(out[b * bd:(b + 1) * bd, 1], hist)
+        np.testing.assert_array_equal(out[b * bd:(b + 1) * bd, 2], prefix)

@@ -598,3 +598,31 @@ def test_amdgpu_syncscope_and_ordering(order, scope):
     sync = qd.compile(_sync_kernel(order, scope), arch=qd.amdgpu).llvm_ir
     if order is not MO.Relaxed:
         assert f"fence {AMD_SCOPE[scope]}{'seq_cst' if order is MO.AcqRel else LLVM[order]}" in sync, sync
+
+
+GFX942_SC = {MS.Device: "sc1", MS.System: "sc0 sc1"}
+
+
+@pytest.mark.parametrize("scope", SCOPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("order", ORDERS, ids=lambda o: o.name)
+@test(arch=qd.cpu)
+def test_amdgpu_gfx942_cache_maintenance(order, scope):
+    """The ISA LLVM 19 emits for gfx942 (its AMDGPU memory model, GFX940 rows): an acquire at agent
+    / system scope invalidates the caches after the access (`buffer_inv sc1` / `sc0 sc1`), a release
+    writes L2 back before it (`buffer_wbl2 sc1` / `sc0 sc1`, then `s_waitcnt`); at workgroup scope and
+    for Relaxed there is no cache maintenance."""
+    releases = order in (MO.Release, MO.AcqRel)
+    acquires = order in (MO.Acquire, MO.AcqRel)
+    for k in (every_op_kernel(order, scope)[0], _sync_kernel(order, scope)):
+        isa = qd.compile(k, arch=qd.amdgpu).amdgcn
+        assert "gfx942" in isa
+        inv = re.findall(r"^\s*buffer_inv\b(.*)$", isa, re.M)
+        wb = re.findall(r"^\s*buffer_wbl2\b(.*)$", isa, re.M)
+        if scope is MS.Block or order is MO.Relaxed:
+            assert not inv and not wb, isa
+            continue
+        bits = GFX942_SC[scope]
+        assert bool(inv) == acquires and all(b.strip() == bits for b in inv), (inv, isa)
+        assert bool(wb) == releases and all(b.strip() == bits for b in wb), (wb, isa)
+        if releases:  # the write-back completes before the releasing access
+            assert re.search(r"buffer_wbl2 " + bits + r"\s*\n\s*s_waitcnt", isa), isa

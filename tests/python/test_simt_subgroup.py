@@ -450,3 +450,21 @@ def test_block_radix_rank(bit_start, num_bits):
         np.testing.assert_array_equal(out[b * bd:(b + 1) * bd, 0], rank)
         np.testing.assert_array_equal(out[b * bd:(b + 1) * bd, 1], hist)
         np.testing.assert_array_equal(out[b * bd:(b + 1) * bd, 2], prefix)
+
+
+@test_utils.test(arch=RUNS)
+def test_subgroup_pre_aggregation_benchmark_kernels_agree():
+    """benchmarks/subgroup_aggregation.py (docs/atomics.md): one atomic per subgroup gives the same
+    exact i32 sum as one atomic per thread."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "subgroup_aggregation.py")
+    spec = importlib.util.spec_from_file_location("subgroup_aggregation_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    x = np.random.default_rng(3).integers(-1000, 1000, 1 << 14, dtype=np.int32)
+    for kernel in (bench.per_thread, bench.per_subgroup):
+        total = np.zeros(1, np.int32)
+        kernel(x, total)
+        assert int(total[0]) == int(x.astype(np.int64).sum()), kernel.__name__

@@ -76,7 +76,8 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
     (e.g. "int64_atomics_buffer", see qd.vulkan_caps()) the device must report; the test is skipped
     where they are missing. An arch asked for but not available on this machine is skipped with the
     reason. `xfail` maps an arch name to why the test cannot pass there: a reason, or (reason, False)
-    for a test that must not even run there (it could hang).
+    for a test that must not even run there (it could hang). A test taking `req_arch` / `req_options`
+    (as the reference's conftest provides them) gets the arch and the init options it ran with.
     """
     wanted = _wanted()
     extensions = [r for r in _as_list(require) if isinstance(r, _core_lib.Extension)]
@@ -88,8 +89,15 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
     init_options.setdefault("enable_fallback", False)
 
     def decorator(fn):
+        sig = inspect.signature(fn)
+        provided = [n for n in ("req_arch", "req_options") if n in sig.parameters]
+
         @functools.wraps(fn)
         def wrapped(*args, qd_arch, **kwargs):
+            if "req_arch" in provided:
+                kwargs["req_arch"] = qd_arch
+            if "req_options" in provided:
+                kwargs["req_options"] = dict(init_options)
             if not _is_available(qd_arch):
                 pytest.skip(f"{qd_arch.name} is not available on this machine")
             qd.init(arch=qd_arch, **init_options)
@@ -106,9 +114,9 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
 
         # pytest reads the signature: the test's own parameters plus qd_arch.
         del wrapped.__wrapped__
-        sig = inspect.signature(fn)
         extra = inspect.Parameter("qd_arch", inspect.Parameter.KEYWORD_ONLY)
-        wrapped.__signature__ = sig.replace(parameters=list(sig.parameters.values()) + [extra])
+        own = [p for p in sig.parameters.values() if p.name not in provided]
+        wrapped.__signature__ = sig.replace(parameters=own + [extra])
         return pytest.mark.parametrize("qd_arch", params, ids=[a.name for a in archs])(wrapped)
 
     return decorator

@@ -302,3 +302,10 @@ def test_harness_passes_init_options():
 def test_harness_skips_f64_without_shader_float64():
     with pytest.raises(pytest.skip.Exception, match="no shaderFloat64"):
         test_utils.skip_if_f64_unsupported(qd.f64)
+
+
+@test_utils.test(arch=qd.cpu, offline_cache=False)
+def test_harness_gives_req_arch_and_req_options(req_arch, req_options):
+    """Reference tests take the arch and init options as fixtures (its conftest's names)."""
+    assert req_arch == qd.cpu
+    assert req_options["offline_cache"] is False and req_options["enable_fallback"] is False

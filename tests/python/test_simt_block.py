@@ -381,7 +381,7 @@ def test_simt_ops_need_a_gpu_arch_in_qd_compile(cpu_program):
         qd.compile(k, a, arch="cpu")
 
 
-def test_simt_thread_idx_reads_tid_x_in_ptx():
+def test_simt_thread_idx_reads_tid_x_in_ptx(tmp_path):
     """In a fresh interpreter: twice (of ~8 full runs) this PTX came back without `tid.x` late in a
     long in-process run and never alone; not yet explained (the IR is in the message if it recurs)."""
     import subprocess
@@ -402,18 +402,13 @@ def test_simt_thread_idx_reads_tid_x_in_ptx():
         assert "tid.x" in art.ptx, art.ir
         print("ok")
     """)
-    path = os.path.join(str(_tmp_dir()), "tid_x_probe.py")
+    path = str(tmp_path / "tid_x_probe.py")
     with open(path, "w") as f:
         f.write(code)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300, cwd=root, env=env)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
-
-
-def _tmp_dir():
-    import tempfile
-    return tempfile.mkdtemp(prefix="qd_tidx_")
 
 
 # ------------------------------------------------------------------------------------ example

@@ -254,10 +254,10 @@ class MathLibrary {
 }  // namespace
 
 bool needs_math_library(const Stmt &s, const Target &target) {
-  if (s.kind == StmtKind::Unary && !is_library_unary(static_cast<U>(s.op))) return false;
-  if (s.kind == StmtKind::Binary && s.op != static_cast<int>(B::Pow) && s.op != static_cast<int>(B::Atan2))
-    return false;
-  if (s.kind != StmtKind::Unary && s.kind != StmtKind::Binary) return false;
+  bool library_op = s.kind == StmtKind::Unary    ? is_library_unary(static_cast<U>(s.op))
+                    : s.kind == StmtKind::Binary ? static_cast<B>(s.op) == B::Pow || static_cast<B>(s.op) == B::Atan2
+                                                 : false;
+  if (!library_op) return false;
   DataType t = s.operands[0]->dtype;
   return is_real(t) && !target.has_native_math(t);
 }

@@ -9,25 +9,13 @@ Addresses come from an index array read in the kernel, so the compiler cannot pr
 and every atomic stays atomic; the plain-store baseline uses the same indices.
 """
 import argparse
-import time
 
 import numpy as np
 
 import quadrants as qd
+from timing import best_of
 
 CASES = [("add", qd.i32), ("add", qd.f32), ("min", qd.f32), ("cas", qd.i32), ("mul", qd.f32)]
-
-
-def bench(fn, repeat):
-    fn()  # compile + warm up
-    qd.sync()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        qd.sync()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def make_kernels(op, dtype, n):
@@ -72,8 +60,8 @@ def main():
         cells = []
         atomic_kernel, store_kernel = make_kernels(op, dtype, n)
         for idx in levels.values():
-            ta = bench(lambda: atomic_kernel(idx), a.repeat) / n * 1e9
-            ts = bench(lambda: store_kernel(idx), a.repeat) / n * 1e9
+            ta = best_of(lambda: atomic_kernel(idx), a.repeat, qd.sync) / n * 1e9
+            ts = best_of(lambda: store_kernel(idx), a.repeat, qd.sync) / n * 1e9
             cells.append(f"{ta:7.2f} vs store {ts:6.2f} ({ta / ts:5.1f}x)")
         print(f"{op:>8} {dtype.name:>5} | " + " | ".join(f"{c:>28}" for c in cells))
 

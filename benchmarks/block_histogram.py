@@ -9,30 +9,16 @@ Prints the best time of each kernel (launch to qd.sync(), histogram zeroed befor
 import argparse
 import importlib.util
 import os
-import time
 
 import numpy as np
 
 import quadrants as qd
+from timing import best_of
 
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "block_histogram.py")
 _spec = importlib.util.spec_from_file_location("block_histogram_example", _PATH)
 example = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(example)
-
-
-def best_time(kernel, data, hist, repeat):
-    kernel(data, hist)  # compile + warm up
-    qd.sync()
-    best = float("inf")
-    for _ in range(repeat):
-        hist.fill(0)
-        qd.sync()
-        t = time.perf_counter()
-        kernel(data, hist)
-        qd.sync()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main():
@@ -50,7 +36,7 @@ def main():
     expected = np.bincount(data_np, minlength=example.BINS)
     times = {}
     for kernel in (example.block_histogram, example.global_histogram):
-        times[kernel.__name__] = best_time(kernel, data, hist, args.repeat)
+        times[kernel.__name__] = best_of(lambda: kernel(data, hist), args.repeat, qd.sync, reset=lambda: hist.fill(0))
         assert (hist.to_numpy() == expected).all(), kernel.__name__
         print(f"{kernel.__name__:18s} {times[kernel.__name__] * 1e3:8.2f} ms  "
               f"{n / times[kernel.__name__] / 1e9:6.3f} G bytes/s")

@@ -9,6 +9,7 @@ import time
 
 
 import quadrants as qd
+from timing import best_of
 
 N = 1 << 20
 
@@ -25,13 +26,7 @@ def compute_bound_seconds(threads):
                 x = qd.sin(x) * 0.5 + x * 0.75
             out[i] = x
 
-    work()
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return best_of(work, 3, qd.sync)
 
 
 def compile_and_overhead():

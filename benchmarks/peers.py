@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from timing import best_of
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORKLOADS = ["copy", "sum f32", "max f32", "histogram", "scatter-add", "scatter store", "compaction", "launch"]
@@ -38,18 +40,6 @@ PEERS = {  # name: (pip requirement or None for this checkout, module)
     "reference 1.3.3": ("quadrants==1.3.3", "quadrants"),
     "taichi": ("taichi", "taichi"),
 }
-
-
-def best_of(fn, sync, repeat):
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def data(n):
@@ -63,13 +53,13 @@ def numpy_worker(n, repeat):
     import numpy as np
     x, d, p = data(n)
     y = np.zeros_like(x)
-    t = {"copy": best_of(lambda: np.copyto(y, x), lambda: None, repeat),
-         "sum f32": best_of(lambda: x.sum(), lambda: None, repeat),
-         "max f32": best_of(lambda: x.max(), lambda: None, repeat),
-         "histogram": best_of(lambda: np.bincount(d, minlength=256), lambda: None, repeat),
-         "scatter-add": best_of(lambda: np.add.at(y, p, x), lambda: None, max(1, repeat // 2)),
-         "scatter store": best_of(lambda: y.__setitem__(p, x), lambda: None, repeat),
-         "compaction": best_of(lambda: np.flatnonzero(x > 0.5), lambda: None, repeat)}
+    t = {"copy": best_of(lambda: np.copyto(y, x), repeat),
+         "sum f32": best_of(lambda: x.sum(), repeat),
+         "max f32": best_of(lambda: x.max(), repeat),
+         "histogram": best_of(lambda: np.bincount(d, minlength=256), repeat),
+         "scatter-add": best_of(lambda: np.add.at(y, p, x), max(1, repeat // 2)),
+         "scatter store": best_of(lambda: y.__setitem__(p, x), repeat),
+         "compaction": best_of(lambda: np.flatnonzero(x > 0.5), repeat)}
     return {k: v / n * 1e9 for k, v in t.items()}
 
 
@@ -130,10 +120,10 @@ def lib_worker(module, arch, n, repeat):
         one[None] = 1.0
 
     sync = qd.sync
-    t = {"copy": best_of(copy, sync, repeat), "sum f32": best_of(sum_, sync, repeat),
-         "max f32": best_of(max_, sync, repeat), "histogram": best_of(histogram, sync, repeat),
-         "scatter-add": best_of(scatter_add, sync, repeat), "scatter store": best_of(scatter_store, sync, repeat),
-         "compaction": best_of(compaction, sync, repeat)}
+    t = {"copy": best_of(copy, repeat, sync), "sum f32": best_of(sum_, repeat, sync),
+         "max f32": best_of(max_, repeat, sync), "histogram": best_of(histogram, repeat, sync),
+         "scatter-add": best_of(scatter_add, repeat, sync), "scatter store": best_of(scatter_store, repeat, sync),
+         "compaction": best_of(compaction, repeat, sync)}
     res = {k: v / n * 1e9 for k, v in t.items()}
     calls = 200
 
@@ -141,7 +131,7 @@ def lib_worker(module, arch, n, repeat):
         for _ in range(calls):
             store_one()
 
-    res["launch"] = best_of(launches, sync, repeat) / calls * 1e6
+    res["launch"] = best_of(launches, repeat, sync) / calls * 1e6
     # Sanity: the results agree with numpy (a broken peer must not look fast).
     m[None] = -1.0
     max_()

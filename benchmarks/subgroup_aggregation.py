@@ -8,11 +8,11 @@ Prints the best time of each kernel (launch to qd.sync()), their ratio and a cop
 for scale; both sums are checked against numpy (i32: exact).
 """
 import argparse
-import time
 
 import numpy as np
 
 import quadrants as qd
+from timing import best_of
 
 
 @qd.kernel
@@ -35,20 +35,6 @@ def copy(x: qd.types.ndarray(dtype=qd.i32, ndim=1), y: qd.types.ndarray(dtype=qd
         y[i] = x[i]
 
 
-def best_time(kernel, a, b, repeat, reset=None):
-    kernel(a, b)
-    qd.sync()
-    best = float("inf")
-    for _ in range(repeat):
-        if reset is not None:
-            reset()
-        t = time.perf_counter()
-        kernel(a, b)
-        qd.sync()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--arch", default="vulkan")
@@ -64,12 +50,12 @@ def main():
     y = qd.ndarray(qd.i32, shape=n)
     times = {}
     for k in (per_thread, per_subgroup):
-        times[k.__name__] = best_time(k, x, total, args.repeat, reset=lambda: total.fill(0))
+        times[k.__name__] = best_of(lambda: k(x, total), args.repeat, qd.sync, reset=lambda: total.fill(0))
         total.fill(0)
         k(x, total)
         got = int(total.to_numpy()[0])
         assert got == want, (k.__name__, got, want)
-    times["copy"] = best_time(copy, x, y, args.repeat)
+    times["copy"] = best_of(lambda: copy(x, y), args.repeat, qd.sync)
     print(f"{args.arch}, n = 2^{args.log2n}, subgroup size {qd.simt.subgroup.group_size()}:")
     for name, t in times.items():
         print(f"  {name:13s} {t * 1e3:8.2f} ms  {t * 1e9 / n:6.2f} ns/element")

@@ -13,12 +13,22 @@ using Dtypes = std::vector<DataType>;
 
 enum class Space { Any, Global, Shared };
 
+// What a row needs of the target: a capability (named by its _buffer one: the access's memory
+// space picks _buffer or _shared), or the AMDGPU architecture.
+struct Need {
+  std::optional<Cap> cap;
+  const char *gfx = nullptr;
+  Need() = default;
+  Need(Cap c) : cap(c) {}
+  Need(const char *g) : gfx(g) {}
+};
+
 struct Row {
   Backend backend;
   Ops ops;
   Dtypes dtypes;
   Lowering lowering;
-  const char *capability = "";  // capability (without _buffer/_shared suffix) the row needs
+  Need need;
   Space space = Space::Any;
   const char *reason = "";    // for Rejected rows
 };
@@ -73,40 +83,40 @@ const std::vector<Row> &rows() {
       {Backend::Amdgpu, kAll, {}, Lowering::CasLoop},
       // Vulkan (SPIR-V, Scope Device): float add native with the device's capability.
       {Backend::Vulkan, kIntNative, kInt32, Lowering::Native},
-      {Backend::Vulkan, kIntNative, kInt64, Lowering::Native, "int64_atomics"},
+      {Backend::Vulkan, kIntNative, kInt64, Lowering::Native, Cap::int64_atomics_buffer},
       {Backend::Vulkan, {Mul, Inc, Dec}, kInt32, Lowering::CasLoop},
-      {Backend::Vulkan, {Mul, Inc, Dec}, kInt64, Lowering::CasLoop, "int64_atomics"},
-      {Backend::Vulkan, kAll, kInt64, Lowering::Rejected, "", Space::Any, kVulkanInt64},
-      {Backend::Vulkan, kAddSub, {f16}, Lowering::Native, "float16_atomic_add"},
+      {Backend::Vulkan, {Mul, Inc, Dec}, kInt64, Lowering::CasLoop, Cap::int64_atomics_buffer},
+      {Backend::Vulkan, kAll, kInt64, Lowering::Rejected, {}, Space::Any, kVulkanInt64},
+      {Backend::Vulkan, kAddSub, {f16}, Lowering::Native, Cap::float16_atomic_add_buffer},
       // Shared narrow elements (f16, i8/i16/u8/u16) updated atomically are each a 32-bit word holding
       // the zero-extended bits (SPIR-V has no narrower atomics, and a Workgroup array has one
       // element type): exchange and compare-exchange work on the widened bits, the rest are CAS loops
       // on them. In buffers, a CAS loop on the 32-bit word holding the element.
-      {Backend::Vulkan, {Exchange}, {f16}, Lowering::Native, "", Space::Shared},
-      {Backend::Vulkan, {Exchange, Cas}, kNarrow, Lowering::Native, "", Space::Shared},
-      {Backend::Vulkan, kAll, {f16}, Lowering::CasLoop, "", Space::Shared},
-      {Backend::Vulkan, kAll, kNarrow, Lowering::CasLoop, "", Space::Shared},
+      {Backend::Vulkan, {Exchange}, {f16}, Lowering::Native, {}, Space::Shared},
+      {Backend::Vulkan, {Exchange, Cas}, kNarrow, Lowering::Native, {}, Space::Shared},
+      {Backend::Vulkan, kAll, {f16}, Lowering::CasLoop, {}, Space::Shared},
+      {Backend::Vulkan, kAll, kNarrow, Lowering::CasLoop, {}, Space::Shared},
       {Backend::Vulkan, kAll, {f16}, Lowering::WordCasLoop},
       {Backend::Vulkan, kAll, kNarrow, Lowering::WordCasLoop},
-      {Backend::Vulkan, kAddSub, {f32}, Lowering::Native, "float32_atomic_add"},
-      {Backend::Vulkan, kAddSub, {f64}, Lowering::Native, "float64_atomic_add"},
+      {Backend::Vulkan, kAddSub, {f32}, Lowering::Native, Cap::float32_atomic_add_buffer},
+      {Backend::Vulkan, kAddSub, {f64}, Lowering::Native, Cap::float64_atomic_add_buffer},
       // OpAtomicFMin/FMaxEXT (VK_EXT_shader_atomic_float2) keep minNum / maxNum on the devices we
       // checked (lavapipe: a NaN operand loses, tests/python/test_simt_shared_atomics.py).
-      {Backend::Vulkan, {Min, Max}, {f32}, Lowering::Native, "float32_atomic_minmax"},
-      {Backend::Vulkan, {Min, Max}, {f64}, Lowering::Native, "float64_atomic_minmax"},
+      {Backend::Vulkan, {Min, Max}, {f32}, Lowering::Native, Cap::float32_atomic_minmax_buffer},
+      {Backend::Vulkan, {Min, Max}, {f64}, Lowering::Native, Cap::float64_atomic_minmax_buffer},
       {Backend::Vulkan, {Exchange}, {f32}, Lowering::Native},
-      {Backend::Vulkan, {Exchange}, {f64}, Lowering::Native, "int64_atomics"},
+      {Backend::Vulkan, {Exchange}, {f64}, Lowering::Native, Cap::int64_atomics_buffer},
       {Backend::Vulkan, kAll, {f32}, Lowering::CasLoop},
-      {Backend::Vulkan, kAll, {f64}, Lowering::CasLoop, "int64_atomics"},
-      {Backend::Vulkan, kAll, {f64}, Lowering::Rejected, "", Space::Any,
+      {Backend::Vulkan, kAll, {f64}, Lowering::CasLoop, Cap::int64_atomics_buffer},
+      {Backend::Vulkan, kAll, {f64}, Lowering::Rejected, {}, Space::Any,
        "f64 atomics on Vulkan need 64-bit integer atomics for their CAS loop or exchange"},
       // Metal (SPIR-V -> MSL via SPIRV-Cross): float add is a CAS loop, no 64-bit anything.
-      {Backend::Metal, kAll, kInt64, Lowering::Rejected, "", Space::Any, kMetal64},
-      {Backend::Metal, kAll, kNarrow, Lowering::Rejected, "", Space::Any, kMetalNarrow},
+      {Backend::Metal, kAll, kInt64, Lowering::Rejected, {}, Space::Any, kMetal64},
+      {Backend::Metal, kAll, kNarrow, Lowering::Rejected, {}, Space::Any, kMetalNarrow},
       {Backend::Metal, kIntNative, kInt32, Lowering::Native},
       {Backend::Metal, {Mul, Inc, Dec}, kInt32, Lowering::CasLoop},
-      {Backend::Metal, kAll, {f16}, Lowering::Rejected, "", Space::Any, kSpirvF16},
-      {Backend::Metal, kAll, {f64}, Lowering::Rejected, "", Space::Any, "Metal has no 64-bit floats"},
+      {Backend::Metal, kAll, {f16}, Lowering::Rejected, {}, Space::Any, kSpirvF16},
+      {Backend::Metal, kAll, {f64}, Lowering::Rejected, {}, Space::Any, "Metal has no 64-bit floats"},
       {Backend::Metal, {Exchange}, {f32}, Lowering::Native},
       {Backend::Metal, kAll, {f32}, Lowering::CasLoop},
   };
@@ -118,11 +128,6 @@ bool contains(const std::vector<T> &v, T x) {
   for (auto &e : v)
     if (e == x) return true;
   return false;
-}
-
-std::string with_space_suffix(const std::string &cap, MemorySpace space) {
-  if (cap.rfind("gfx", 0) == 0) return cap;
-  return cap + (space == MemorySpace::Shared ? "_shared" : "_buffer");
 }
 
 }  // namespace
@@ -155,24 +160,24 @@ AtomicLowering atomic_lowering(Backend backend, AtomicOp op, DataType dtype, Mem
     if (!row.dtypes.empty() && !contains(row.dtypes, dtype)) continue;
     if (row.space == Space::Global && space != MemorySpace::Global) continue;
     if (row.space == Space::Shared && space != MemorySpace::Shared) continue;
-    std::string cap = *row.capability ? with_space_suffix(row.capability, space) : "";
-    if (!cap.empty() && !features.count(cap)) continue;
+    std::optional<Cap> cap;
+    if (row.need.cap) cap = in_shared_memory(*row.need.cap, space == MemorySpace::Shared);
+    if (cap && !features.has(*cap)) continue;
+    if (row.need.gfx && features.amdgpu_gfx != row.need.gfx) continue;
     if (row.lowering == Lowering::Rejected)
       return {Lowering::Rejected, what + " is not supported on " + backend_name(backend) + ": " + row.reason};
-    return {row.lowering, "", cap};
+    return {row.lowering, "", cap ? cap_name(*cap) : row.need.gfx ? row.need.gfx : ""};
   }
   return {Lowering::Rejected, what + " is not supported on " + backend_name(backend)};
 }
 
 TargetFeatures default_features(Backend backend) {
-  switch (backend) {
-    case Backend::Amdgpu: return {"gfx942"};
-    case Backend::Vulkan:
-      // A capable desktop GPU; the docs footnote which cells depend on these.
-      return {"float32_atomic_add_buffer", "float32_atomic_add_shared", "int64_atomics_buffer",
-              "int64_atomics_shared", "vulkan_memory_model", "vulkan_memory_model_device_scope"};
-    default: return {};
-  }
+  TargetFeatures f;
+  if (backend == Backend::Amdgpu) f.amdgpu_gfx = "gfx942";
+  if (backend == Backend::Vulkan)  // a capable desktop GPU; the docs footnote which cells depend on these
+    f.caps = {Cap::float32_atomic_add_buffer, Cap::float32_atomic_add_shared, Cap::int64_atomics_buffer,
+              Cap::int64_atomics_shared, Cap::vulkan_memory_model, Cap::vulkan_memory_model_device_scope};
+  return f;
 }
 
 namespace {
@@ -188,15 +193,15 @@ std::string cell(Backend backend, AtomicOp op, DataType dtype, MemorySpace space
     return base.capability.empty() ? "native" : "native (needs `" + base.capability + "`)";
   // Otherwise: say whether some device capability would do better (Vulkan float16 add, float
   // min/max, ...).
-  for (const char *cap : {"float16_atomic_add", "float32_atomic_minmax", "float64_atomic_minmax",
-                          "float64_atomic_add", "int64_atomics"}) {
+  for (Cap cap : {Cap::float16_atomic_add_buffer, Cap::float32_atomic_minmax_buffer, Cap::float64_atomic_minmax_buffer,
+                  Cap::float64_atomic_add_buffer, Cap::int64_atomics_buffer}) {
     auto f = default_features(backend);
-    std::string c = with_space_suffix(cap, space);
-    if (f.count(c)) continue;
-    f.insert(c);
+    Cap c = in_shared_memory(cap, space == MemorySpace::Shared);
+    if (f.has(c)) continue;
+    f.caps.set(c);
     auto with = atomic_lowering(backend, op, dtype, space, f);
     if (static_cast<int>(with.kind) < static_cast<int>(base.kind))
-      return std::string(verdict_name(with.kind)) + " with `" + c + "`, else " + verdict_name(base.kind);
+      return std::string(verdict_name(with.kind)) + " with `" + cap_name(c) + "`, else " + verdict_name(base.kind);
   }
   return verdict_name(base.kind);
 }

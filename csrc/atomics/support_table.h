@@ -4,12 +4,12 @@
 // element (i8/i16/u8/u16, and f16 where the target has no 16-bit atomics), or rejected with a
 // reason. The type checker reads it to raise QuadrantsTypeError, each codegen reads it to pick the
 // lowering, and the tables in docs/atomics.md are generated from it.
-#include <set>
 #include <string>
 #include <vector>
 
 #include "atomics/atomic_ops.h"
 #include "ir/types.h"
+#include "target/capabilities.h"
 
 namespace qd {
 
@@ -23,15 +23,10 @@ enum class MemorySpace { Global, Shared };
 // atomics do), leaving the word's other elements as they are.
 enum class Lowering { Native, CasLoop, WordCasLoop, Rejected };
 
-// Target facts a decision may depend on: SPIR-V device capabilities (e.g. "float32_atomic_add_buffer",
-// "int64_atomics_shared") or the AMDGPU architecture ("gfx942"). A row's `capability` names a capability
-// without its memory-space suffix; the suffix (_buffer / _shared) comes from the access.
-using TargetFeatures = std::set<std::string>;
-
 struct AtomicLowering {
   Lowering kind;
   std::string reason;    // why rejected; empty otherwise
-  std::string capability;  // the capability that made it native, if any (for docs and tests)
+  std::string capability;  // the capability (or gfx) that made it native, if any (for docs and tests)
 };
 
 // Dtypes that atomics on memory accept at all; the others get a QuadrantsTypeError.

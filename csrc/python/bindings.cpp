@@ -125,18 +125,12 @@ void bind_atomics(py::module_ &m) {
     auto a = atomic_op_from_name(op);
     if (!a) throw std::invalid_argument("unknown atomic op '" + op + "'");
     auto l = atomic_lowering(backend_from_name(backend), *a, t, shared ? MemorySpace::Shared : MemorySpace::Global,
-                             TargetFeatures(features.begin(), features.end()));
+                             features_from_names(features));
     const char *kinds[] = {"native", "cas", "word_cas", "rejected"};
     return py::make_tuple(kinds[static_cast<int>(l.kind)], l.reason);
   });
-  m.def("default_features", [](const std::string &backend) {
-    auto f = default_features(backend_from_name(backend));
-    return std::vector<std::string>(f.begin(), f.end());
-  });
-  m.def("compile_features", [](const std::string &backend) {
-    auto f = compile_features(backend_from_name(backend));
-    return std::vector<std::string>(f.begin(), f.end());
-  });
+  m.def("default_features", [](const std::string &backend) { return feature_names(default_features(backend_from_name(backend))); });
+  m.def("compile_features", [](const std::string &backend) { return feature_names(compile_features(backend_from_name(backend))); });
 }
 
 // Text artefacts become str; binary ones (SPIR-V) bytes.
@@ -172,13 +166,11 @@ void bind_runtime(py::module_ &m) {
   py::class_<Runtime>(m, "Runtime")
       .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device,
                        bool fast_math) {
-             RuntimeOptions o{threads, std::move(disabled), std::move(device), fast_math};
+             RuntimeOptions o{threads, caps_from_names(disabled), std::move(device), fast_math};
              return create_runtime(backend_from_name(arch), o);
            }),
            py::arg("arch"), py::arg("threads"), py::arg("disabled"), py::arg("device"), py::arg("fast_math") = false)
-      .def_property_readonly("features", [](Runtime &r) {
-        return std::vector<std::string>(r.features().begin(), r.features().end());
-      })
+      .def_property_readonly("features", [](Runtime &r) { return feature_names(r.features()); })
       .def_property_readonly("vulkan_caps", &vulkan_caps_dict)
       .def("allocate", &Runtime::allocate)
       .def("deallocate", &Runtime::deallocate)
@@ -199,7 +191,7 @@ void bind_runtime(py::module_ &m) {
   m.def(
       "compile_artifacts",
       [](Builder &b, const std::string &arch, std::vector<std::string> features, bool fast_math) {
-        Target target{backend_from_name(arch), TargetFeatures(features.begin(), features.end()), fast_math};
+        Target target{backend_from_name(arch), features_from_names(features), fast_math};
         return artifacts_to_python(compile_artifacts(b.finish(), target));
       },
       py::arg("builder"), py::arg("arch"), py::arg("features"), py::arg("fast_math") = false);

@@ -62,7 +62,7 @@ class Runtime {
 
 struct RuntimeOptions {
   int cpu_max_num_threads = 0;  // 0: all cores
-  std::vector<std::string> disabled_caps;  // capabilities to pretend the device lacks
+  CapSet disabled_caps;  // capabilities to pretend the device lacks
   std::string device;  // backend-specific device selector
   bool fast_math = false;  // SPIR-V: let the driver contract and reassociate float arithmetic
 };

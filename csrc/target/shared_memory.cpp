@@ -10,18 +10,11 @@ namespace qd {
 
 namespace {
 
-constexpr const char *kLimitFeature = "max_shared_memory_bytes=";
 constexpr int64_t kAlign = 16;  // every shared array starts 16-byte aligned (as the codegens place them)
 
 // CUDA's maximum shared memory per block with the opt-in (cudaFuncAttributeMaxDynamicSharedMemorySize),
 // by compute capability (CUDA C Programming Guide, "Technical Specifications per Compute Capability").
-int64_t cuda_arch_limit(const std::string &sm) {
-  int cc = 0;
-  try {
-    cc = std::stoi(sm.substr(3));
-  } catch (...) {
-    return kCudaStaticSharedBytes;
-  }
+int64_t cuda_arch_limit(int cc) {
   constexpr int64_t KiB = 1024;
   if (cc >= 100) return cc == 100 || cc == 101 || cc == 103 ? 227 * KiB : 99 * KiB;
   switch (cc) {
@@ -42,25 +35,18 @@ std::string kib(int64_t bytes) {
 
 std::string target_name(const Target &t) {
   std::string name = backend_name(t.backend);
-  for (const std::string &f : t.features)
-    if ((t.backend == Backend::Cuda && f.rfind("sm_", 0) == 0) || (t.backend == Backend::Amdgpu && f.rfind("gfx", 0) == 0))
-      name += " " + f;
+  if (t.backend == Backend::Cuda && t.features.cuda_sm) name += " sm_" + std::to_string(t.features.cuda_sm);
+  if (t.backend == Backend::Amdgpu && !t.features.amdgpu_gfx.empty()) name += " " + t.features.amdgpu_gfx;
   return name;
 }
 
 }  // namespace
 
-std::string shared_limit_feature(int64_t bytes) { return kLimitFeature + std::to_string(bytes); }
-
 int64_t max_shared_bytes(const Target &target) {
-  for (const std::string &f : target.features)
-    if (f.rfind(kLimitFeature, 0) == 0) return std::stoll(f.substr(std::string(kLimitFeature).size()));
+  if (target.features.max_shared_memory_bytes) return target.features.max_shared_memory_bytes;
   switch (target.backend) {
     case Backend::Cpu: return 0;
-    case Backend::Cuda:
-      for (const std::string &f : target.features)
-        if (f.rfind("sm_", 0) == 0) return cuda_arch_limit(f);
-      return kCudaStaticSharedBytes;
+    case Backend::Cuda: return cuda_arch_limit(target.features.cuda_sm);  // 48 KiB for an unknown sm
     case Backend::Amdgpu: return 64 * 1024;
     case Backend::Vulkan: case Backend::Metal: return 32 * 1024;
   }

@@ -16,12 +16,10 @@ struct KernelIR;
 constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
 
 // The shared memory one block may use on the target: the device's own limit where the runtime
-// reported it (feature "max_shared_memory_bytes=N": Vulkan's maxComputeSharedMemorySize, CUDA's
+// reported it (TargetFeatures::max_shared_memory_bytes: Vulkan's maxComputeSharedMemorySize, CUDA's
 // opt-in maximum), else the architecture's (CUDA by sm_XX), AMDGPU 64 KiB of LDS, Metal and Vulkan
 // 32 KiB; 0 on the cpu.
 int64_t max_shared_bytes(const Target &target);
-// The feature string carrying a device's limit.
-std::string shared_limit_feature(int64_t bytes);
 
 // Sets Task::shared_bytes / dynamic_shared and BufferDesc::shared_offset; a task whose arrays need
 // more than max_shared_bytes is a QuadrantsCompilationError naming the kernel, the loop, each array

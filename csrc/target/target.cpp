@@ -23,9 +23,9 @@ const std::vector<TargetEntry> &registry() {
   static const std::vector<TargetEntry> entries = {
       {Backend::Cpu, cpu_features, [](KernelIR &k, const Target &t) { return cpu_artifacts(k, t.features); },
        create_cpu_runtime},
-      {Backend::Cuda, [] { return TargetFeatures{cuda_sm({})}; },
+      {Backend::Cuda, [] { return TargetFeatures{.cuda_sm = cuda_sm({})}; },
        [](KernelIR &k, const Target &t) { return cuda_compile(k, t.features).artifacts; }, create_cuda_runtime},
-      {Backend::Amdgpu, [] { return TargetFeatures{amdgpu_gfx({})}; },
+      {Backend::Amdgpu, [] { return TargetFeatures{.amdgpu_gfx = amdgpu_gfx({})}; },
        [](KernelIR &k, const Target &t) { return amdgpu_compile(k, t.features, /*code_object=*/false).artifacts; },
        create_amdgpu_runtime},
       {Backend::Vulkan, [] { return default_features(Backend::Vulkan); }, spirv_artifacts, create_vulkan_runtime},

@@ -16,7 +16,7 @@ struct RuntimeOptions;
 
 struct Target {
   Backend backend = Backend::Cpu;
-  TargetFeatures features;  // device capabilities ("float32_atomic_add_buffer"), or "sm_90" / "gfx942"
+  TargetFeatures features;  // device capabilities, the CUDA sm / AMDGPU gfx, the shared-memory limit
   bool fast_math = false;   // SPIR-V: allow reassociation and contraction of float arithmetic
 
   // Float Rem is exact (C's fmod): true on the cpu (LLVM's frem calls fmod); SPIR-V's OpFRem and
@@ -30,8 +30,8 @@ struct Target {
   // is dropped), SignedZeroInfNanPreserve or not, for literals and for whatever its optimiser
   // folds to zero: legalization tests such operands on such a device and computes the zero case
   // without the zero; its abs of a constant -0.0 is -0.0 too, so abs clears the sign bit there
-  // (Vulkan DeviceCaps::folds_float_zero_operands; docs/backends.md).
-  bool has_exact_float_zero_operands() const { return !features.count("folds_float_zero_operands"); }
+  // (Cap::folds_float_zero_operands, probed by the Vulkan runtime; docs/backends.md).
+  bool has_exact_float_zero_operands() const { return !features.has(Cap::folds_float_zero_operands); }
 
   // Bit counting (PopCount / Clz / Ctz) at this width: Vulkan's OpBitCount, FindUMsb and FindILsb
   // take 32-bit integers only, so legalization widens narrower ones and splits 64-bit ones there.
@@ -41,10 +41,10 @@ struct Target {
 
   // sin cos tan exp log tanh asin acos atan atan2 pow on this float type: the cpu calls the C
   // library, SPIR-V has GLSL.std.450 for 16 / 32-bit floats; NVPTX and AMDGPU have neither, so
-  // legalization builds them (transforms/math_library.cpp). A cpu without the "libm" feature
+  // legalization builds them (transforms/math_library.cpp). A cpu without Cap::libm
   // (RuntimeOptions::disabled_caps) uses the built ones too: that is how they are tested.
   bool has_native_math(DataType t) const {
-    if (backend == Backend::Cpu) return features.count("libm") > 0;
+    if (backend == Backend::Cpu) return features.has(Cap::libm);
     return is_spirv() && t != DataType::f64;
   }
 

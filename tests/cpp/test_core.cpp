@@ -35,7 +35,7 @@ TEST_CASE("support table: the spec's columns") {
   CHECK(L(Backend::Cpu, AtomicOp::Add, DataType::i16) == Lowering::WordCasLoop);
   CHECK(L(Backend::Cuda, AtomicOp::Cas, DataType::u8) == Lowering::WordCasLoop);
   CHECK(L(Backend::Vulkan, AtomicOp::Exchange, DataType::f16) == Lowering::WordCasLoop);
-  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f16, {"float16_atomic_add_buffer"}) == Lowering::Native);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f16, {{Cap::float16_atomic_add_buffer}}) == Lowering::Native);
   CHECK(atomic_lowering(Backend::Vulkan, AtomicOp::Cas, DataType::i8, MemorySpace::Shared, {}).kind == Lowering::Native);
   CHECK(atomic_lowering(Backend::Vulkan, AtomicOp::Add, DataType::i8, MemorySpace::Shared, {}).kind == Lowering::CasLoop);
   CHECK(L(Backend::Metal, AtomicOp::Add, DataType::u8) == Lowering::Rejected);
@@ -43,18 +43,39 @@ TEST_CASE("support table: the spec's columns") {
   CHECK(L(Backend::Cpu, AtomicOp::Inc, DataType::i8) == Lowering::Rejected);
   CHECK(L(Backend::Cpu, AtomicOp::Inc, DataType::u16) == Lowering::WordCasLoop);
   CHECK(L(Backend::Cuda, AtomicOp::Add, DataType::f64) == Lowering::Native);
-  CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32, {"gfx942"}) == Lowering::Native);
+  CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32, {.amdgpu_gfx = "gfx942"}) == Lowering::Native);
   CHECK(L(Backend::Amdgpu, AtomicOp::Add, DataType::f32) == Lowering::CasLoop);  // gfx90a and others
-  CHECK(L(Backend::Amdgpu, AtomicOp::Max, DataType::f64, {"gfx942"}) == Lowering::Native);
-  CHECK(L(Backend::Amdgpu, AtomicOp::Max, DataType::f32, {"gfx942"}) == Lowering::CasLoop);
-  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f32, {"float32_atomic_add_buffer"}) == Lowering::Native);
+  CHECK(L(Backend::Amdgpu, AtomicOp::Max, DataType::f64, {.amdgpu_gfx = "gfx942"}) == Lowering::Native);
+  CHECK(L(Backend::Amdgpu, AtomicOp::Max, DataType::f32, {.amdgpu_gfx = "gfx942"}) == Lowering::CasLoop);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f32, {{Cap::float32_atomic_add_buffer}}) == Lowering::Native);
   CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::f32) == Lowering::CasLoop);
   CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::i64) == Lowering::Rejected);
-  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::i64, {"int64_atomics_buffer"}) == Lowering::Native);
+  CHECK(L(Backend::Vulkan, AtomicOp::Add, DataType::i64, {{Cap::int64_atomics_buffer}}) == Lowering::Native);
   CHECK(L(Backend::Metal, AtomicOp::Add, DataType::u64) == Lowering::Rejected);
-  CHECK(L(Backend::Metal, AtomicOp::Add, DataType::f32, {"float32_atomic_add_buffer"}) == Lowering::CasLoop);
+  CHECK(L(Backend::Metal, AtomicOp::Add, DataType::f32, {{Cap::float32_atomic_add_buffer}}) == Lowering::CasLoop);
   auto r = atomic_lowering(Backend::Metal, AtomicOp::Max, DataType::i64, MemorySpace::Global, {});
   CHECK(r.reason.find("not portable to Metal") != std::string::npos);
+}
+
+TEST_CASE("device capabilities: names and enum round trip, unknown names are errors") {
+  for (size_t i = 0; i < kNumCaps; i++) {
+    Cap c = static_cast<Cap>(i);
+    CHECK(cap_from_name(cap_name(c)) == c);
+  }
+  CHECK(std::string(cap_name(Cap::int64_atomics_shared)) == "int64_atomics_shared");
+  CHECK(in_shared_memory(Cap::float32_atomic_add_buffer, true) == Cap::float32_atomic_add_shared);
+  CHECK_FALSE(cap_from_name("no_such_cap").has_value());
+  TargetFeatures f = features_from_names({"sm_90", "gfx90a", "max_shared_memory_bytes=65536", "libm", "shader_int64"});
+  CHECK((f.cuda_sm == 90 && f.amdgpu_gfx == "gfx90a" && f.max_shared_memory_bytes == 65536));
+  CHECK((f.has(Cap::libm) && f.has(Cap::shader_int64) && !f.has(Cap::shader_int8)));
+  CHECK(feature_names(f) == std::vector<std::string>{"shader_int64", "libm", "sm_90", "gfx90a", "max_shared_memory_bytes=65536"});
+  REQUIRE_THROWS_WITH(features_from_names({"libm", "no_such_cap"}),
+                      Catch::Contains("unknown feature 'no_such_cap'") && Catch::Contains("float64_atomic_add_buffer"));
+  REQUIRE_THROWS_AS(features_from_names({"sm_9x"}), RuntimeError);
+  CapSet off = caps_from_names({"float32_atomic_add_buffer"});
+  CHECK((off.has(Cap::float32_atomic_add_buffer) && !off.has(Cap::shader_int64)));
+  REQUIRE_THROWS_WITH(caps_from_names({"shader_int64", "subgroup_size"}),
+                      Catch::Contains("cannot disable 'subgroup_size': not a boolean device cap"));
 }
 
 TEST_CASE("builder type checks name the source line") {

@@ -81,7 +81,7 @@ class FakeDevice : public GpuDevice {
 
 class FakeCudaRuntime : public GpuRuntime {
  public:
-  explicit FakeCudaRuntime(std::unique_ptr<FakeDevice> d, TargetFeatures features = {"sm_75"})
+  explicit FakeCudaRuntime(std::unique_ptr<FakeDevice> d, TargetFeatures features = {.cuda_sm = 75})
       : GpuRuntime(Backend::Cuda, std::move(d), std::move(features)) {}
 
  protected:
@@ -230,7 +230,7 @@ TEST_CASE("CUDA: shared arrays above 48 KiB launch with dynamic shared memory", 
   size_t left = 1;
   auto owned = std::make_unique<FakeDevice>(&left);
   FakeDevice &dev = *owned;
-  FakeCudaRuntime rt(std::move(owned), {"sm_90"});
+  FakeCudaRuntime rt(std::move(owned), {.cuda_sm = 90});
   // Loop 1: 80000 + 40000 bytes (two arrays above 48 KiB together, each 16-byte aligned); loop 2:
   // 1 KiB, static.
   auto k = rt.compile(shared_kernel({{20000, 10000}, {256}}));
@@ -247,7 +247,7 @@ TEST_CASE("CUDA: shared arrays above 48 KiB launch with dynamic shared memory", 
 
 TEST_CASE("Shared arrays above the target's limit are a RuntimeError naming the sizes", "[gpu][runtime][shared]") {
   size_t left = 1;
-  FakeCudaRuntime rt(std::make_unique<FakeDevice>(&left), {"sm_75"});
+  FakeCudaRuntime rt(std::make_unique<FakeDevice>(&left), {.cuda_sm = 75});
   try {
     rt.compile(shared_kernel({{16384, 4}}));  // 65536 + 16 bytes > 64 KiB on sm_75
     FAIL("no error");
@@ -258,8 +258,8 @@ TEST_CASE("Shared arrays above the target's limit are a RuntimeError naming the 
     CHECK(m.find("65536 bytes (64 KiB) of shared memory one block can use on cuda sm_75") != std::string::npos);
   }
   // The device's own limit, when the runtime reports it, wins over the architecture's.
-  FakeCudaRuntime small(std::make_unique<FakeDevice>(&left), {"sm_90", "max_shared_memory_bytes=65536"});
+  FakeCudaRuntime small(std::make_unique<FakeDevice>(&left), {.cuda_sm = 90, .max_shared_memory_bytes = 65536});
   CHECK_THROWS_AS(small.compile(shared_kernel({{16384, 4}})), RuntimeError);
-  FakeCudaRuntime big(std::make_unique<FakeDevice>(&left), {"sm_90"});
+  FakeCudaRuntime big(std::make_unique<FakeDevice>(&left), {.cuda_sm = 90});
   CHECK_NOTHROW(big.compile(shared_kernel({{16384, 4}})));
 }

@@ -261,7 +261,7 @@ TEST_CASE("the unsafe-fp-atomics attribute is set where the support table says n
   for (const char *gfx : {"gfx90a", "gfx940", "gfx941", "gfx1100"}) {  // the table: CAS loops there
     CHECK_FALSE(gpu::amdgpu_uses_unsafe_fp_atomics(gfx));
     CHECK(qd::atomic_lowering(qd::Backend::Amdgpu, qd::AtomicOp::Add, qd::DataType::f32, qd::MemorySpace::Global,
-                              {gfx}).kind == qd::Lowering::CasLoop);
+                              {.amdgpu_gfx = gfx}).kind == qd::Lowering::CasLoop);
   }
   llvm::LLVMContext ctx;
   Kernel k = build_atomics_kernel(ctx, Gpu::Amdgpu);

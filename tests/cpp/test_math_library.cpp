@@ -57,7 +57,7 @@ class SoftMath {
  private:
   static qd::RuntimeOptions options() {
     qd::RuntimeOptions o;
-    o.disabled_caps = {"libm"};
+    o.disabled_caps = {qd::Cap::libm};
     return o;
   }
   std::unique_ptr<qd::Runtime> rt_;

@@ -43,7 +43,7 @@ bool has(const std::string &text, const std::string &what) { return text.find(wh
 
 TEST_CASE("spirv codegen: valid modules, one entry point per task", "[spirv]") {
   auto k = atomic_kernel(AtomicOp::Add, DataType::f32);
-  SpirvModule m = generate(*k, Backend::Vulkan, {"float32_atomic_add_buffer"});
+  SpirvModule m = generate(*k, Backend::Vulkan, {{Cap::float32_atomic_add_buffer}});
   REQUIRE(spirv::validate(m.words, spirv::TargetEnv::Vulkan1_1) == "");
   // The bound 2 * n computed before the loop, the loop, the store after it.
   REQUIRE(m.tasks.size() == 3);
@@ -61,7 +61,7 @@ TEST_CASE("spirv codegen: valid modules, one entry point per task", "[spirv]") {
 
 TEST_CASE("extract_entry_point keeps one task's function and its modes", "[spirv]") {
   auto k = atomic_kernel(AtomicOp::Add, DataType::f32);
-  SpirvModule m = generate(*k, Backend::Vulkan, {"float32_atomic_add_buffer"});
+  SpirvModule m = generate(*k, Backend::Vulkan, {{Cap::float32_atomic_add_buffer}});
   std::vector<uint32_t> one = spirv::extract_entry_point(m.words, "k_t1");
   REQUIRE(spirv::validate(one, spirv::TargetEnv::Vulkan1_1) == "");
   CHECK(one.size() < m.words.size());
@@ -77,14 +77,14 @@ TEST_CASE("extract_entry_point keeps one task's function and its modes", "[spirv
 TEST_CASE("spirv codegen: the support table picks native or CAS loop", "[spirv]") {
   auto native = atomic_kernel(AtomicOp::Add, DataType::f32);
   auto cas = atomic_kernel(AtomicOp::Add, DataType::f32);
-  std::string with = spirv::disassemble(generate(*native, Backend::Vulkan, {"float32_atomic_add_buffer"}).words);
+  std::string with = spirv::disassemble(generate(*native, Backend::Vulkan, {{Cap::float32_atomic_add_buffer}}).words);
   std::string without = spirv::disassemble(generate(*cas, Backend::Vulkan, {}).words);
   CHECK(has(with, "OpAtomicFAddEXT"));
   CHECK_FALSE(has(with, "OpAtomicCompareExchange"));
   CHECK_FALSE(has(without, "OpAtomicFAddEXT"));
   CHECK(has(without, "OpAtomicCompareExchange %uint"));
   auto metal = atomic_kernel(AtomicOp::Add, DataType::f32);  // Metal: CAS whatever the features say
-  CHECK(has(spirv::disassemble(generate(*metal, Backend::Metal, {"float32_atomic_add_buffer"}).words),
+  CHECK(has(spirv::disassemble(generate(*metal, Backend::Metal, {{Cap::float32_atomic_add_buffer}}).words),
             "OpAtomicCompareExchange"));
   auto i64 = atomic_kernel(AtomicOp::Add, DataType::i64);
   REQUIRE_THROWS_WITH(generate(*i64, Backend::Metal, {}), Catch::Contains("not portable to Metal"));
@@ -92,12 +92,12 @@ TEST_CASE("spirv codegen: the support table picks native or CAS loop", "[spirv]"
 
 TEST_CASE("spirv codegen: device types are checked against the device's features", "[spirv]") {
   auto k = atomic_kernel(AtomicOp::Exchange, DataType::f64);
-  run_passes(*k, Target{Backend::Vulkan, {"int64_atomics_buffer"}});
+  run_passes(*k, Target{Backend::Vulkan, {{Cap::int64_atomics_buffer}}});
   SpirvTarget device;
-  device.features = {"int64_atomics_buffer", "shader_int64"};
+  device.features.caps = {Cap::int64_atomics_buffer, Cap::shader_int64};
   device.device_features = true;
   REQUIRE_THROWS_WITH(codegen_spirv(*k, device), Catch::Contains("shader_float64"));
-  device.features.insert("shader_float64");
+  device.features.caps.set(Cap::shader_float64);
   CHECK(spirv::validate(codegen_spirv(*k, device).words) == "");
   device.max_block_dim = 32;
   REQUIRE_THROWS_WITH(codegen_spirv(*k, device), Catch::Contains("block_dim 64"));
@@ -129,10 +129,10 @@ TEST_CASE("vulkan runtime runs a CAS-loop and a native atomic kernel", "[vulkan]
   }
   for (bool masked : {false, true}) {
     RuntimeOptions o;
-    if (masked) o.disabled_caps = {"float32_atomic_add_buffer"};
+    if (masked) o.disabled_caps = {Cap::float32_atomic_add_buffer};
     auto rt = create_vulkan_runtime(o);
     auto compiled = rt->compile(atomic_kernel(AtomicOp::Add, DataType::f32));
-    bool native = rt->features().count("float32_atomic_add_buffer") > 0;
+    bool native = rt->features().has(Cap::float32_atomic_add_buffer);
     CHECK(has(compiled->artifacts.at("spirv_asm"), "OpAtomicFAddEXT") == native);
     uint64_t mem = rt->allocate(16);
     rt->launch(*compiled, {mem}, {0, 5000});  // 10000 iterations, 2500 per cell

@@ -204,7 +204,7 @@ TEST_CASE("vulkan atomic counter: every invocation gets a distinct old value", "
   QD_REQUIRE_DEVICE(dev);
   const uint32_t n = 1000;  // not a multiple of the workgroup size: the guard matters
   for (MemoryModelKind model : {MemoryModelKind::GLSL450, MemoryModelKind::Vulkan}) {
-    if (model == MemoryModelKind::Vulkan && !dev->caps().vulkan_memory_model) continue;
+    if (model == MemoryModelKind::Vulkan && !dev->caps().has(qd::Cap::vulkan_memory_model)) continue;
     std::vector<uint32_t> words = counter_shader(model, n);
     require_valid(words);
     auto kernel = dev->create_kernel(words, 1);
@@ -315,7 +315,7 @@ TEST_CASE("vulkan int64 atomics", "[vulkan]") {
   std::vector<uint32_t> words = b.finish();
   require_valid(words);
   QD_REQUIRE_DEVICE(dev);
-  if (!dev->caps().int64_atomics_buffer || !dev->caps().shader_int64) {
+  if (!dev->caps().has(qd::Cap::int64_atomics_buffer) || !dev->caps().has(qd::Cap::shader_int64)) {
     SUCCEED("device lacks int64 buffer atomics");
     return;
   }
@@ -355,11 +355,11 @@ TEST_CASE("vulkan f32 atomic add with OpAtomicFAddEXT", "[vulkan]") {
     REQUIRE(disassemble(words).find("OpAtomicFAddEXT") != std::string::npos);
   }
   QD_REQUIRE_DEVICE(dev);
-  if (!dev->caps().float32_atomic_add_buffer) {
+  if (!dev->caps().has(qd::Cap::float32_atomic_add_buffer)) {
     SUCCEED("device lacks shaderBufferFloat32AtomicAdd");
     return;
   }
-  bool minmax = dev->caps().float32_atomic_minmax_buffer;
+  bool minmax = dev->caps().has(qd::Cap::float32_atomic_minmax_buffer);
   BufferId buf = upload(*dev, std::vector<float>{0.0f, -1.0f, 1e9f});
   dev->dispatch(dev->create_kernel(float_atomics_shader(n, minmax), 1), {buf}, groups_for(n));
   std::vector<float> out = download<float>(*dev, buf, 3);
@@ -400,7 +400,7 @@ TEST_CASE("vulkan volatile load", "[vulkan]") {
   std::vector<uint32_t> input(n);
   std::iota(input.begin(), input.end(), 5u);
   for (const std::vector<uint32_t> *words : {&glsl, &vmm}) {
-    if (words == &vmm && !dev->caps().vulkan_memory_model) continue;
+    if (words == &vmm && !dev->caps().has(qd::Cap::vulkan_memory_model)) continue;
     BufferId in = upload(*dev, input), out = dev->alloc_buffer(n * 4);
     dev->dispatch(dev->create_kernel(*words, 2), {in, out}, groups_for(n));
     std::vector<uint32_t> got = download<uint32_t>(*dev, out, n);
@@ -562,7 +562,7 @@ TEST_CASE("vulkan staged buffers (device-local memory the host cannot map)", "[v
     throw;
   }
   unsetenv("QD_VULKAN_FORCE_STAGING");
-  REQUIRE(!dev->caps().host_visible_buffers);
+  REQUIRE(!dev->caps().has(qd::Cap::host_visible_buffers));
   BufferId id = dev->alloc_buffer(10);
   REQUIRE(download<uint8_t>(*dev, id, 10) == std::vector<uint8_t>(10, 0));
   uint8_t src[3] = {1, 2, 3};
@@ -624,7 +624,7 @@ TEST_CASE("vulkan workgroup memory atomics and barriers", "[vulkan]") {
   QD_REQUIRE_DEVICE(dev);
   const uint32_t groups = 37;
   for (MemoryModelKind model : {MemoryModelKind::GLSL450, MemoryModelKind::Vulkan}) {
-    if (model == MemoryModelKind::Vulkan && !dev->caps().vulkan_memory_model) continue;
+    if (model == MemoryModelKind::Vulkan && !dev->caps().has(qd::Cap::vulkan_memory_model)) continue;
     BufferId out = dev->alloc_buffer(8);
     dev->dispatch(dev->create_kernel(shared_counter_shader(model), 1), {out}, groups);
     std::vector<uint32_t> got = download<uint32_t>(*dev, out, 2);
@@ -632,15 +632,4 @@ TEST_CASE("vulkan workgroup memory atomics and barriers", "[vulkan]") {
     CHECK(got[1] == dev->caps().subgroup_size);
     dev->free_buffer(out);
   }
-}
-
-TEST_CASE("vulkan caps can be disabled by name", "[vulkan]") {
-  qd::vulkan::DeviceCaps caps;
-  caps.float32_atomic_add_buffer = caps.shader_int64 = true;
-  qd::vulkan::disable_caps(caps, {"float32_atomic_add_buffer"});
-  REQUIRE(!caps.float32_atomic_add_buffer);
-  REQUIRE(caps.shader_int64);
-  REQUIRE_THROWS_WITH(qd::vulkan::disable_caps(caps, {"shader_int64", "no_such_cap"}),
-                      Catch::Contains("no_such_cap") && Catch::Contains("float64_atomic_add_buffer"));
-  REQUIRE_THROWS_AS(qd::vulkan::disable_caps(caps, {"subgroup_size"}), qd::vulkan::VulkanError);
 }

@@ -353,8 +353,8 @@ std::string run_ptxas(const std::string &ptx, const std::string &sm) {
 // ==================================================================== AMDGPU
 
 bool amdgpu_uses_unsafe_fp_atomics(const std::string &gfx) {
-  return atomic_lowering(Backend::Amdgpu, AtomicOp::Max, DataType::f64, MemorySpace::Global, {gfx}).kind ==
-         Lowering::Native;
+  TargetFeatures f{.amdgpu_gfx = gfx};
+  return atomic_lowering(Backend::Amdgpu, AtomicOp::Max, DataType::f64, MemorySpace::Global, f).kind == Lowering::Native;
 }
 
 void apply_amdgpu_fp_atomic_policy(llvm::Module &module, const std::string &gfx) {

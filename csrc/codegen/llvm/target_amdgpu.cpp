@@ -7,11 +7,13 @@
 namespace qd {
 
 std::string amdgpu_gfx(const TargetFeatures &features) {
-  return pick_target_name(features, "gfx", "QD_AMDGPU_ARCH", llvm_gpu::kDefaultGfx);
+  if (!features.amdgpu_gfx.empty()) return features.amdgpu_gfx;
+  const char *env = std::getenv("QD_AMDGPU_ARCH");
+  return env && *env ? env : llvm_gpu::kDefaultGfx;
 }
 
 AmdgpuTarget::AmdgpuTarget(const TargetFeatures &features) : features_(features), gfx_(amdgpu_gfx(features)) {
-  features_.insert(gfx_);
+  features_.amdgpu_gfx = gfx_;
 }
 
 llvm::SyncScope::ID AmdgpuTarget::atomic_scope(llvm::LLVMContext &ctx, MemScope scope) const {

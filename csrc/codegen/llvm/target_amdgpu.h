@@ -10,7 +10,7 @@
 
 namespace qd {
 
-// The gfx name an AMDGPU compile targets: a "gfx*" entry of `features`, else $QD_AMDGPU_ARCH,
+// The gfx name an AMDGPU compile targets: features.amdgpu_gfx, else $QD_AMDGPU_ARCH,
 // else gfx942.
 std::string amdgpu_gfx(const TargetFeatures &features);
 

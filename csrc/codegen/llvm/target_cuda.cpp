@@ -6,20 +6,26 @@
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Metadata.h>
 
-#include <cctype>
 #include <functional>
 
 #include "codegen/llvm/gpu_targets.h"
 
 namespace qd {
 
-std::string cuda_sm(const TargetFeatures &features) {
-  std::string sm = pick_target_name(features, "sm_", "QD_CUDA_ARCH", llvm_gpu::kDefaultSm);
-  if (!sm.empty() && std::isdigit(static_cast<unsigned char>(sm[0]))) sm = "sm_" + sm;
-  return sm;
+int cuda_sm(const TargetFeatures &features) {
+  if (features.cuda_sm) return features.cuda_sm;
+  const char *env = std::getenv("QD_CUDA_ARCH");
+  std::string sm = env && *env ? env : llvm_gpu::kDefaultSm;
+  std::string digits = sm.rfind("sm_", 0) == 0 ? sm.substr(3) : sm;
+  if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+    throw RuntimeError("QD_CUDA_ARCH=" + sm + " is not an sm (sm_90 or 90)");
+  return std::stoi(digits);
 }
 
-CudaTarget::CudaTarget(const TargetFeatures &features) : features_(features), sm_(cuda_sm(features)) {}
+CudaTarget::CudaTarget(const TargetFeatures &features) : features_(features) {
+  features_.cuda_sm = cuda_sm(features);
+  sm_ = "sm_" + std::to_string(features_.cuda_sm);
+}
 
 void CudaTarget::configure_module(llvm::Module &m) { llvm_gpu::set_nvptx_target(m, sm_); }
 
@@ -58,7 +64,7 @@ llvm::Value *CudaTarget::emit_memory_op(LlvmCodegen &cg, const Stmt &s, bool *do
   // the older one, where membar.{cta,gl,sys} is the fence: an atom without .sem (relaxed, .scope
   // needs only sm_60) gets a membar before it when it releases and after it when it acquires, as
   // CUDA's own atomics do there; atomic loads and stores are ld / st .volatile with the same membars.
-  bool pre_sm70 = std::stoi(sm_.substr(3)) < 70;
+  bool pre_sm70 = features_.cuda_sm < 70;
   std::string membar = s.scope == MemScope::Block ? "membar.cta;" : s.scope == MemScope::Device ? "membar.gl;" : "membar.sys;";
   bool releases = s.order == MemoryOrder::Release || s.order == MemoryOrder::AcqRel;
   bool acquires = s.order == MemoryOrder::Acquire || s.order == MemoryOrder::AcqRel;

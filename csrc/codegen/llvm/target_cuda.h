@@ -10,9 +10,9 @@
 
 namespace qd {
 
-// The sm_xx a CUDA compile targets: an "sm_*" entry of `features`, else $QD_CUDA_ARCH ("sm_90"
-// or "90"), else sm_75.
-std::string cuda_sm(const TargetFeatures &features);
+// The sm a CUDA compile targets (90 for sm_90): features.cuda_sm, else $QD_CUDA_ARCH ("sm_90" or
+// "90"), else sm_75.
+int cuda_sm(const TargetFeatures &features);
 
 class CudaTarget : public GpuTarget {
  public:

@@ -111,13 +111,4 @@ std::string llvm_ir_text(const llvm::Module &m) {
   return s;
 }
 
-std::string pick_target_name(const TargetFeatures &features, const std::string &prefix, const char *env_var,
-                             const std::string &fallback) {
-  for (const std::string &f : features)
-    if (f.rfind(prefix, 0) == 0) return f;
-  const char *env = std::getenv(env_var);
-  if (env && *env) return env;
-  return fallback;
-}
-
 }  // namespace qd

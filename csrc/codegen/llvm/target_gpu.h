@@ -71,9 +71,4 @@ struct GpuCompiled {
 // The printed LLVM IR of a module (the "llvm_ir" artefact).
 std::string llvm_ir_text(const llvm::Module &m);
 
-// The value of the first entry of `features` starting with `prefix` ("sm_", "gfx"), else of the
-// environment variable `env_var`, else `fallback`.
-std::string pick_target_name(const TargetFeatures &features, const std::string &prefix,
-                             const char *env_var, const std::string &fallback);
-
 }  // namespace qd

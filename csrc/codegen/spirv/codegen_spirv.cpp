@@ -36,29 +36,29 @@ bool synchronizes(const KernelIR &k) {
 // MakePointerVisible, which lavapipe runs as a memory barrier, and so as the control barrier of
 // its bug (docs/atomics.md, "Memory order and scope").
 spirv::MemoryModelKind memory_model_for(const SpirvTarget &t, const KernelIR &k) {
-  bool vulkan = t.backend == Backend::Vulkan && t.features.count("vulkan_memory_model") &&
-                t.features.count("vulkan_memory_model_device_scope") && synchronizes(k);
+  bool vulkan = t.backend == Backend::Vulkan && t.features.has(Cap::vulkan_memory_model) &&
+                t.features.has(Cap::vulkan_memory_model_device_scope) && synchronizes(k);
   return vulkan ? spirv::MemoryModelKind::Vulkan : spirv::MemoryModelKind::GLSL450;
 }
 
 }  // namespace
 
-std::string shader_feature(DataType t) {
+std::optional<Cap> shader_feature(DataType t) {
   switch (t) {
-    case DataType::i8: case DataType::u8: return "shader_int8";
-    case DataType::i16: case DataType::u16: return "shader_int16";
-    case DataType::i64: case DataType::u64: return "shader_int64";
-    case DataType::f16: return "shader_float16";
-    case DataType::f64: return "shader_float64";
-    default: return "";
+    case DataType::i8: case DataType::u8: return Cap::shader_int8;
+    case DataType::i16: case DataType::u16: return Cap::shader_int16;
+    case DataType::i64: case DataType::u64: return Cap::shader_int64;
+    case DataType::f16: return Cap::shader_float16;
+    case DataType::f64: return Cap::shader_float64;
+    default: return std::nullopt;
   }
 }
 
-std::string storage_feature(DataType t) {
+std::optional<Cap> storage_feature(DataType t) {
   switch (bit_width(t)) {
-    case 1: case 8: return "int8_storage";
-    case 16: return "float16_storage";  // VK 16-bit storage: ints and floats alike
-    default: return "";
+    case 1: case 8: return Cap::int8_storage;
+    case 16: return Cap::float16_storage;  // VK 16-bit storage: ints and floats alike
+    default: return std::nullopt;
   }
 }
 
@@ -76,8 +76,9 @@ SpirvModule SpirvCodegen::run() {
   b_.set_coherent_buffers(synchronizes(k_));
   if (!target_.fast_math) {
     std::set<uint32_t> widths;
-    for (uint32_t w : {16u, 32u, 64u})
-      if (target_.features.count("signed_zero_inf_nan_preserve_float" + std::to_string(w))) widths.insert(w);
+    if (target_.features.has(Cap::signed_zero_inf_nan_preserve_float16)) widths.insert(16);
+    if (target_.features.has(Cap::signed_zero_inf_nan_preserve_float32)) widths.insert(32);
+    if (target_.features.has(Cap::signed_zero_inf_nan_preserve_float64)) widths.insert(64);
     b_.preserve_ieee(widths);
   }
   plan_views();
@@ -110,11 +111,11 @@ SpirvModule SpirvCodegen::run() {
 
 // A kernel that uses a type the device lacks fails here, naming the line, instead of at launch.
 void SpirvCodegen::check_types() {
-  auto require = [&](const std::string &feature, DataType t, const Stmt &s, const char *where) {
+  auto require = [&](std::optional<Cap> feature, DataType t, const Stmt &s, const char *where) {
     if (target_.backend == Backend::Metal && t == DataType::f64)
       type_error("f64 is not supported on metal: Metal has no 64-bit floats; use f32", s.loc);
-    if (!target_.device_features || feature.empty() || target_.features.count(feature)) return;
-    type_error(std::string(dtype_name(t)) + where + " needs the device capability '" + feature +
+    if (!target_.device_features || !feature || target_.features.has(*feature)) return;
+    type_error(std::string(dtype_name(t)) + where + " needs the device capability '" + cap_name(*feature) +
                    "', which this Vulkan device lacks",
                s.loc);
   };
@@ -125,7 +126,7 @@ void SpirvCodegen::check_types() {
     const BufferDesc &d = k_.buffers[s.ival];
     if (d.kind != BufferKind::Field && d.kind != BufferKind::Ndarray) return;
     require(storage_feature(d.dtype), d.dtype, s, " in a field or ndarray");
-    if (d.dtype == DataType::u1) require("shader_int8", d.dtype, s, " in a field or ndarray");
+    if (d.dtype == DataType::u1) require(Cap::shader_int8, d.dtype, s, " in a field or ndarray");
   };
   for (const Task &t : k_.tasks)
     for (const Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop}) for_each_stmt(const_cast<Block &>(*b), check);

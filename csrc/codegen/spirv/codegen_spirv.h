@@ -15,9 +15,9 @@ namespace qd {
 // What a module is generated for.
 struct SpirvTarget {
   Backend backend = Backend::Vulkan;  // Vulkan or Metal: which rows of the support table apply
-  TargetFeatures features;            // device capability names (e.g. "float32_atomic_add_buffer")
+  TargetFeatures features;            // the device's capabilities
   // The features are a real device's: shader types (f64, i8, ...) are checked against its
-  // "shader_*" / "*_storage" capabilities, so a kernel the device cannot run fails to compile.
+  // shader_* / *_storage capabilities, so a kernel the device cannot run fails to compile.
   bool device_features = false;
   uint32_t max_block_dim = 1024;
   bool fast_math = false;  // else IEEE arithmetic: NoContraction, and inf / NaN / -0.0 preserved

@@ -132,9 +132,9 @@ Id SpirvCodegen::subgroup(const Stmt &s) {
   using spirv::Op;
   using spirv::Scope;
   SimtOp op = static_cast<SimtOp>(s.op);
-  auto need = [&](const char *feature, Capability cap) {
-    if (target_.device_features && !target_.features.count(feature))
-      type_error(std::string("qd.simt.") + simt_op_name(op) + " needs the Vulkan subgroup feature '" + feature +
+  auto need = [&](Cap feature, Capability cap) {
+    if (target_.device_features && !target_.features.has(feature))
+      type_error(std::string("qd.simt.") + simt_op_name(op) + " needs the Vulkan subgroup feature '" + cap_name(feature) +
                      "', which this device lacks",
                  s.loc);
     b_.capability(Capability::GroupNonUniform);
@@ -153,25 +153,25 @@ Id SpirvCodegen::subgroup(const Stmt &s) {
                                              spirv::semantics::UniformMemory);
       return 0;
     case SimtOp::SubgroupShuffle:
-      need("subgroup_shuffle", Capability::GroupNonUniformShuffle);
+      need(Cap::subgroup_shuffle, Capability::GroupNonUniformShuffle);
       return b_.emit(Op::GroupNonUniformShuffle, type(s.dtype), scope, arg(0), arg(1));
     case SimtOp::SubgroupShuffleXor:
-      need("subgroup_shuffle", Capability::GroupNonUniformShuffle);
+      need(Cap::subgroup_shuffle, Capability::GroupNonUniformShuffle);
       return b_.emit(Op::GroupNonUniformShuffleXor, type(s.dtype), scope, arg(0), arg(1));
     case SimtOp::SubgroupShuffleUp:
-      need("subgroup_shuffle_relative", Capability::GroupNonUniformShuffleRelative);
+      need(Cap::subgroup_shuffle_relative, Capability::GroupNonUniformShuffleRelative);
       return b_.emit(Op::GroupNonUniformShuffleUp, type(s.dtype), scope, arg(0), arg(1));
     case SimtOp::SubgroupShuffleDown:
-      need("subgroup_shuffle_relative", Capability::GroupNonUniformShuffleRelative);
+      need(Cap::subgroup_shuffle_relative, Capability::GroupNonUniformShuffleRelative);
       return b_.emit(Op::GroupNonUniformShuffleDown, type(s.dtype), scope, arg(0), arg(1));
     case SimtOp::SubgroupBroadcast:
-      need("subgroup_ballot", Capability::GroupNonUniformBallot);
+      need(Cap::subgroup_ballot, Capability::GroupNonUniformBallot);
       return b_.emit(Op::GroupNonUniformBroadcast, type(s.dtype), scope, arg(0), arg(1));
     case SimtOp::SubgroupBroadcastFirst:
-      need("subgroup_ballot", Capability::GroupNonUniformBallot);
+      need(Cap::subgroup_ballot, Capability::GroupNonUniformBallot);
       return b_.emit(Op::GroupNonUniformBroadcastFirst, type(s.dtype), scope, arg(0));
     case SimtOp::SubgroupBallot: {
-      need("subgroup_ballot", Capability::GroupNonUniformBallot);
+      need(Cap::subgroup_ballot, Capability::GroupNonUniformBallot);
       Id u32 = b_.t_u32(), u64 = type(DataType::u64);
       Id mask = b_.emit(Op::GroupNonUniformBallot, b_.t_vector(u32, 4), scope, truth());
       Id lo = b_.emit(Op::UConvert, u64, b_.emit(Op::CompositeExtract, u32, mask, 0u));
@@ -179,10 +179,10 @@ Id SpirvCodegen::subgroup(const Stmt &s) {
       return b_.bit_or(u64, lo, b_.emit(Op::ShiftLeftLogical, u64, hi, b_.c_u32(32)));
     }
     case SimtOp::SubgroupAll:
-      need("subgroup_vote", Capability::GroupNonUniformVote);
+      need(Cap::subgroup_vote, Capability::GroupNonUniformVote);
       return to_i32(b_.emit(Op::GroupNonUniformAll, b_.t_bool(), scope, truth()));
     case SimtOp::SubgroupAny:
-      need("subgroup_vote", Capability::GroupNonUniformVote);
+      need(Cap::subgroup_vote, Capability::GroupNonUniformVote);
       return to_i32(b_.emit(Op::GroupNonUniformAny, b_.t_bool(), scope, truth()));
     default: throw std::logic_error("internal: unknown simt op");
   }

@@ -106,9 +106,9 @@ class SpirvCodegen {
   std::set<int> shared_atomic_;  // shared buffers some atomic updates
 };
 
-// The Vulkan device feature a dtype needs in registers ("shader_float64") or in buffers
-// ("int8_storage"); empty when every device has it.
-std::string shader_feature(DataType t);
-std::string storage_feature(DataType t);
+// The Vulkan device capability a dtype needs in registers (shader_float64) or in buffers
+// (int8_storage); none when every device has it.
+std::optional<Cap> shader_feature(DataType t);
+std::optional<Cap> storage_feature(DataType t);
 
 }  // namespace qd

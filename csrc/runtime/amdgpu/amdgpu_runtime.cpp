@@ -64,7 +64,7 @@ class AmdgpuRuntime : public GpuRuntime {
 
 std::unique_ptr<Runtime> create_amdgpu_runtime(const RuntimeOptions &options) {
   auto calls = std::make_unique<HipCalls>(device_ordinal(options, "amdgpu"));
-  return std::make_unique<AmdgpuRuntime>(std::move(calls), TargetFeatures{amdgpu_gfx({})});
+  return std::make_unique<AmdgpuRuntime>(std::move(calls), TargetFeatures{.amdgpu_gfx = amdgpu_gfx({})});
 }
 
 }  // namespace qd

@@ -70,7 +70,7 @@ class CpuRuntime : public Runtime {
       : pool_(o.cpu_max_num_threads > 0 ? o.cpu_max_num_threads
                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
         features_(cpu_features()) {
-    for (const std::string &cap : o.disabled_caps) features_.erase(cap);
+    features_.caps.bits &= ~o.disabled_caps.bits;
   }
 
   Backend backend() const override { return Backend::Cpu; }
@@ -171,7 +171,7 @@ std::unique_ptr<Runtime> create_cpu_runtime(const RuntimeOptions &options) {
   return std::make_unique<CpuRuntime>(options);
 }
 
-TargetFeatures cpu_features() { return {"libm"}; }
+TargetFeatures cpu_features() { return {.caps = {Cap::libm}}; }
 
 std::map<std::string, std::string> cpu_artifacts(KernelIR &k, const TargetFeatures &features) {
   auto g = generate(k, features);

@@ -7,7 +7,7 @@ namespace qd {
 
 std::unique_ptr<Runtime> create_cpu_runtime(const RuntimeOptions &options);
 
-// The cpu's features: "libm" (sin ... pow call the C library; without it, legalization builds
+// The cpu's features: Cap::libm (sin ... pow call the C library; without it, legalization builds
 // them as on GPUs).
 TargetFeatures cpu_features();
 

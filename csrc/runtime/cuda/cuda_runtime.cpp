@@ -52,9 +52,9 @@ class CudaCalls : public GpuDevice {
   std::map<cuda::Function, unsigned> opted_in;  // per kernel: the dynamic shared bytes it may use
 };
 
-std::string device_sm(const cuda::CudaDevice &dev) {
+int device_sm(const cuda::CudaDevice &dev) {
   auto [major, minor] = dev.compute_capability();
-  return "sm_" + std::to_string(std::min(major * 10 + minor, kNewestSm));
+  return std::min(major * 10 + minor, kNewestSm);
 }
 
 class CudaRuntime : public GpuRuntime {
@@ -77,10 +77,11 @@ class CudaRuntime : public GpuRuntime {
 std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
   auto calls = std::make_unique<CudaCalls>(device_ordinal(options, "cuda"));
   const char *env = std::getenv("QD_CUDA_ARCH");
-  std::string sm = env && *env ? cuda_sm({}) : device_sm(calls->dev);
+  TargetFeatures f;
+  f.cuda_sm = env && *env ? cuda_sm({}) : device_sm(calls->dev);
   // The device's own shared-memory limit (with the opt-in), which kernels are checked against.
-  int64_t shared = calls->dev.attribute(kAttrMaxSharedPerBlockOptin);
-  return std::make_unique<CudaRuntime>(std::move(calls), TargetFeatures{sm, shared_limit_feature(shared)});
+  f.max_shared_memory_bytes = calls->dev.attribute(kAttrMaxSharedPerBlockOptin);
+  return std::make_unique<CudaRuntime>(std::move(calls), f);
 }
 
 }  // namespace qd

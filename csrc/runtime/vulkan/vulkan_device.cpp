@@ -42,10 +42,10 @@ VulkanDevice::VulkanDevice(const std::string &selector) : timeout_ns_(timeout_fr
     ifn_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
     const VkMemoryPropertyFlags mapped = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    caps_.host_visible_buffers =
+    caps_.flags.set(Cap::host_visible_buffers,
         !force_staging_ &&
         (has_memory_type(memory_props_, mapped | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) ||
-         !has_memory_type(memory_props_, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT));
+         !has_memory_type(memory_props_, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)));
     create_command_objects();
   } catch (...) {
     destroy();
@@ -253,67 +253,27 @@ std::vector<std::string> list_devices() {
   return names;
 }
 
-// Every DeviceCaps field, once: caps_list and disable_caps follow from this list.
-#define QD_VULKAN_CAPS(STR, INT, BOOL)                                                          \
-  STR(device_name) STR(device_type) INT(vendor_id) INT(api_version) INT(spirv_version)          \
-  BOOL(shader_int8) BOOL(shader_int16) BOOL(shader_int64) BOOL(shader_float16)                  \
-  BOOL(shader_float64) BOOL(int8_storage) BOOL(float16_storage) BOOL(int64_atomics_buffer)      \
-  BOOL(int64_atomics_shared) BOOL(float16_atomics_buffer) BOOL(float16_atomics_shared)          \
-  BOOL(float16_atomic_add_buffer) BOOL(float16_atomic_add_shared)                               \
-  BOOL(float16_atomic_minmax_buffer) BOOL(float16_atomic_minmax_shared)                         \
-  BOOL(float32_atomics_buffer) BOOL(float32_atomics_shared) BOOL(float32_atomic_add_buffer)     \
-  BOOL(float32_atomic_add_shared) BOOL(float32_atomic_minmax_buffer)                            \
-  BOOL(float32_atomic_minmax_shared) BOOL(float64_atomics_buffer) BOOL(float64_atomics_shared)  \
-  BOOL(float64_atomic_add_buffer) BOOL(float64_atomic_add_shared)                               \
-  BOOL(float64_atomic_minmax_buffer) BOOL(float64_atomic_minmax_shared)                         \
-  BOOL(vulkan_memory_model) BOOL(vulkan_memory_model_device_scope)                              \
-  BOOL(signed_zero_inf_nan_preserve_float16) BOOL(signed_zero_inf_nan_preserve_float32)         \
-  BOOL(signed_zero_inf_nan_preserve_float64) INT(max_loop_iterations)                           \
-  BOOL(folds_float_zero_operands) INT(subgroup_size)                                            \
-  INT(subgroup_ops) BOOL(subgroup_basic) BOOL(subgroup_vote) BOOL(subgroup_arithmetic)          \
-  BOOL(subgroup_ballot) BOOL(subgroup_shuffle) BOOL(subgroup_shuffle_relative)                  \
-  BOOL(subgroup_clustered) BOOL(subgroup_quad) INT(max_workgroup_size_x)                        \
-  INT(max_workgroup_invocations) INT(max_workgroup_count_x) INT(max_shared_memory_bytes)        \
-  INT(max_storage_buffer_range) INT(max_storage_buffers_per_stage) BOOL(host_visible_buffers)
-
-#define QD_CAP_NOTHING(f)
-
 std::vector<std::pair<std::string, CapValue>> caps_list(const DeviceCaps &c) {
   std::vector<std::pair<std::string, CapValue>> out;
-#define QD_CAP_STR(f) out.emplace_back(#f, CapValue(c.f));
-#define QD_CAP_INT(f) out.emplace_back(#f, CapValue(int64_t(c.f)));
-#define QD_CAP_BOOL(f) out.emplace_back(#f, CapValue(bool(c.f)));
-  QD_VULKAN_CAPS(QD_CAP_STR, QD_CAP_INT, QD_CAP_BOOL)
-#undef QD_CAP_STR
-#undef QD_CAP_INT
-#undef QD_CAP_BOOL
+#define QD_FACT(f) out.emplace_back(#f, CapValue(c.f));
+#define QD_INT(f) out.emplace_back(#f, CapValue(int64_t(c.f)));
+  QD_FACT(device_name) QD_FACT(device_type) QD_INT(vendor_id) QD_INT(api_version) QD_INT(spirv_version)
+  QD_INT(max_loop_iterations) QD_INT(subgroup_size) QD_INT(subgroup_ops) QD_INT(max_workgroup_size_x)
+  QD_INT(max_workgroup_invocations) QD_INT(max_workgroup_count_x) QD_INT(max_shared_memory_bytes)
+  QD_INT(max_storage_buffer_range) QD_INT(max_storage_buffers_per_stage)
+#undef QD_FACT
+#undef QD_INT
+#define QD_CAP(x) out.emplace_back(#x, CapValue(c.has(Cap::x)));
+#define QD_SPACED(x) QD_CAP(x##_buffer) QD_CAP(x##_shared)
+  QD_VULKAN_CAPS(QD_CAP, QD_SPACED)
+#undef QD_CAP
+#undef QD_SPACED
   return out;
 }
 
-void disable_caps(DeviceCaps &caps, const std::vector<std::string> &names) {
-  std::map<std::string, bool *> flags;
-#define QD_CAP_BOOL(f) flags[#f] = &caps.f;
-  QD_VULKAN_CAPS(QD_CAP_NOTHING, QD_CAP_NOTHING, QD_CAP_BOOL)
-#undef QD_CAP_BOOL
-  for (const std::string &name : names) {
-    auto it = flags.find(name);
-    if (it == flags.end()) {
-      std::string known;
-      for (auto &[flag, ptr] : flags) known += (known.empty() ? "" : ", ") + flag;
-      fail("cannot disable '" + name + "': not a boolean device cap (those are: " + known + ")");
-    }
-    *it->second = false;
-  }
-}
-
-void VulkanDevice::disable_caps(const std::vector<std::string> &names) {
+void VulkanDevice::disable_caps(const CapSet &caps) {
   std::lock_guard<std::mutex> lock(mu_);
-  DeviceCaps copy = caps_;
-  vulkan::disable_caps(copy, names);  // all or nothing
-  caps_ = copy;
+  caps_.flags.bits &= ~caps.bits;
 }
-
-#undef QD_CAP_NOTHING
-#undef QD_VULKAN_CAPS
 
 }  // namespace qd::vulkan

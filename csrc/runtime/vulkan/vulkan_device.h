@@ -14,6 +14,7 @@
 
 #include "codegen/spirv/spirv_tools.h"
 #include "runtime/vulkan/vulkan_loader.h"
+#include "target/capabilities.h"
 
 namespace qd::vulkan {
 
@@ -21,65 +22,31 @@ namespace detail {
 struct FeatureChain;
 }
 
-// What the device can do, probed once at init. "buffer" is StorageBuffer memory, "shared" is
-// Workgroup memory. The float atomics come from VK_EXT_shader_atomic_float{,2}: *_atomic_add
-// is OpAtomicFAddEXT, *_atomic_minmax OpAtomicFMin/FMaxEXT, *_atomics load/store/exchange.
+// What the device can do, probed once at init: its capabilities (QD_VULKAN_CAPS in
+// target/capabilities.h) and the facts that are not yes / no.
 struct DeviceCaps {
+  CapSet flags;
+  bool has(Cap c) const { return flags.has(c); }
+
   std::string device_name;
   std::string device_type;  // "discrete", "integrated", "virtual", "cpu", "other"
   uint32_t vendor_id = 0;
   uint32_t api_version = 0;    // VK_MAKE_API_VERSION form
   uint32_t spirv_version = 0;  // highest SPIR-V version word accepted, e.g. 0x00010500
-
-  bool shader_int8 = false, shader_int16 = false, shader_int64 = false;
-  bool shader_float16 = false, shader_float64 = false;
-  bool int8_storage = false;     // 8-bit ints in storage buffers
-  bool float16_storage = false;  // 16-bit ints and floats in storage buffers
-
-  bool int64_atomics_buffer = false, int64_atomics_shared = false;
-  bool float16_atomics_buffer = false, float16_atomics_shared = false;
-  bool float16_atomic_add_buffer = false, float16_atomic_add_shared = false;
-  bool float16_atomic_minmax_buffer = false, float16_atomic_minmax_shared = false;
-  bool float32_atomics_buffer = false, float32_atomics_shared = false;
-  bool float32_atomic_add_buffer = false, float32_atomic_add_shared = false;
-  bool float32_atomic_minmax_buffer = false, float32_atomic_minmax_shared = false;
-  bool float64_atomics_buffer = false, float64_atomics_shared = false;
-  bool float64_atomic_add_buffer = false, float64_atomic_add_shared = false;
-  bool float64_atomic_minmax_buffer = false, float64_atomic_minmax_shared = false;
-
-  bool vulkan_memory_model = false, vulkan_memory_model_device_scope = false;
-  // Float controls: the SignedZeroInfNanPreserve execution mode per float width (IEEE inf / NaN /
-  // -0.0 kept by the driver's optimiser).
-  bool signed_zero_inf_nan_preserve_float16 = false, signed_zero_inf_nan_preserve_float32 = false;
-  bool signed_zero_inf_nan_preserve_float64 = false;
   // The driver stops every loop after this many iterations in total per invocation (lavapipe's loop
   // limiter: 65535); 0 for none.
   uint32_t max_loop_iterations = 0;
-  // The driver simplifies float + - * / with a literal +0.0 operand as if there were no -0.0, inf
-  // or NaN, float controls or not (llvmpipe's gallivm: x + 0.0 -> x, x / 0.0 -> undefined):
-  // legalization keeps such zeros out of arithmetic (Target::has_exact_float_zero_operands). Its
-  // abs of a constant -0.0 is -0.0 as well.
-  bool folds_float_zero_operands = false;
-
   uint32_t subgroup_size = 0;
   uint32_t subgroup_ops = 0;  // VkSubgroupFeatureFlags usable in compute shaders
-  bool subgroup_basic = false, subgroup_vote = false, subgroup_arithmetic = false;
-  bool subgroup_ballot = false, subgroup_shuffle = false, subgroup_shuffle_relative = false;
-  bool subgroup_clustered = false, subgroup_quad = false;
-
   uint32_t max_workgroup_size_x = 0, max_workgroup_invocations = 0;
   uint32_t max_workgroup_count_x = 0, max_shared_memory_bytes = 0;
   uint64_t max_storage_buffer_range = 0;
   uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers
-  bool host_visible_buffers = false;  // buffers are mapped; else writes and reads are staged
 };
 
 using CapValue = std::variant<bool, int64_t, std::string>;
-// Every field of DeviceCaps as (name, value), in declaration order, for Python.
+// Every fact of DeviceCaps and every Vulkan capability as (name, value), for Python.
 std::vector<std::pair<std::string, CapValue>> caps_list(const DeviceCaps &caps);
-// Sets the named boolean caps to false (to test fallbacks such as CAS loops on hardware that
-// has the native op); throws VulkanError on a name that is not a boolean cap.
-void disable_caps(DeviceCaps &caps, const std::vector<std::string> &names);
 
 // True when a Vulkan device (the one QD_VULKAN_DEVICE selects, if set) can be opened; else
 // false and *why says what is missing. Never throws; the answer is cached per process.
@@ -110,7 +77,7 @@ class VulkanDevice {
 
   const DeviceCaps &caps() const { return caps_; }
   // What the codegen will see; the device keeps the features enabled.
-  void disable_caps(const std::vector<std::string> &names);
+  void disable_caps(const CapSet &caps);
   spirv::TargetEnv target_env() const;  // the validator environment matching the device
 
   // Host access to a buffer first waits for every launch submitted before (they may read or

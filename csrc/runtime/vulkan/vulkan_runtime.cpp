@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <variant>
 
 #include "codegen/spirv/codegen_spirv.h"
 #include "codegen/spirv/spirv_tools.h"
@@ -60,10 +59,9 @@ class VulkanRuntime : public Runtime {
   explicit VulkanRuntime(const RuntimeOptions &o) : device_(std::make_shared<VulkanDevice>(o.device)) {
     device_->disable_caps(o.disabled_caps);
     const vulkan::DeviceCaps &caps = device_->caps();
-    for (auto &[name, v] : vulkan::caps_list(caps))
-      if (const bool *on = std::get_if<bool>(&v); on && *on) features_.insert(name);
+    features_.caps = caps.flags;
     // maxComputeSharedMemorySize: kernels whose shared arrays need more are refused at compile time.
-    features_.insert(shared_limit_feature(caps.max_shared_memory_bytes));
+    features_.max_shared_memory_bytes = caps.max_shared_memory_bytes;
     target_.backend = Backend::Vulkan;
     target_.features = features_;
     target_.device_features = true;

@@ -237,38 +237,38 @@ namespace {
 void probe_float_atomics(DeviceCaps &c, const FeatureChain &f) {
   const auto &a = f.atomic_float;
   const auto &b = f.atomic_float2;
-  c.float16_atomics_buffer = b.shaderBufferFloat16Atomics;
-  c.float16_atomics_shared = b.shaderSharedFloat16Atomics;
-  c.float16_atomic_add_buffer = b.shaderBufferFloat16AtomicAdd;
-  c.float16_atomic_add_shared = b.shaderSharedFloat16AtomicAdd;
-  c.float16_atomic_minmax_buffer = b.shaderBufferFloat16AtomicMinMax;
-  c.float16_atomic_minmax_shared = b.shaderSharedFloat16AtomicMinMax;
-  c.float32_atomics_buffer = a.shaderBufferFloat32Atomics;
-  c.float32_atomics_shared = a.shaderSharedFloat32Atomics;
-  c.float32_atomic_add_buffer = a.shaderBufferFloat32AtomicAdd;
-  c.float32_atomic_add_shared = a.shaderSharedFloat32AtomicAdd;
-  c.float32_atomic_minmax_buffer = b.shaderBufferFloat32AtomicMinMax;
-  c.float32_atomic_minmax_shared = b.shaderSharedFloat32AtomicMinMax;
-  c.float64_atomics_buffer = a.shaderBufferFloat64Atomics;
-  c.float64_atomics_shared = a.shaderSharedFloat64Atomics;
-  c.float64_atomic_add_buffer = a.shaderBufferFloat64AtomicAdd;
-  c.float64_atomic_add_shared = a.shaderSharedFloat64AtomicAdd;
-  c.float64_atomic_minmax_buffer = b.shaderBufferFloat64AtomicMinMax;
-  c.float64_atomic_minmax_shared = b.shaderSharedFloat64AtomicMinMax;
+  c.flags.set(Cap::float16_atomics_buffer, b.shaderBufferFloat16Atomics);
+  c.flags.set(Cap::float16_atomics_shared, b.shaderSharedFloat16Atomics);
+  c.flags.set(Cap::float16_atomic_add_buffer, b.shaderBufferFloat16AtomicAdd);
+  c.flags.set(Cap::float16_atomic_add_shared, b.shaderSharedFloat16AtomicAdd);
+  c.flags.set(Cap::float16_atomic_minmax_buffer, b.shaderBufferFloat16AtomicMinMax);
+  c.flags.set(Cap::float16_atomic_minmax_shared, b.shaderSharedFloat16AtomicMinMax);
+  c.flags.set(Cap::float32_atomics_buffer, a.shaderBufferFloat32Atomics);
+  c.flags.set(Cap::float32_atomics_shared, a.shaderSharedFloat32Atomics);
+  c.flags.set(Cap::float32_atomic_add_buffer, a.shaderBufferFloat32AtomicAdd);
+  c.flags.set(Cap::float32_atomic_add_shared, a.shaderSharedFloat32AtomicAdd);
+  c.flags.set(Cap::float32_atomic_minmax_buffer, b.shaderBufferFloat32AtomicMinMax);
+  c.flags.set(Cap::float32_atomic_minmax_shared, b.shaderSharedFloat32AtomicMinMax);
+  c.flags.set(Cap::float64_atomics_buffer, a.shaderBufferFloat64Atomics);
+  c.flags.set(Cap::float64_atomics_shared, a.shaderSharedFloat64Atomics);
+  c.flags.set(Cap::float64_atomic_add_buffer, a.shaderBufferFloat64AtomicAdd);
+  c.flags.set(Cap::float64_atomic_add_shared, a.shaderSharedFloat64AtomicAdd);
+  c.flags.set(Cap::float64_atomic_minmax_buffer, b.shaderBufferFloat64AtomicMinMax);
+  c.flags.set(Cap::float64_atomic_minmax_shared, b.shaderSharedFloat64AtomicMinMax);
 }
 
 void probe_subgroups(DeviceCaps &c, const VkPhysicalDeviceSubgroupProperties &s) {
   c.subgroup_size = s.subgroupSize;
   c.subgroup_ops = (s.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? s.supportedOperations : 0;
   auto has = [&](VkSubgroupFeatureFlagBits bit) { return (c.subgroup_ops & bit) != 0; };
-  c.subgroup_basic = has(VK_SUBGROUP_FEATURE_BASIC_BIT);
-  c.subgroup_vote = has(VK_SUBGROUP_FEATURE_VOTE_BIT);
-  c.subgroup_arithmetic = has(VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
-  c.subgroup_ballot = has(VK_SUBGROUP_FEATURE_BALLOT_BIT);
-  c.subgroup_shuffle = has(VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-  c.subgroup_shuffle_relative = has(VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT);
-  c.subgroup_clustered = has(VK_SUBGROUP_FEATURE_CLUSTERED_BIT);
-  c.subgroup_quad = has(VK_SUBGROUP_FEATURE_QUAD_BIT);
+  c.flags.set(Cap::subgroup_basic, has(VK_SUBGROUP_FEATURE_BASIC_BIT));
+  c.flags.set(Cap::subgroup_vote, has(VK_SUBGROUP_FEATURE_VOTE_BIT));
+  c.flags.set(Cap::subgroup_arithmetic, has(VK_SUBGROUP_FEATURE_ARITHMETIC_BIT));
+  c.flags.set(Cap::subgroup_ballot, has(VK_SUBGROUP_FEATURE_BALLOT_BIT));
+  c.flags.set(Cap::subgroup_shuffle, has(VK_SUBGROUP_FEATURE_SHUFFLE_BIT));
+  c.flags.set(Cap::subgroup_shuffle_relative, has(VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT));
+  c.flags.set(Cap::subgroup_clustered, has(VK_SUBGROUP_FEATURE_CLUSTERED_BIT));
+  c.flags.set(Cap::subgroup_quad, has(VK_SUBGROUP_FEATURE_QUAD_BIT));
 }
 
 }  // namespace
@@ -288,27 +288,27 @@ DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const Fea
   c.spirv_version = f.api_version >= VK_API_VERSION_1_3   ? 0x00010600
                     : f.api_version >= VK_API_VERSION_1_2 ? 0x00010500
                                                            : 0x00010300;
-  c.shader_int8 = f.float16_int8.shaderInt8;
-  c.shader_int16 = f.features2.features.shaderInt16;
-  c.shader_int64 = f.features2.features.shaderInt64;
-  c.shader_float16 = f.float16_int8.shaderFloat16;
-  c.shader_float64 = f.features2.features.shaderFloat64;
-  c.int8_storage = f.storage8.storageBuffer8BitAccess;
-  c.float16_storage = f.storage16.storageBuffer16BitAccess;
-  c.int64_atomics_buffer = f.atomic_int64.shaderBufferInt64Atomics;
-  c.int64_atomics_shared = f.atomic_int64.shaderSharedInt64Atomics;
+  c.flags.set(Cap::shader_int8, f.float16_int8.shaderInt8);
+  c.flags.set(Cap::shader_int16, f.features2.features.shaderInt16);
+  c.flags.set(Cap::shader_int64, f.features2.features.shaderInt64);
+  c.flags.set(Cap::shader_float16, f.float16_int8.shaderFloat16);
+  c.flags.set(Cap::shader_float64, f.features2.features.shaderFloat64);
+  c.flags.set(Cap::int8_storage, f.storage8.storageBuffer8BitAccess);
+  c.flags.set(Cap::float16_storage, f.storage16.storageBuffer16BitAccess);
+  c.flags.set(Cap::int64_atomics_buffer, f.atomic_int64.shaderBufferInt64Atomics);
+  c.flags.set(Cap::int64_atomics_shared, f.atomic_int64.shaderSharedInt64Atomics);
   probe_float_atomics(c, f);
-  c.vulkan_memory_model = f.memory_model.vulkanMemoryModel;
-  c.vulkan_memory_model_device_scope = f.memory_model.vulkanMemoryModelDeviceScope;
-  c.signed_zero_inf_nan_preserve_float16 = float_controls.shaderSignedZeroInfNanPreserveFloat16;
-  c.signed_zero_inf_nan_preserve_float32 = float_controls.shaderSignedZeroInfNanPreserveFloat32;
-  c.signed_zero_inf_nan_preserve_float64 = float_controls.shaderSignedZeroInfNanPreserveFloat64;
+  c.flags.set(Cap::vulkan_memory_model, f.memory_model.vulkanMemoryModel);
+  c.flags.set(Cap::vulkan_memory_model_device_scope, f.memory_model.vulkanMemoryModelDeviceScope);
+  c.flags.set(Cap::signed_zero_inf_nan_preserve_float16, float_controls.shaderSignedZeroInfNanPreserveFloat16);
+  c.flags.set(Cap::signed_zero_inf_nan_preserve_float32, float_controls.shaderSignedZeroInfNanPreserveFloat32);
+  c.flags.set(Cap::signed_zero_inf_nan_preserve_float64, float_controls.shaderSignedZeroInfNanPreserveFloat64);
   // Mesa's llvmpipe (lavapipe) compiles shaders with a loop limiter (LP_MAX_TGSI_LOOP_ITERATIONS).
   // Its gallivm also simplifies float arithmetic with a +0.0 operand without IEEE (lp_build_add,
   // lp_build_mul, lp_build_div: x + 0.0 -> x, x / 0.0 -> undefined).
   if (std::string(p.deviceName).find("llvmpipe") != std::string::npos) {
     c.max_loop_iterations = 65535;
-    c.folds_float_zero_operands = true;
+    c.flags.set(Cap::folds_float_zero_operands);
   }
   probe_subgroups(c, subgroup);
   c.max_workgroup_size_x = p.limits.maxComputeWorkGroupSize[0];

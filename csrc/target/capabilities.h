@@ -1,0 +1,84 @@
+#pragma once
+// Device capabilities: one list (below), the enum Cap made from it, a set of them, and the target
+// facts that are not yes / no (the CUDA sm, the AMDGPU gfx name, the shared-memory limit). The core
+// uses only the enum; names exist at the Python boundary (qd.compile's `features`, the runtime's
+// `features`, qd.init(vulkan_disable_caps=...), qd.vulkan_caps()) and in error messages.
+#include <bitset>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qd {
+
+// Every capability, once. SPACED(x) is two adjacent ones: x_buffer (StorageBuffer memory) and
+// x_shared (Workgroup memory). The Vulkan ones are probed at init (vulkan_setup.cpp); the float
+// atomics come from VK_EXT_shader_atomic_float{,2}: *_atomic_add is OpAtomicFAddEXT, *_atomic_minmax
+// OpAtomicFMin/FMaxEXT, *_atomics load / store / exchange.
+#define QD_VULKAN_CAPS(CAP, SPACED)                                                                 \
+  CAP(shader_int8) CAP(shader_int16) CAP(shader_int64) CAP(shader_float16) CAP(shader_float64)      \
+  CAP(int8_storage)    /* 8-bit ints in storage buffers */                                          \
+  CAP(float16_storage) /* 16-bit ints and floats in storage buffers */                              \
+  SPACED(int64_atomics) SPACED(float16_atomics) SPACED(float16_atomic_add)                          \
+  SPACED(float16_atomic_minmax) SPACED(float32_atomics) SPACED(float32_atomic_add)                  \
+  SPACED(float32_atomic_minmax) SPACED(float64_atomics) SPACED(float64_atomic_add)                  \
+  SPACED(float64_atomic_minmax) CAP(vulkan_memory_model) CAP(vulkan_memory_model_device_scope)      \
+  /* Float controls: the SignedZeroInfNanPreserve execution mode per float width. */                \
+  CAP(signed_zero_inf_nan_preserve_float16) CAP(signed_zero_inf_nan_preserve_float32)               \
+  CAP(signed_zero_inf_nan_preserve_float64)                                                         \
+  /* The driver simplifies float + - * / with a +0.0 operand as if there were no -0.0, inf or NaN  \
+     (llvmpipe): Target::has_exact_float_zero_operands. */                                          \
+  CAP(folds_float_zero_operands)                                                                    \
+  CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
+  CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
+  CAP(host_visible_buffers) /* buffers are mapped; else writes and reads are staged */
+// libm: the cpu calls the C library for sin ... pow (Target::has_native_math).
+#define QD_CAPS(CAP, SPACED) QD_VULKAN_CAPS(CAP, SPACED) CAP(libm)
+
+#define QD_CAP_ENUM(x) x,
+#define QD_CAP_ENUM_SPACED(x) x##_buffer, x##_shared,
+enum class Cap : uint8_t { QD_CAPS(QD_CAP_ENUM, QD_CAP_ENUM_SPACED) };
+#undef QD_CAP_ENUM
+#undef QD_CAP_ENUM_SPACED
+#define QD_CAP_COUNT(x) +1
+#define QD_CAP_COUNT_SPACED(x) +2
+inline constexpr size_t kNumCaps = 0 QD_CAPS(QD_CAP_COUNT, QD_CAP_COUNT_SPACED);
+#undef QD_CAP_COUNT
+#undef QD_CAP_COUNT_SPACED
+
+const char *cap_name(Cap c);
+std::optional<Cap> cap_from_name(std::string_view name);
+// The x_shared capability of x_buffer for Workgroup memory; `buffer_cap` itself otherwise.
+inline Cap in_shared_memory(Cap buffer_cap, bool shared) {
+  return shared ? static_cast<Cap>(static_cast<int>(buffer_cap) + 1) : buffer_cap;
+}
+
+struct CapSet {
+  std::bitset<kNumCaps> bits;
+  CapSet() = default;
+  CapSet(std::initializer_list<Cap> caps) {
+    for (Cap c : caps) set(c);
+  }
+  bool has(Cap c) const { return bits.test(static_cast<size_t>(c)); }
+  void set(Cap c, bool on = true) { bits.set(static_cast<size_t>(c), on); }
+};
+
+// What a target's device has: its capabilities and the facts that are not yes / no.
+struct TargetFeatures {
+  CapSet caps;
+  int cuda_sm = 0;                      // 90 for sm_90; 0: $QD_CUDA_ARCH, else the default
+  std::string amdgpu_gfx;               // "gfx942"; empty: $QD_AMDGPU_ARCH, else the default
+  int64_t max_shared_memory_bytes = 0;  // the device's own limit per block; 0: the architecture's
+  bool has(Cap c) const { return caps.has(c); }
+};
+
+// The Python boundary. Features by name: capability names, "sm_90", "gfx942" and
+// "max_shared_memory_bytes=N"; an unknown name is a RuntimeError listing the known ones.
+TargetFeatures features_from_names(const std::vector<std::string> &names);
+std::vector<std::string> feature_names(const TargetFeatures &f);
+// Capabilities to hide (qd.init(vulkan_disable_caps=...)): names of capabilities only.
+CapSet caps_from_names(const std::vector<std::string> &names);
+
+}  // namespace qd

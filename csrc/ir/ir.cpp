@@ -113,8 +113,11 @@ class Printer {
     } else {
       for (size_t i = 0; i < k_.tasks.size(); i++) {
         auto &t = k_.tasks[i];
-        os_ << "  task " << i << (t.parallel ? " (parallel range-for)" : " (serial)") << ":\n";
+        os_ << "  task " << i << (t.parallel ? " (parallel range-for)" : " (serial)")
+            << (t.when == Task::When::WithScratch ? " with scratch" : t.when == Task::When::WithoutScratch ? " without scratch" : "")
+            << ":\n";
         block(t.prologue, 2);
+        if (t.scratch_items) os_ << "    scratch items: " << v(t.scratch_items) << "\n";
         if (!t.pre_loop.stmts.empty()) os_ << "    each thread, before its share of the loop:\n";
         block(t.pre_loop, 3);
         block(t.body, 2);
@@ -140,6 +143,7 @@ class Printer {
       case BufferKind::Temps: return "temps";
       case BufferKind::Private: return "private copy of " + d.name;
       case BufferKind::Shared: return "shared " + d.name;
+      case BufferKind::Scratch: return "scratch " + d.name;
       default: return "result";
     }
   }

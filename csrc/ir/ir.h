@@ -37,7 +37,10 @@ struct Stmt;
 // thread's stack; no memory is bound for it.
 // Shared: a block-shared array (qd.simt.block.SharedArray), one copy per block of the parallel
 // loop that uses it; placed by the codegen in workgroup / addrspace(3) memory, never bound.
-enum class BufferKind { Field, Ndarray, Temps, Result, Private, Shared };
+// Scratch (cpu): temporary memory of one launch that the runtime provides (a bucketed scatter's
+// counters and pairs, transforms/scatter.cpp): shape[0] + scratch_per_item * items elements, where
+// items is the launch's Task::scratch_items; indexed by one flat index.
+enum class BufferKind { Field, Ndarray, Temps, Result, Private, Shared, Scratch };
 struct BufferDesc {
   BufferKind kind;
   DataType dtype;
@@ -51,6 +54,7 @@ struct BufferDesc {
   // Shared arrays in a task with dynamic shared memory (target/shared_memory.h): the byte offset in
   // it; -1 for a statically allocated array.
   int64_t shared_offset = -1;
+  int64_t scratch_per_item = 0;   // Scratch: elements per item (see above)
 };
 
 struct Stmt {
@@ -123,6 +127,13 @@ struct Task {
   // whether they live in dynamic shared memory, sized at launch (CUDA above 48 KiB).
   int64_t shared_bytes = 0;
   bool dynamic_shared = false;
+  // cpu: a task whose prologue value `scratch_items` (i64) sizes the kernel's Scratch buffers; the
+  // runtime evaluates it with the loop bounds, before the task runs. When it can provide them (a
+  // negative count: it cannot), the tasks
+  // marked WithScratch run and those marked WithoutScratch are skipped; otherwise the reverse (a
+  // rewrite's tasks and the original loop as their fallback, transforms/scatter.cpp).
+  Stmt *scratch_items = nullptr;
+  enum class When { Always, WithScratch, WithoutScratch } when = When::Always;
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 

@@ -29,8 +29,10 @@ void demote_unique_atomics(KernelIR &k);
 void privatize_reductions(KernelIR &k, bool cpu);
 
 // cpu: a parallel loop whose only effects are reducible atomics with unused results into one
-// large field (scatter-add) runs as one part of the field per thread, each replaying the loop and
-// applying its part's updates with plain read-modify-writes (scatter.cpp, docs/atomics.md).
+// large field (scatter-add) runs as a bucketing of its updates by destination range, each bucket
+// applied by one thread with plain read-modify-writes; where the runtime has no scratch memory
+// for it, the original loop runs as one part of the field per thread, each replaying the loop and
+// applying its part's updates (scatter.cpp, docs/atomics.md).
 void partition_scatters(KernelIR &k);
 
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises

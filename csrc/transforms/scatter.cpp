@@ -1,6 +1,29 @@
 // Partitioned scatter (cpu): `qd.atomic_add(y[p[i]], x[i])` with the old value unused, into a
-// large field, pays one locked instruction per iteration. When the loop does nothing else that
-// is visible outside it, its iterations can instead be replicated over P parts of the target:
+// large field, pays one locked instruction per iteration, and its random read-modify-writes miss
+// the caches. When the loop does nothing else that is visible outside it, it runs instead as a
+// bucketing of its updates by destination range (B buckets of 2^S consecutive elements, P parts
+// of the iterations), in four tasks:
+//
+//   for part in range(P):                  # 1 parallel: count each bucket's updates of the part
+//       counts[part, :] = 0
+//       for i in part's slice of the iterations:   # serial, the original body, each atomic:
+//           counts[part, j >> S] += 1      # j: the flat index of the updated element
+//   offsets (serial): bucket-major exclusive prefix sum of counts (written back into counts),
+//       starts[b] = offset of (bucket b, part 0), starts[B] = the number of updates
+//   for part in range(P):                  # 3 parallel: the body again, each atomic:
+//       o = counts[part, j >> S]; counts[part, j >> S] = o + 1
+//       indices[o] = j; values[o] = x[i]
+//   for b in range(B):                     # 4 parallel: one bucket per iteration
+//       for o in range(starts[b], starts[b + 1]):
+//           y.flat[indices[o]] = y.flat[indices[o]] + values[o]   # plain, in a cache-sized range
+//
+// Each element belongs to one bucket and one thread applies a bucket, so no atomic is needed; a
+// bucket's updates are in part order and each part's in iteration order, so each element gets its
+// updates in iteration order (integers: the same value; floats: the order of a serial loop, one the
+// atomics allowed). counts / starts / indices / values are Scratch buffers the runtime provides at
+// launch (Task::scratch_items: items = the trip count times the atomics in the body). Where it
+// cannot (too much memory), the original task runs instead (Task::When), itself partitioned as
+// before when the host has 2 to 8 threads:
 //
 //   for part in range(P):                  # parallel: one part per thread
 //       for i in range(begin, end):        # serial, the original body
@@ -9,13 +32,11 @@
 //           if mine: y[j, ...] = y[j, ...] + x[i]          # plain read-modify-write
 //           (branch-free: else y[spare] += identity, spare an element of the part)
 //
-// Each element belongs to one part, so one thread updates it and no atomic is needed; it gets
-// the same updates as before, in iteration order (integers: the same value; floats: a reordering
-// the atomics allowed). Every thread reads the whole loop's inputs, which is cheap next to the
-// random writes for a few threads, so the rewrite is limited to P <= 8 and to bodies without
-// loops.
+// There every thread reads the whole loop's inputs, which is cheap next to the random writes for
+// a few threads. Both forms run the body more than once, so bodies with loops are left alone.
 #include <algorithm>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "transforms/ir_emitter.h"
@@ -27,6 +48,7 @@ namespace {
 
 constexpr int64_t kMinTargetElements = int64_t(1) << 16;  // smaller ones stay in cache: atomics are cheap
 constexpr int kMaxParts = 8;
+constexpr int64_t kMinBucketedItems = int64_t(1) << 14;
 
 BinaryOp combine_of(AtomicOp op) {
   switch (op) {
@@ -66,10 +88,11 @@ std::vector<Stmt *> partitionable(KernelIR &k, Task &t, int64_t *target) {
         ok = ok && good;
         break;
       }
-      case StmtKind::GlobalLoad: ok = ok && !s.is_atomic; break;  // qd.atomic_load synchronizes
+      // qd.atomic_load synchronizes; a volatile load might differ between the passes over the body
+      case StmtKind::GlobalLoad: ok = ok && !s.is_atomic && !s.is_volatile; break;
       case StmtKind::Fence:
       case StmtKind::GlobalStore: case StmtKind::Return: case StmtKind::Break:
-      case StmtKind::While: case StmtKind::RangeFor:
+      case StmtKind::While: case StmtKind::RangeFor: case StmtKind::Simt:
         ok = false;
         break;
       default: break;
@@ -133,17 +156,261 @@ void partition(KernelIR &k, Task &t, int64_t target, const std::vector<Stmt *> &
   }
 }
 
+// --- Bucketing ---------------------------------------------------------------------------------
+
+using CloneMap = std::unordered_map<const Stmt *, Stmt *>;
+
+Stmt *mapped(const CloneMap &m, Stmt *s) {
+  auto it = m.find(s);
+  return it == m.end() ? s : it->second;
+}
+
+// Appends copies of `src`'s statements (child blocks included) to `dst`, operands renamed by `m`
+// (which learns each copy).
+void clone_into(const Block &src, Block &dst, CloneMap &m) {
+  for (const auto &s : src.stmts) {
+    auto c = clone_leaf(*s);
+    for (auto &o : c->operands) o = mapped(m, o);
+    Stmt *raw = dst.push(std::move(c));
+    m[s.get()] = raw;
+    for (auto [from, to] : {std::pair{&s->body, &raw->body}, std::pair{&s->else_body, &raw->else_body}}) {
+      if (!*from) continue;
+      *to = std::make_unique<Block>();
+      (*to)->owner = raw;
+      clone_into(**from, **to, m);
+    }
+  }
+}
+
+Stmt *range_for(IrEmitter &e, Stmt *begin, Stmt *end, bool serial) {
+  Stmt *loop = e.add(StmtKind::RangeFor, DataType::none, {begin, end});
+  loop->serialize = serial;
+  loop->body = std::make_unique<Block>();
+  loop->body->owner = loop;
+  return loop;
+}
+
+class Bucketing {
+ public:
+  Bucketing(KernelIR &k, const Task &t, int64_t target, const std::vector<Stmt *> &atomics, int threads)
+      : k_(k), t_(t), target_(target), atomics_(atomics), loc_(t.loop()->loc) {
+    const BufferDesc &d = k.buffers[target];
+    shape_ = d.shape;
+    dtype_ = atomics[0]->dtype;
+    op_ = atomics[0]->atomic_op();
+    size_ = 1;
+    for (int64_t n : shape_) size_ *= n;
+    // A bucket's range of the target fits in the L2 cache (256 KiB), with at least 4 buckets per
+    // thread for balance; enough parts of the iterations that a busy thread's share moves to
+    // another.
+    shift_ = 18;
+    for (int64_t b = byte_size(dtype_); b > 1; b /= 2) shift_--;
+    while (shift_ > 10 && ((size_ - 1) >> shift_) + 1 < 4 * threads) shift_--;
+    buckets_ = ((size_ - 1) >> shift_) + 1;
+    parts_ = 4 * threads;
+    std::string name = d.name.empty() ? "target" : d.name;
+    counts_ = scratch(name + ".counts", DataType::i32, parts_ * buckets_, 0);
+    starts_ = scratch(name + ".starts", DataType::i32, buckets_ + 1, 0);
+    indices_ = scratch(name + ".indices", DataType::i32, 0, 1);
+    values_ = scratch(name + ".values", dtype_, 0, 1);
+  }
+
+  // Whether the field and atomics suit it: one op, i32 flat indices.
+  static bool applies(const KernelIR &k, int64_t target, const std::vector<Stmt *> &atomics) {
+    int64_t size = 1;
+    for (int64_t n : k.buffers[target].shape) size *= n;
+    for (Stmt *a : atomics)
+      if (a->atomic_op() != atomics[0]->atomic_op() || a->dtype != atomics[0]->dtype) return false;
+    return size < (int64_t(1) << 31);
+  }
+
+  std::vector<Task> tasks() {
+    std::vector<Task> out;
+    out.push_back(pass(false));
+    out.push_back(offsets());
+    out.push_back(pass(true));
+    out.push_back(apply());
+    return out;
+  }
+
+ private:
+  int scratch(std::string name, DataType t, int64_t fixed, int64_t per_item) {
+    BufferDesc d{BufferKind::Scratch, t, {fixed}};
+    d.name = std::move(name);
+    d.scratch_per_item = per_item;
+    return k_.add_buffer(std::move(d));
+  }
+  Stmt *ptr(IrEmitter &e, int64_t buffer, DataType t, Stmt *i) {
+    Stmt *p = e.add(StmtKind::GlobalPtr, t, {i});
+    p->ival = buffer;
+    return p;
+  }
+  Stmt *load(IrEmitter &e, int buffer, Stmt *i) {
+    DataType t = k_.buffers[buffer].dtype;
+    return e.add(StmtKind::GlobalLoad, t, {ptr(e, buffer, t, i)});
+  }
+  void store(IrEmitter &e, int buffer, Stmt *i, Stmt *v) {
+    e.add(StmtKind::GlobalStore, DataType::none, {ptr(e, buffer, k_.buffers[buffer].dtype, i), v});
+  }
+  Stmt *i32(IrEmitter &e, int64_t v) { return e.ci(DataType::i32, v); }
+
+  // Pass 1 (count) or 3 (fill): for part in range(P), the part's slice of the iterations with
+  // the body's atomics replaced.
+  Task pass(bool fill) {
+    Task p;
+    p.parallel = true;
+    p.when = Task::When::WithScratch;
+    CloneMap m;
+    clone_into(t_.prologue, p.prologue, m);
+    const Stmt *loop = t_.loop();
+    IrEmitter pe(p.prologue, loc_);
+    Stmt *begin = mapped(m, loop->operands[0]);
+    Stmt *n = pe.cast(pe.bin(BinaryOp::Max, pe.bin(BinaryOp::Sub, mapped(m, loop->operands[1]), begin), i32(pe, 0)),
+                      DataType::i64);
+    Stmt *chunk = pe.bin(BinaryOp::Div, pe.bin(BinaryOp::Add, n, pe.ci(DataType::i64, parts_ - 1)),
+                         pe.ci(DataType::i64, parts_));
+    Stmt *items = pe.bin(BinaryOp::Mul, n, pe.ci(DataType::i64, static_cast<int64_t>(atomics_.size())));
+    // Few updates for the buckets' fixed costs (zeroing, offsets, a task per pass): no scratch, the
+    // original loop runs.
+    if (!fill) {
+      Stmt *few = pe.bin(BinaryOp::Lt, items, pe.ci(DataType::i64, std::max<int64_t>(kMinBucketedItems, 4 * parts_ * buckets_)));
+      p.scratch_items = pe.sel(few, pe.ci(DataType::i64, -1), items);
+    }
+    Stmt *outer = range_for(pe, i32(pe, 0), i32(pe, parts_), false);
+    // (the loop statement belongs in the body, its bounds in the prologue)
+    p.body.push(std::move(p.prologue.stmts.back()));
+    p.prologue.stmts.pop_back();
+    IrEmitter e(*outer->body, loc_);
+    Stmt *part = e.add(StmtKind::LoopIndex, DataType::i32, {outer});
+    Stmt *row = e.bin(BinaryOp::Mul, part, i32(e, buckets_));
+    if (!fill) {
+      Stmt *zero = range_for(e, i32(e, 0), i32(e, buckets_), true);
+      IrEmitter ze(*zero->body, loc_);
+      store(ze, counts_, ze.bin(BinaryOp::Add, row, ze.add(StmtKind::LoopIndex, DataType::i32, {zero})), i32(ze, 0));
+    }
+    Stmt *part64 = e.cast(part, DataType::i64);
+    auto bound = [&](Stmt *q) {
+      Stmt *first = e.bin(BinaryOp::Min, e.bin(BinaryOp::Mul, q, chunk), n);
+      return e.bin(BinaryOp::Add, begin, e.cast(first, DataType::i32));
+    };
+    Stmt *lo = bound(part64), *hi = bound(e.bin(BinaryOp::Add, part64, e.ci(DataType::i64, 1)));
+    // (a slot past the end could only come from a body that computes different indices in the two
+    // passes: clamped, so that it stays in the scratch memory)
+    Stmt *last = fill ? e.cast(e.bin(BinaryOp::Sub, items, e.ci(DataType::i64, 1)), DataType::i32) : nullptr;
+    Stmt *inner = range_for(e, lo, hi, true);
+    m[loop] = inner;
+    clone_into(*loop->body, *inner->body, m);
+    for (Stmt *orig : atomics_) {
+      Stmt *a = m.at(orig);
+      IrEmitter in(a);
+      Stmt *j = flat_index(in, *a->operands[0]);
+      Stmt *bucket = in.bin(BinaryOp::Shr, in.cast(j, DataType::u32), in.ci(DataType::u32, shift_));
+      bucket = in.cast(in.bin(BinaryOp::Min, bucket, in.ci(DataType::u32, buckets_ - 1)), DataType::i32);
+      Stmt *slot = in.bin(BinaryOp::Add, row, bucket);
+      Stmt *o = load(in, counts_, slot);
+      store(in, counts_, slot, in.bin(BinaryOp::Add, o, i32(in, 1)));
+      if (fill) {
+        o = in.bin(BinaryOp::Min, o, last);
+        store(in, indices_, o, j);
+        store(in, values_, o, a->operands[1]);
+      }
+      std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+    }
+    return p;
+  }
+
+  // The row-major index of the target's element, i32.
+  Stmt *flat_index(IrEmitter &e, const Stmt &p) {
+    Stmt *j = nullptr;
+    for (size_t i = 0; i < p.operands.size(); i++) {
+      Stmt *x = e.cast(p.operands[i], DataType::i32);
+      j = j ? e.bin(BinaryOp::Add, e.bin(BinaryOp::Mul, j, i32(e, shape_[i])), x) : x;
+    }
+    return j;
+  }
+
+  // Pass 2 (serial): counts[part, b] becomes the offset of (b, part)'s updates, bucket-major.
+  Task offsets() {
+    Task s;
+    s.when = Task::When::WithScratch;
+    IrEmitter e(s.body, loc_);
+    Stmt *sum = e.var(DataType::i32, i32(e, 0));
+    Stmt *lb = range_for(e, i32(e, 0), i32(e, buckets_), true);
+    IrEmitter be(*lb->body, loc_);
+    Stmt *b = be.add(StmtKind::LoopIndex, DataType::i32, {lb});
+    store(be, starts_, b, be.load(sum));
+    Stmt *lp = range_for(be, i32(be, 0), i32(be, parts_), true);
+    IrEmitter pe(*lp->body, loc_);
+    Stmt *q = pe.add(StmtKind::LoopIndex, DataType::i32, {lp});
+    Stmt *slot = pe.bin(BinaryOp::Add, pe.bin(BinaryOp::Mul, q, i32(pe, buckets_)), b);
+    Stmt *c = load(pe, counts_, slot);
+    Stmt *at = pe.load(sum);
+    store(pe, counts_, slot, at);
+    pe.store(sum, pe.bin(BinaryOp::Add, at, c));
+    store(e, starts_, i32(e, buckets_), e.load(sum));
+    return s;
+  }
+
+  // Pass 4: for b in range(B), bucket b's updates as plain read-modify-writes, in order.
+  Task apply() {
+    Task p;
+    p.parallel = true;
+    p.when = Task::When::WithScratch;
+    IrEmitter pe(p.prologue, loc_);
+    Stmt *outer = range_for(pe, i32(pe, 0), i32(pe, buckets_), false);
+    p.body.push(std::move(p.prologue.stmts.back()));
+    p.prologue.stmts.pop_back();
+    IrEmitter e(*outer->body, loc_);
+    Stmt *b = e.add(StmtKind::LoopIndex, DataType::i32, {outer});
+    Stmt *inner = range_for(e, load(e, starts_, b), load(e, starts_, e.bin(BinaryOp::Add, b, i32(e, 1))), true);
+    IrEmitter in(*inner->body, loc_);
+    Stmt *o = in.add(StmtKind::LoopIndex, DataType::i32, {inner});
+    // (clamped like the slots in pass 3)
+    Stmt *j = in.bin(BinaryOp::Min, in.cast(load(in, indices_, o), DataType::u32), in.ci(DataType::u32, size_ - 1));
+    Stmt *y = ptr(in, target_, dtype_, in.cast(j, DataType::i32));  // one flat index
+    Stmt *old = in.add(StmtKind::GlobalLoad, dtype_, {y});
+    in.add(StmtKind::GlobalStore, DataType::none, {y, in.bin(combine_of(op_), old, load(in, values_, o))});
+    return p;
+  }
+
+  KernelIR &k_;
+  const Task &t_;
+  int64_t target_;
+  const std::vector<Stmt *> &atomics_;
+  SourceLoc loc_;
+  std::vector<int64_t> shape_;
+  DataType dtype_;
+  AtomicOp op_;
+  int64_t size_ = 1, buckets_ = 1;
+  int shift_ = 16, parts_ = 1;
+  int counts_ = -1, starts_ = -1, indices_ = -1, values_ = -1;
+};
+
 }  // namespace
 
 void partition_scatters(KernelIR &k) {
-  int parts = static_cast<int>(std::thread::hardware_concurrency());
-  if (parts < 2 || parts > kMaxParts || k.debug) return;
+  if (k.debug) return;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<Task> tasks;
   for (Task &t : k.tasks) {
-    if (!t.parallel || !t.pre_loop.stmts.empty() || !t.post_loop.stmts.empty() || t.loop()->block_dim) continue;
     int64_t target = -1;
-    std::vector<Stmt *> atomics = partitionable(k, t, &target);
-    if (!atomics.empty()) partition(k, t, target, atomics, parts);
+    std::vector<Stmt *> atomics;
+    if (t.parallel && t.pre_loop.stmts.empty() && t.post_loop.stmts.empty() && !t.loop()->block_dim)
+      atomics = partitionable(k, t, &target);
+    if (!atomics.empty()) {
+      if (Bucketing::applies(k, target, atomics)) {
+        for (Task &b : Bucketing(k, t, target, atomics, threads).tasks()) tasks.push_back(std::move(b));
+        t.when = Task::When::WithoutScratch;
+      }
+      if (threads >= 2 && threads <= kMaxParts) partition(k, t, target, atomics, threads);
+    }
+    tasks.push_back(std::move(t));
   }
+  k.tasks = std::move(tasks);
+  // The tasks' blocks moved: point their statements at where they are now.
+  for (Task &t : k.tasks)
+    for (Block *b : {&t.prologue, &t.body, &t.pre_loop, &t.post_loop})
+      for (auto &s : b->stmts) s->parent = b;
 }
 
 }  // namespace qd

@@ -13,13 +13,16 @@ TaskSymbols CpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
     return {base, ""};
   }
   const Stmt &loop = *task.loop();
-  // bounds(bufs, args, i64 out[2]): the thread pool splits [begin, end) before the body runs.
+  // bounds(bufs, args, i64 out[3]): the thread pool splits [begin, end) before the body runs; out[2]:
+  // Task::scratch_items where the task has it.
   llvm::Function *bounds = cg.new_function(base + "_bounds", {ptr, ptr, ptr});
   cg.begin_function(bounds);
   cg.emit_block(task.prologue);
   llvm::Value *out = bounds->getArg(2);
   b.CreateStore(b.CreateSExt(cg.value(loop.operands[0]), b.getInt64Ty()), out);
   b.CreateStore(b.CreateSExt(cg.value(loop.operands[1]), b.getInt64Ty()), b.CreateConstGEP1_64(b.getInt64Ty(), out, 1));
+  if (task.scratch_items)  // out[2]: the items the kernel's scratch buffers are sized for (ir.h)
+    b.CreateStore(b.CreateSExt(cg.value(task.scratch_items), b.getInt64Ty()), b.CreateConstGEP1_64(b.getInt64Ty(), out, 2));
   b.CreateRetVoid();
   // body(bufs, args, lo, hi): runs iterations [lo, hi).
   llvm::Function *body = cg.new_function(base, {ptr, ptr, b.getInt64Ty(), b.getInt64Ty()});

@@ -26,7 +26,18 @@ struct CpuTask {
   BoundsFn bounds;
   int block_dim;
   int64_t min_chunk;  // private field copies are set up per chunk: keep chunks long enough
+  bool sizes_scratch;  // its bounds give the items the scratch buffers are sized for (Task::scratch_items)
+  Task::When when;
 };
+
+// Scratch buffers (BufferKind::Scratch) of one kernel: at most 1 GiB (QD_CPU_MAX_SCRATCH_BYTES in
+// the environment when the runtime starts: another limit, for tests), at most 2^31 - 2^16 items
+// (their indices are i32); beyond, the kernel runs its fallback tasks.
+int64_t max_scratch_bytes() {
+  const char *v = std::getenv("QD_CPU_MAX_SCRATCH_BYTES");
+  return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(1) << 30;
+}
+constexpr int64_t kMaxScratchItems = (int64_t(1) << 31) - (int64_t(1) << 16);
 
 struct CpuKernel : CompiledKernel {
   // The JIT outlives its kernels (a kernel can outlive its runtime); the kernel's code is freed
@@ -39,6 +50,32 @@ struct CpuKernel : CompiledKernel {
   std::vector<CpuTask> tasks;
   std::vector<int64_t> temps;    // 8-byte slots
   std::vector<uint64_t> result;  // 8-byte slots
+  // Scratch memory, kept between launches (grown when a launch needs more) and freed with the kernel.
+  std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
+  int64_t scratch_bytes = 0;
+
+  // Points the table's scratch buffers into scratch memory sized for `items`; false when that is
+  // too much (or cannot be had).
+  bool bind_scratch(std::vector<void *> &table, int64_t items, int64_t max_bytes) {
+    if (items < 0 || items > kMaxScratchItems) return false;
+    std::vector<int64_t> offsets(buffers.size(), -1);
+    int64_t bytes = 0;
+    for (size_t i = 0; i < buffers.size(); i++) {
+      const BufferDesc &d = buffers[i];
+      if (d.kind != BufferKind::Scratch) continue;
+      offsets[i] = bytes;
+      bytes += ((d.shape.at(0) + d.scratch_per_item * items) * byte_size(d.dtype) + 63) / 64 * 64;
+      if (bytes > max_bytes) return false;
+    }
+    if (bytes > scratch_bytes) {
+      scratch.reset(static_cast<char *>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+      scratch_bytes = scratch ? bytes : 0;
+      if (!scratch) return false;
+    }
+    for (size_t i = 0; i < buffers.size(); i++)
+      if (offsets[i] >= 0) table[i] = scratch.get() + offsets[i];
+    return true;
+  }
 };
 
 std::string module_text(const llvm::Module &m) {
@@ -119,7 +156,7 @@ class CpuRuntime : public Runtime {
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
       CpuTask ct{t.parallel, jit_->lookup(lib, g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
-                 t.min_chunk};
+                 t.min_chunk, t.scratch_items != nullptr, t.when};
       if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_->lookup(lib, g.symbols[i].bounds));
       out->tasks.push_back(ct);
     }
@@ -141,13 +178,20 @@ class CpuRuntime : public Runtime {
     std::fill(k.result.begin(), k.result.end(), 0);
     void **bufs = table.data();
     int64_t *a = const_cast<int64_t *>(args.data());
+    bool scratch = false;
     for (const CpuTask &t : k.tasks) {
+      int64_t range[3] = {0, 0, 0};
+      if (t.sizes_scratch) {
+        t.bounds(bufs, a, range);
+        scratch = k.bind_scratch(table, range[2], max_scratch_bytes_);
+      }
+      if (t.when == Task::When::WithScratch && !scratch) continue;
+      if (t.when == Task::When::WithoutScratch && scratch) continue;
       if (!t.parallel) {
         reinterpret_cast<SerialFn>(t.body)(bufs, a);
         continue;
       }
-      int64_t range[2];
-      t.bounds(bufs, a, range);
+      if (!t.sizes_scratch) t.bounds(bufs, a, range);
       auto body = reinterpret_cast<BodyFn>(t.body);
       int64_t n = range[1] - range[0];
       int64_t grain = t.block_dim ? t.block_dim
@@ -163,6 +207,7 @@ class CpuRuntime : public Runtime {
   std::shared_ptr<CpuJit> jit_ = std::make_shared<CpuJit>();
   TargetFeatures features_;
   DiskCache cache_;
+  int64_t max_scratch_bytes_ = max_scratch_bytes();
 };
 
 }  // namespace

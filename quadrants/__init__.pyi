@@ -103,6 +103,7 @@ def init(
     offline_cache_file_path: str = ...,
     src_ll_cache: bool = ...,
     fast_math: bool = ...,
+    subgroup_aggregation: bool = ...,
     advanced_optimization: bool = ...,
     ad_stack_size: int = ...,
     ad_stack_experimental_enabled: bool = ...,

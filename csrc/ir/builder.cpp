@@ -68,6 +68,8 @@ Stmt *Builder::simt(SimtOp op, std::vector<Stmt *> operands) {
     case SimtOp::SubgroupBroadcastFirst: arity = 1; break;
     case SimtOp::SubgroupBallot: arity = 1; t = DataType::u64; break;
     case SimtOp::SubgroupAll: case SimtOp::SubgroupAny: arity = 1; t = DataType::i32; break;
+    case SimtOp::SubgroupElect: case SimtOp::SubgroupReduce: case SimtOp::SubgroupExclusiveScan:
+      syntax_error(std::string("qd.simt.") + simt_op_name(op) + " is made only by the compiler", loc_);
     default: break;
   }
   std::string name = std::string("qd.simt.") + simt_op_name(op);

@@ -23,7 +23,8 @@ const char *simt_op_name(SimtOp op) {
                             "block.global_thread_idx", "grid.num_threads", "subgroup.invocation_id", "subgroup.sync",
                             "subgroup.mem_fence", "subgroup.shuffle", "subgroup.shuffle_up",
                             "subgroup.shuffle_down", "subgroup.shuffle_xor", "subgroup.broadcast",
-                            "subgroup.broadcast_first", "subgroup.ballot", "subgroup.all", "subgroup.any"};
+                            "subgroup.broadcast_first", "subgroup.ballot", "subgroup.all", "subgroup.any",
+                            "subgroup.elect", "subgroup.reduce", "subgroup.exclusive_scan"};
   return n[static_cast<int>(op)];
 }
 
@@ -204,6 +205,8 @@ class Printer {
       case StmtKind::Return: os_ << "return " << ops(); break;
       case StmtKind::Simt:
         os_ << simt_op_name(static_cast<SimtOp>(s.op));
+        if (s.op == static_cast<int>(SimtOp::SubgroupReduce) || s.op == static_cast<int>(SimtOp::SubgroupExclusiveScan))
+          os_ << " " << binary_op_name(static_cast<BinaryOp>(s.ival));
         if (!s.operands.empty()) os_ << " " << ops();
         break;
       case StmtKind::If:

@@ -28,13 +28,24 @@ enum class BinaryOp {
 //   SubgroupBroadcast(v, u32 constant lane), SubgroupBroadcastFirst(v): v's type.
 //   SubgroupBallot(i32 p): u64, bit i set iff lane i is active and p != 0.
 //   SubgroupAll / SubgroupAny(i32 p): i32 0 / 1 over the active lanes (p != 0).
+// SubgroupBroadcastFirst is the lowest active lane's v (lane 0 when every lane is active); made by
+// transforms/subgroup_atomics.cpp it may take a second operand, the u64 ballot of the lanes that
+// take part (taken before a branch they leave: CUDA's shfl.sync then waits for all of them).
+// Made only by transforms/subgroup_atomics.cpp (not callable from Python), over the ACTIVE lanes
+// only (any subset of the subgroup, in divergent code too):
+//   SubgroupElect: i32 1 on the lowest active lane, 0 on the others.
+//   SubgroupReduce(v), ival a BinaryOp (Add Min Max BitAnd BitOr BitXor): op over the active
+//     lanes' v, on every active lane; v i32 u32 i64 u64 f32 f64 (float Min / Max: a NaN operand
+//     loses; all NaN: unspecified).
+//   SubgroupExclusiveScan(v), same ops, integers: op over the active lanes below this one (in lane
+//     order); the op's identity on the lowest.
 enum class SimtOp {
   BlockSync, BlockMemFence, GridMemFence, ThreadIdx, GlobalThreadIdx, GridThreads,
   SubgroupInvocationId, SubgroupSync, SubgroupMemFence, SubgroupShuffle, SubgroupShuffleUp,
   SubgroupShuffleDown, SubgroupShuffleXor, SubgroupBroadcast, SubgroupBroadcastFirst, SubgroupBallot,
-  SubgroupAll, SubgroupAny,
+  SubgroupAll, SubgroupAny, SubgroupElect, SubgroupReduce, SubgroupExclusiveScan,
 };
-constexpr int kNumSimtOps = static_cast<int>(SimtOp::SubgroupAny) + 1;
+constexpr int kNumSimtOps = static_cast<int>(SimtOp::SubgroupExclusiveScan) + 1;
 const char *simt_op_name(SimtOp op);
 
 const char *unary_op_name(UnaryOp op);

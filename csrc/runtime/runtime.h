@@ -65,6 +65,9 @@ struct RuntimeOptions {
   CapSet disabled_caps;  // capabilities to pretend the device lacks
   std::string device;  // backend-specific device selector
   bool fast_math = false;  // SPIR-V: let the driver contract and reassociate float arithmetic
+  // GPU backends: atomics on a uniform address are combined over each subgroup first
+  // (transforms/subgroup_atomics.cpp); false: TargetFeatures::subgroup_aggregation off.
+  bool subgroup_aggregation = true;
 };
 
 std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);

@@ -19,6 +19,16 @@ std::unique_ptr<Runtime> no_metal_runtime(const RuntimeOptions &) {
                      "does not have; qd.compile(kernel, ..., arch=qd.metal) still produces their MSL here");
 }
 
+// qd.compile for vulkan without a device: a capable desktop GPU (atomics/support_table.cpp's
+// default features), whose subgroups also have every basic operation (for subgroup aggregation).
+TargetFeatures vulkan_compile_features() {
+  TargetFeatures f = default_features(Backend::Vulkan);
+  for (Cap c : {Cap::subgroup_basic, Cap::subgroup_vote, Cap::subgroup_arithmetic, Cap::subgroup_ballot,
+                Cap::subgroup_shuffle, Cap::subgroup_shuffle_relative})
+    f.caps.set(c);
+  return f;
+}
+
 const std::vector<TargetEntry> &registry() {
   static const std::vector<TargetEntry> entries = {
       {Backend::Cpu, cpu_features, [](KernelIR &k, const Target &t) { return cpu_artifacts(k, t.features); },
@@ -28,7 +38,7 @@ const std::vector<TargetEntry> &registry() {
       {Backend::Amdgpu, [] { return TargetFeatures{.amdgpu_gfx = amdgpu_gfx({})}; },
        [](KernelIR &k, const Target &t) { return amdgpu_compile(k, t.features, /*code_object=*/false).artifacts; },
        create_amdgpu_runtime},
-      {Backend::Vulkan, [] { return default_features(Backend::Vulkan); }, spirv_artifacts, create_vulkan_runtime},
+      {Backend::Vulkan, vulkan_compile_features, spirv_artifacts, create_vulkan_runtime},
       {Backend::Metal, [] { return default_features(Backend::Metal); }, spirv_artifacts, no_metal_runtime},
   };
   return entries;

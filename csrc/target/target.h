@@ -48,6 +48,23 @@ struct Target {
     return is_spirv() && t != DataType::f64;
   }
 
+  // Subgroup reductions and scans over the active lanes (SimtOp::SubgroupReduce / ExclusiveScan /
+  // Elect) on values of type t, for subgroup aggregation of atomics (transforms/subgroup_atomics.cpp,
+  // which widens 8 / 16-bit integers first): CUDA and AMDGPU build them from shuffles and ballots;
+  // Vulkan has OpGroupNonUniform arithmetic on 32-bit values and f64 (64-bit integers need
+  // shaderSubgroupExtendedTypes, not probed). Off with TargetFeatures::subgroup_aggregation
+  // (qd.init(subgroup_aggregation=False)).
+  bool has_subgroup_reduce(DataType t) const {
+    if (!features.subgroup_aggregation) return false;
+    bool word = t == DataType::i32 || t == DataType::u32 || t == DataType::f32;
+    bool wide = t == DataType::i64 || t == DataType::u64 || t == DataType::f64;
+    if (backend == Backend::Cuda || backend == Backend::Amdgpu) return word || wide;
+    if (backend != Backend::Vulkan) return false;
+    for (Cap c : {Cap::subgroup_basic, Cap::subgroup_vote, Cap::subgroup_arithmetic, Cap::subgroup_ballot})
+      if (!features.has(c)) return false;
+    return word || t == DataType::f64;
+  }
+
   bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }
   // The type of element indices: SPIR-V indexes buffers with i32 (they hold fewer than 2^31
   // elements), LLVM with i64.

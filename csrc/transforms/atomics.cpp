@@ -203,9 +203,10 @@ void run_passes(KernelIR &k, const Target &target) {
   offload(k);
   demote_unique_atomics(k);  // before the verdicts: an element unique to its iteration needs no atomic
   decide_atomics(k, target);
-  if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu)
+  if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu || backend == Backend::Vulkan)
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
   if (backend == Backend::Cpu) partition_scatters(k);
+  aggregate_subgroup_atomics(k, target);
   legalize(k, target);
   plan_shared_memory(k, target);
 }

@@ -28,6 +28,17 @@ void demote_unique_atomics(KernelIR &k);
 // their non-NaN operands only (a form LLVM vectorises).
 void privatize_reductions(KernelIR &k, bool cpu);
 
+// A parallel task whose loop synchronizes through memory (fences, atomic loads / stores, ordered
+// atomics): its atomics stay where and as they are.
+bool synchronizes(Task &t);
+
+// GPU targets: relaxed reducible atomics on an address the same for every lane (constant and
+// argument indices) are combined over the subgroup's active lanes first and applied by one lane;
+// a used old value becomes the elected lane's plus the lane's exclusive prefix
+// (transforms/subgroup_atomics.cpp). Off without the target's subgroup operations
+// (Target::has_subgroup_reduce) or with qd.init(subgroup_aggregation=False).
+void aggregate_subgroup_atomics(KernelIR &k, const Target &target);
+
 // cpu: a parallel loop whose only effects are reducible atomics with unused results into one
 // large field (scatter-add) runs as a bucketing of its updates by destination range, each bucket
 // applied by one thread with plain read-modify-writes; where the runtime has no scratch memory

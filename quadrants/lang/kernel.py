@@ -702,4 +702,7 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     builder = kernel.build(values, prog.config, arch)[0]
     if features is None:
         features = prog.runtime.features if arch is prog.config.arch else _core.compile_features(arch.name)
+    features = list(features)
+    if not prog.config.subgroup_aggregation and "no_subgroup_aggregation" not in features:
+        features.append("no_subgroup_aggregation")
     return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features), bool(prog.config.fast_math)))

@@ -68,6 +68,8 @@ class LlvmCodegen {
   void emit_index_loop(const Stmt &loop, llvm::Value *begin, llvm::Value *end);
   llvm::Value *value(const Stmt *s) const { return values_.at(s); }
   llvm::Type *llvm_type(DataType t) { return type(t); }
+  // A primitive binary operation on values of `operand_type` (float min / max: minnum / maxnum).
+  llvm::Value *arith(BinaryOp op, DataType operand_type, llvm::Value *a, llvm::Value *c);
 
  private:
   void emit(const Stmt &s);
@@ -78,7 +80,6 @@ class LlvmCodegen {
   llvm::Value *unary(const Stmt &s);
   llvm::Value *cast(llvm::Value *v, DataType from, DataType to);
   llvm::Value *binary(const Stmt &s);
-  llvm::Value *arith(BinaryOp op, DataType operand_type, llvm::Value *a, llvm::Value *c);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);
   llvm::Value *atomic_rmw(const Stmt &s, llvm::Value *ptr, llvm::Value *val);

@@ -76,13 +76,64 @@ llvm::Value *AmdgpuTarget::emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, cons
     case SimtOp::SubgroupShuffleXor: return bpermute(b.CreateXor(lane(), args[1]));
     case SimtOp::SubgroupBroadcast:
       return b.CreateIntrinsic(I::amdgcn_readlane, {args[0]->getType()}, {args[0], args[1]});
-    case SimtOp::SubgroupBroadcastFirst:
+    case SimtOp::SubgroupBroadcastFirst:  // the lowest active lane (EXEC reconverges after a branch)
       return b.CreateIntrinsic(I::amdgcn_readfirstlane, {args[0]->getType()}, {args[0]});
     case SimtOp::SubgroupBallot: return ballot(true);
     case SimtOp::SubgroupAll: return b.CreateZExt(b.CreateICmpEQ(ballot(false), b.getInt64(0)), b.getInt32Ty());
     case SimtOp::SubgroupAny: return b.CreateZExt(b.CreateICmpNE(ballot(true), b.getInt64(0)), b.getInt32Ty());
     default: throw std::logic_error("internal: not a subgroup op");
   }
+}
+
+// Over the active lanes (EXEC), as LLVM's own atomic optimizer does it (its Iterative strategy): a
+// loop, uniform across the wave, over the set bits of the ballot of the active lanes, reading each
+// lane's value with readlane in lane order; a scan writes each lane's running total before its own
+// value with writelane.
+llvm::Value *AmdgpuTarget::emit_collective(LlvmCodegen &cg, const Stmt &s, const std::vector<llvm::Value *> &args) {
+  namespace I = llvm::Intrinsic;
+  auto &b = cg.b();
+  SimtOp op = static_cast<SimtOp>(s.op);
+  llvm::Value *active = b.CreateIntrinsic(I::amdgcn_ballot, {b.getInt64Ty()}, {b.getTrue()});
+  llvm::Value *first = b.CreateTrunc(b.CreateBinaryIntrinsic(I::cttz, active, b.getTrue()), b.getInt32Ty());
+  if (op == SimtOp::SubgroupElect) {
+    llvm::Value *lo = b.CreateIntrinsic(I::amdgcn_mbcnt_lo, {}, {b.getInt32(-1), b.getInt32(0)});
+    llvm::Value *lane = b.CreateIntrinsic(I::amdgcn_mbcnt_hi, {}, {b.getInt32(-1), lo});
+    return b.CreateZExt(b.CreateICmpEQ(lane, first), b.getInt32Ty());
+  }
+  auto combine = static_cast<BinaryOp>(s.ival);
+  bool scan = op == SimtOp::SubgroupExclusiveScan;
+  llvm::Value *v = args[0];
+  llvm::Type *t = v->getType();
+  llvm::Function *fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock *pre = b.GetInsertBlock();
+  llvm::Value *acc0 = b.CreateIntrinsic(I::amdgcn_readlane, {t}, {v, first});
+  llvm::Value *rest0 = b.CreateAnd(active, b.CreateSub(active, b.getInt64(1)));  // the lowest bit cleared
+  llvm::Value *excl0 = scan ? scan_identity(cg, s) : nullptr;
+  auto *loop = llvm::BasicBlock::Create(cg.ctx(), "subgroup.lanes", fn);
+  auto *done = llvm::BasicBlock::Create(cg.ctx(), "subgroup.done", fn);
+  b.CreateCondBr(b.CreateICmpNE(rest0, b.getInt64(0)), loop, done);
+  b.SetInsertPoint(loop);
+  llvm::PHINode *rest = b.CreatePHI(b.getInt64Ty(), 2), *acc = b.CreatePHI(t, 2);
+  llvm::PHINode *excl = scan ? b.CreatePHI(t, 2) : nullptr;
+  llvm::Value *l = b.CreateTrunc(b.CreateBinaryIntrinsic(I::cttz, rest, b.getTrue()), b.getInt32Ty());
+  llvm::Value *excl_next = scan ? b.CreateIntrinsic(I::amdgcn_writelane, {t}, {acc, l, excl}) : nullptr;
+  llvm::Value *acc_next = cg.arith(combine, s.dtype, acc, b.CreateIntrinsic(I::amdgcn_readlane, {t}, {v, l}));
+  llvm::Value *rest_next = b.CreateAnd(rest, b.CreateSub(rest, b.getInt64(1)));
+  llvm::BasicBlock *body_end = b.GetInsertBlock();
+  b.CreateCondBr(b.CreateICmpNE(rest_next, b.getInt64(0)), loop, done);
+  rest->addIncoming(rest0, pre);
+  rest->addIncoming(rest_next, body_end);
+  acc->addIncoming(acc0, pre);
+  acc->addIncoming(acc_next, body_end);
+  if (scan) {
+    excl->addIncoming(excl0, pre);
+    excl->addIncoming(excl_next, body_end);
+  }
+  b.SetInsertPoint(done);
+  llvm::PHINode *out = b.CreatePHI(t, 2);
+  out->addIncoming(scan ? excl0 : acc0, pre);
+  out->addIncoming(scan ? excl_next : acc_next, body_end);
+  return out;
 }
 
 GpuCompiled amdgpu_compile(KernelIR &k, const TargetFeatures &features, bool code_object) {

@@ -31,6 +31,7 @@ class AmdgpuTarget : public GpuTarget {
   void emit_barrier(llvm::IRBuilderBase &b) override;
   void emit_fence(llvm::IRBuilderBase &b, bool device) override;
   llvm::Value *emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const std::vector<llvm::Value *> &args) override;
+  llvm::Value *emit_collective(LlvmCodegen &cg, const Stmt &s, const std::vector<llvm::Value *> &args) override;
 
  private:
   TargetFeatures features_;

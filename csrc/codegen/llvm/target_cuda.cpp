@@ -197,7 +197,10 @@ llvm::Value *CudaTarget::emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const 
     case SimtOp::SubgroupSync: call(llvm::Intrinsic::nvvm_bar_warp_sync, {mask}); return nullptr;
     case SimtOp::SubgroupShuffle: case SimtOp::SubgroupBroadcast:
       return shfl(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, args[1], 0x1f);
-    case SimtOp::SubgroupBroadcastFirst: return shfl(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, b.getInt32(0), 0x1f);
+    case SimtOp::SubgroupBroadcastFirst: {  // the lowest active lane (of the lanes given, if given)
+      if (args.size() == 2) mask = b.CreateTrunc(args[1], b.getInt32Ty());
+      return shfl(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, b.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, mask, b.getTrue()), 0x1f);
+    }
     case SimtOp::SubgroupShuffleUp: return shfl(llvm::Intrinsic::nvvm_shfl_sync_up_i32, args[1], 0);
     case SimtOp::SubgroupShuffleDown: return shfl(llvm::Intrinsic::nvvm_shfl_sync_down_i32, args[1], 0x1f);
     case SimtOp::SubgroupShuffleXor: return shfl(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, args[1], 0x1f);
@@ -209,6 +212,56 @@ llvm::Value *CudaTarget::emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const 
       return b.CreateZExt(call(llvm::Intrinsic::nvvm_vote_any_sync, {mask, pred()}), b.getInt32Ty());
     default: throw std::logic_error("internal: not a subgroup op");
   }
+}
+
+// Over the active lanes, any subset of the warp (activemask). A scan runs in the order of the
+// active lanes: at step k each lane combines the partial result of the active lane 2^k active lanes
+// below it (fns finds it; shfl.sync over the active mask reads it). A reduction is the highest
+// active lane's inclusive scan; on sm_80+ 32-bit integers reduce with one redux.sync.
+llvm::Value *CudaTarget::emit_collective(LlvmCodegen &cg, const Stmt &s, const std::vector<llvm::Value *> &args) {
+  using llvm::Intrinsic::ID;
+  auto &b = cg.b();
+  auto call = [&](ID id, std::vector<llvm::Value *> a) { return b.CreateIntrinsic(id, {}, a); };
+  SimtOp op = static_cast<SimtOp>(s.op);
+  llvm::Value *mask = call(llvm::Intrinsic::nvvm_activemask, {});
+  llvm::Value *lane = call(llvm::Intrinsic::nvvm_read_ptx_sreg_laneid, {});
+  if (op == SimtOp::SubgroupElect)
+    return b.CreateZExt(b.CreateICmpEQ(lane, b.CreateBinaryIntrinsic(llvm::Intrinsic::cttz, mask, b.getTrue())), b.getInt32Ty());
+  auto combine = static_cast<BinaryOp>(s.ival);
+  DataType t = s.dtype;
+  int sm_number = std::atoi(sm_.c_str() + 3);
+  if (op == SimtOp::SubgroupReduce && sm_number >= 80 && (t == DataType::i32 || t == DataType::u32)) {
+    bool sg = t == DataType::i32;
+    ID id = combine == BinaryOp::Add      ? llvm::Intrinsic::nvvm_redux_sync_add
+            : combine == BinaryOp::Min    ? (sg ? llvm::Intrinsic::nvvm_redux_sync_min : llvm::Intrinsic::nvvm_redux_sync_umin)
+            : combine == BinaryOp::Max    ? (sg ? llvm::Intrinsic::nvvm_redux_sync_max : llvm::Intrinsic::nvvm_redux_sync_umax)
+            : combine == BinaryOp::BitAnd ? llvm::Intrinsic::nvvm_redux_sync_and
+            : combine == BinaryOp::BitOr  ? llvm::Intrinsic::nvvm_redux_sync_or
+                                          : llvm::Intrinsic::nvvm_redux_sync_xor;
+    return call(id, {args[0], mask});
+  }
+  auto read = [&](llvm::Value *v, llvm::Value *src) {
+    return per_word(b, v, [&](llvm::Value *w) {
+      return call(llvm::Intrinsic::nvvm_shfl_sync_idx_i32, {mask, w, src, b.getInt32(0x1f)});
+    });
+  };
+  // The active lane `below` active lanes under this one, or none (0xFFFFFFFF): fns counts this
+  // lane (set in the mask) as the first.
+  auto lane_below = [&](int below) { return call(llvm::Intrinsic::nvvm_fns, {mask, lane, b.getInt32(-(below + 1))}); };
+  llvm::Value *x = args[0];
+  for (int d = 1; d < 32; d *= 2) {
+    llvm::Value *src = lane_below(d);
+    llvm::Value *found = b.CreateICmpNE(src, b.getInt32(-1));
+    llvm::Value *y = read(x, b.CreateSelect(found, src, lane));
+    x = b.CreateSelect(found, cg.arith(combine, t, y, x), x);
+  }
+  if (op == SimtOp::SubgroupReduce) {
+    llvm::Value *last = b.CreateSub(b.getInt32(31), b.CreateBinaryIntrinsic(llvm::Intrinsic::ctlz, mask, b.getTrue()));
+    return read(x, last);
+  }
+  llvm::Value *src = lane_below(1);
+  llvm::Value *found = b.CreateICmpNE(src, b.getInt32(-1));
+  return b.CreateSelect(found, read(x, b.CreateSelect(found, src, lane)), scan_identity(cg, s));
 }
 
 GpuCompiled cuda_compile(KernelIR &k, const TargetFeatures &features) {

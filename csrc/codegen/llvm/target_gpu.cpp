@@ -74,7 +74,22 @@ llvm::Value *GpuTarget::emit_simt(LlvmCodegen &cg, const Stmt &s) {
   }
   std::vector<llvm::Value *> args;
   for (const Stmt *o : s.operands) args.push_back(cg.value(o));
+  if (op == SimtOp::SubgroupElect || op == SimtOp::SubgroupReduce || op == SimtOp::SubgroupExclusiveScan)
+    return emit_collective(cg, s, args);
   return emit_subgroup(b, op, args);
+}
+
+llvm::Value *GpuTarget::scan_identity(LlvmCodegen &cg, const Stmt &s) {
+  unsigned bits = bit_width(s.dtype);
+  bool sg = is_signed(s.dtype);
+  llvm::APInt v(bits, 0);
+  switch (static_cast<BinaryOp>(s.ival)) {
+    case BinaryOp::BitAnd: v = llvm::APInt::getAllOnes(bits); break;
+    case BinaryOp::Min: v = sg ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits); break;
+    case BinaryOp::Max: v = sg ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits); break;
+    default: break;  // add, or, xor: 0
+  }
+  return llvm::ConstantInt::get(cg.ctx(), v);
 }
 
 llvm::Value *GpuTarget::per_word(llvm::IRBuilderBase &b, llvm::Value *v,

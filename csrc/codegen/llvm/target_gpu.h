@@ -44,6 +44,10 @@ class GpuTarget : public LlvmTarget {
   static llvm::Value *per_word(llvm::IRBuilderBase &b, llvm::Value *v,
                                const std::function<llvm::Value *(llvm::Value *)> &f);
   virtual llvm::Value *emit_subgroup(llvm::IRBuilderBase &b, SimtOp op, const std::vector<llvm::Value *> &args) = 0;
+  // SubgroupElect / SubgroupReduce / SubgroupExclusiveScan (ir/ops.h): over the active lanes.
+  virtual llvm::Value *emit_collective(LlvmCodegen &cg, const Stmt &s, const std::vector<llvm::Value *> &args) = 0;
+  // The identity of an integer subgroup scan's op (s.ival) on s.dtype.
+  static llvm::Value *scan_identity(LlvmCodegen &cg, const Stmt &s);
 };
 
 // A kernel's GPU module after the passes and codegen, before the target's backend runs.

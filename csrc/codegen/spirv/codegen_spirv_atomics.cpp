@@ -184,6 +184,25 @@ Id SpirvCodegen::subgroup(const Stmt &s) {
     case SimtOp::SubgroupAny:
       need(Cap::subgroup_vote, Capability::GroupNonUniformVote);
       return to_i32(b_.emit(Op::GroupNonUniformAny, b_.t_bool(), scope, truth()));
+    case SimtOp::SubgroupElect:
+      need(Cap::subgroup_basic, Capability::GroupNonUniform);
+      return to_i32(b_.emit(Op::GroupNonUniformElect, b_.t_bool(), scope));
+    case SimtOp::SubgroupReduce: case SimtOp::SubgroupExclusiveScan: {
+      need(Cap::subgroup_arithmetic, Capability::GroupNonUniformArithmetic);
+      bool fp = is_real(s.dtype), sg = is_signed(s.dtype);
+      Op group_op;
+      switch (static_cast<BinaryOp>(s.ival)) {
+        case BinaryOp::Add: group_op = fp ? Op::GroupNonUniformFAdd : Op::GroupNonUniformIAdd; break;
+        case BinaryOp::Min: group_op = fp ? Op::GroupNonUniformFMin : sg ? Op::GroupNonUniformSMin : Op::GroupNonUniformUMin; break;
+        case BinaryOp::Max: group_op = fp ? Op::GroupNonUniformFMax : sg ? Op::GroupNonUniformSMax : Op::GroupNonUniformUMax; break;
+        case BinaryOp::BitAnd: group_op = Op::GroupNonUniformBitwiseAnd; break;
+        case BinaryOp::BitOr: group_op = Op::GroupNonUniformBitwiseOr; break;
+        case BinaryOp::BitXor: group_op = Op::GroupNonUniformBitwiseXor; break;
+        default: throw std::logic_error("internal: not a subgroup reduction");
+      }
+      uint32_t group_operation = op == SimtOp::SubgroupReduce ? 0u : 2u;  // Reduce / ExclusiveScan
+      return b_.emit(group_op, type(s.dtype), scope, group_operation, arg(0));
+    }
     default: throw std::logic_error("internal: unknown simt op");
   }
 }

@@ -64,7 +64,9 @@ class AmdgpuRuntime : public GpuRuntime {
 
 std::unique_ptr<Runtime> create_amdgpu_runtime(const RuntimeOptions &options) {
   auto calls = std::make_unique<HipCalls>(device_ordinal(options, "amdgpu"));
-  return std::make_unique<AmdgpuRuntime>(std::move(calls), TargetFeatures{.amdgpu_gfx = amdgpu_gfx({})});
+  TargetFeatures f{.amdgpu_gfx = amdgpu_gfx({})};
+  f.subgroup_aggregation = options.subgroup_aggregation;
+  return std::make_unique<AmdgpuRuntime>(std::move(calls), f);
 }
 
 }  // namespace qd

@@ -81,6 +81,7 @@ std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
   f.cuda_sm = env && *env ? cuda_sm({}) : device_sm(calls->dev);
   // The device's own shared-memory limit (with the opt-in), which kernels are checked against.
   f.max_shared_memory_bytes = calls->dev.attribute(kAttrMaxSharedPerBlockOptin);
+  f.subgroup_aggregation = options.subgroup_aggregation;
   return std::make_unique<CudaRuntime>(std::move(calls), f);
 }
 

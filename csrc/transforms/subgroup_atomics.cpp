@@ -1,0 +1,154 @@
+// Subgroup aggregation (GPU targets): an atomic whose address is the same for every lane of a
+// subgroup (`total[None]`, `c[None]`, a kernel-scope variable: its indices are constants and
+// kernel arguments) is combined in registers first. The active lanes reduce their operands with
+// one subgroup operation and the lowest of them applies the total with one atomic:
+//
+//   r = subgroup.reduce op v;  if subgroup.elect: atomic op(x, r)
+//
+// When the old value is used (compaction: `slot = qd.atomic_add(c[None], 1)`), each lane also
+// takes the exclusive prefix of the operands of the active lanes below it, and receives
+//
+//   op(old, prefix)   with old the elected lane's result, broadcast to the others
+//
+// which is exactly what it would have received had the lanes' atomics run one after another in
+// lane order, back to back: integers only (a float sum rounds differently). A uniform operand added
+// (the `1` of a counter) needs no scan: the prefix is the operand times the number of active lanes
+// below, from a ballot, where the target's ballot is cheap (CUDA, AMDGPU).
+//
+// Only the active lanes take part (the operations are over the active lanes, in divergent branches
+// and in the grid-stride loop's tail alike). The grouped updates are one interleaving the
+// unordered atomics could have had; float sums are added in another order, integers are exact.
+// Runs after privatize_reductions, so a privatized flush is aggregated too, and before
+// legalization, which expands the elected lane's atomic if it is a CAS loop.
+#include <cmath>
+#include <unordered_set>
+
+#include "transforms/ir_emitter.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using B = BinaryOp;
+
+Stmt *simt(IrEmitter &e, SimtOp op, DataType t, std::vector<Stmt *> operands, B combine = B::Add) {
+  Stmt *s = e.add(StmtKind::Simt, t, std::move(operands), static_cast<int>(op));
+  s->ival = static_cast<int64_t>(combine);
+  return s;
+}
+
+// The same value on every lane: constants, kernel arguments and pure arithmetic on them.
+bool uniform(const Stmt *s) {
+  switch (s->kind) {
+    case StmtKind::Const: case StmtKind::Arg: return true;
+    case StmtKind::Unary: case StmtKind::Binary: case StmtKind::Select:
+      for (const Stmt *o : s->operands)
+        if (!uniform(o)) return false;
+      return true;
+    default: return false;
+  }
+}
+
+class Aggregator {
+ public:
+  Aggregator(KernelIR &k, const Target &target) : k_(k), target_(target) {}
+
+  void run(Task &t) {
+    std::unordered_set<const Stmt *> used;
+    for (Block *b : {&t.prologue, &t.pre_loop, &t.body, &t.post_loop})
+      for_each_stmt(*b, [&](Stmt &s) {
+        for (Stmt *o : s.operands) used.insert(o);
+      });
+    std::vector<Stmt *> work;
+    for (Block *b : {&t.body, &t.post_loop})
+      for_each_stmt(*b, [&](Stmt &s) {
+        if (eligible(s, used.count(&s) > 0)) work.push_back(&s);
+      });
+    for (Stmt *a : work) aggregate(t, a, used.count(a) > 0);
+  }
+
+ private:
+  // The subgroup operations' type for an atomic of type t: 8 / 16-bit integers are widened (sign-
+  // or zero-extended: sums wrap to the same low bits, min / max and the bitwise ops are unchanged).
+  static DataType wide(DataType t) { return is_integral(t) && bit_width(t) < 32 ? int_of_width(32, is_signed(t)) : t; }
+
+  bool eligible(const Stmt &s, bool used) const {
+    if (s.kind != StmtKind::Atomic || s.order != MemoryOrder::Relaxed) return false;
+    const Stmt &ptr = *s.operands[0];
+    if (ptr.kind != StmtKind::GlobalPtr) return false;
+    BufferKind kind = k_.buffers[ptr.ival].kind;
+    if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
+    for (const Stmt *i : ptr.operands)
+      if (!uniform(i)) return false;
+    switch (s.atomic_op()) {
+      case AtomicOp::Add: case AtomicOp::Sub: case AtomicOp::Min: case AtomicOp::Max:
+      case AtomicOp::And: case AtomicOp::Or: case AtomicOp::Xor: break;
+      default: return false;
+    }
+    if (used && is_real(s.dtype)) return false;  // a float prefix sum rounds as no lane order would
+    return s.dtype != DataType::u1 && s.dtype != DataType::f16 && target_.has_subgroup_reduce(wide(s.dtype));
+  }
+
+  void aggregate(Task &t, Stmt *atomic, bool used) {
+    AtomicOp op = atomic->atomic_op();
+    DataType type = atomic->dtype, w = wide(type);
+    B combine = *atomic_op_info(op).combine;  // sub: the operands are summed, the atomic subtracts the sum
+    IrEmitter e(atomic);
+    Stmt *v = e.cast(atomic->operands[1], w);
+    Stmt *total = nullptr, *prefix = nullptr;
+    bool cuda = target_.backend == Backend::Cuda;
+    // The lanes taking part, for the ballot-counted prefix and for CUDA's broadcast.
+    // (a u64 ballot: on Vulkan only with 64-bit integers; else the prefix is a scan)
+    bool ballot = target_.backend != Backend::Vulkan || target_.features.has(Cap::shader_int64);
+    Stmt *lanes = used && ballot ? simt(e, SimtOp::SubgroupBallot, DataType::u64, {e.ci(DataType::i32, 1)}) : nullptr;
+    if (is_real(type) && (op == AtomicOp::Min || op == AtomicOp::Max)) {
+      // NaN operands lose (minNum / maxNum): they enter the reduction as the op's identity; if every
+      // active lane's is NaN, the total is NaN (which then loses to the value in memory, or stays NaN).
+      Stmt *number = e.bin(B::Eq, v, v);
+      double inf = op == AtomicOp::Min ? INFINITY : -INFINITY;
+      total = simt(e, SimtOp::SubgroupReduce, w, {e.sel(number, v, e.c(w, inf))}, combine);
+      Stmt *any = simt(e, SimtOp::SubgroupAny, DataType::i32, {number});
+      total = e.sel(any, total, e.c(w, NAN));
+    } else if (used && lanes && (op == AtomicOp::Add || op == AtomicOp::Sub) && uniform(v)) {
+      DataType u64 = DataType::u64;
+      Stmt *lane = e.cast(simt(e, SimtOp::SubgroupInvocationId, DataType::i32, {}), u64);
+      Stmt *below = e.bin(B::BitAnd, lanes, e.bin(B::Sub, e.bin(B::Shl, e.ci(u64, 1), lane), e.ci(u64, 1)));
+      prefix = e.bin(B::Mul, v, e.cast(e.un(UnaryOp::PopCount, below), w));
+      total = e.bin(B::Mul, v, e.cast(e.un(UnaryOp::PopCount, lanes), w));
+    } else {
+      total = simt(e, SimtOp::SubgroupReduce, w, {v}, combine);
+      if (used) prefix = simt(e, SimtOp::SubgroupExclusiveScan, w, {v}, combine);
+    }
+    Stmt *old_var = used ? e.var(type, is_real(type) ? e.c(type, 0) : e.ci(type, 0)) : nullptr;
+    {
+      IrEmitter one = e.if_(simt(e, SimtOp::SubgroupElect, DataType::i32, {}));
+      Stmt *a = one.add(StmtKind::Atomic, type, {atomic->operands[0], one.cast(total, type)});
+      a->ival = atomic->ival;
+      a->lowering = atomic->lowering;
+      a->order = atomic->order;
+      a->scope = atomic->scope;
+      if (used) one.store(old_var, a);
+    }
+    if (used) {
+      std::vector<Stmt *> operands = {e.cast(e.load(old_var), w)};
+      if (cuda) operands.push_back(lanes);
+      Stmt *old = simt(e, SimtOp::SubgroupBroadcastFirst, w, operands);
+      Stmt *result = e.cast(e.bin(op == AtomicOp::Sub ? B::Sub : combine, old, prefix), type);
+      for (Block *b : {&t.body, &t.post_loop}) replace_uses(*b, atomic, result);
+    }
+    std::erase_if(atomic->parent->stmts, [&](auto &s) { return s.get() == atomic; });
+  }
+
+  KernelIR &k_;
+  const Target &target_;
+};
+
+}  // namespace
+
+void aggregate_subgroup_atomics(KernelIR &k, const Target &target) {
+  for (Task &t : k.tasks)
+    if (t.parallel && !synchronizes(t)) Aggregator(k, target).run(t);
+}
+
+}  // namespace qd

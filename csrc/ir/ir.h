@@ -134,6 +134,9 @@ struct Task {
   // rewrite's tasks and the original loop as their fallback, transforms/scatter.cpp).
   Stmt *scratch_items = nullptr;
   enum class When { Always, WithScratch, WithoutScratch } when = When::Always;
+  // parallel, cpu: the loop runs block by block (transforms/cpu_blocks.cpp): its index steps by
+  // this many iterations (one block) and the runtime hands out whole blocks; 0 otherwise.
+  int cpu_block_dim = 0;
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 

@@ -45,7 +45,7 @@ std::string target_name(const Target &t) {
 int64_t max_shared_bytes(const Target &target) {
   if (target.features.max_shared_memory_bytes) return target.features.max_shared_memory_bytes;
   switch (target.backend) {
-    case Backend::Cpu: return 0;
+    case Backend::Cpu: return kCpuSharedBytes;  // on the worker's stack (cpu_blocks.cpp)
     case Backend::Cuda: return cuda_arch_limit(target.features.cuda_sm);  // 48 KiB for an unknown sm
     case Backend::Amdgpu: return 64 * 1024;
     case Backend::Vulkan: case Backend::Metal: return 32 * 1024;
@@ -54,7 +54,6 @@ int64_t max_shared_bytes(const Target &target) {
 }
 
 void plan_shared_memory(KernelIR &k, const Target &target) {
-  if (target.backend == Backend::Cpu) return;  // the front end rejects shared arrays there
   // On SPIR-V an 8 / 16-bit shared array updated atomically is kept in 32-bit words
   // (codegen_spirv_memory.cpp).
   std::set<int64_t> atomic_narrow;

@@ -14,6 +14,8 @@ struct KernelIR;
 
 // CUDA's limit on static shared memory per block, and on dynamic memory without the opt-in.
 constexpr int64_t kCudaStaticSharedBytes = 48 * 1024;
+// cpu: a block's shared arrays are on the stack of the worker running it.
+constexpr int64_t kCpuSharedBytes = 64 * 1024;
 
 // The shared memory one block may use on the target: the device's own limit where the runtime
 // reported it (TargetFeatures::max_shared_memory_bytes: Vulkan's maxComputeSharedMemorySize, CUDA's

@@ -206,6 +206,7 @@ void run_passes(KernelIR &k, const Target &target) {
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu || backend == Backend::Vulkan)
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
   if (backend == Backend::Cpu) partition_scatters(k);
+  if (backend == Backend::Cpu) run_blocks_on_cpu(k);
   aggregate_subgroup_atomics(k, target);
   legalize(k, target);
   plan_shared_memory(k, target);

@@ -46,6 +46,14 @@ void aggregate_subgroup_atomics(KernelIR &k, const Target &target);
 // applying its part's updates (scatter.cpp, docs/atomics.md).
 void partition_scatters(KernelIR &k);
 
+// cpu: a parallel loop using block / subgroup operations or shared arrays runs block by block,
+// each block's logical threads region by region between barriers on one worker
+// (transforms/cpu_blocks.cpp, docs/backends.md); serial code is a one-thread block.
+constexpr int kCpuDefaultBlockDim = 128;
+constexpr int kCpuMaxBlockDim = 1024;
+constexpr int kCpuSubgroupSize = 32;
+void run_blocks_on_cpu(KernelIR &k);
+
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
 // QuadrantsTypeError (naming the source line) for atomics the target cannot do.
 void decide_atomics(KernelIR &k, const Target &target);

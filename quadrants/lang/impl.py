@@ -41,7 +41,8 @@ def get_max_shared_memory_bytes(*, is_lowerbound_ok):
     """The most shared (workgroup) memory one block can use, in bytes, on the current arch.
 
     Exact on cuda and vulkan. Elsewhere, with is_lowerbound_ok=True, a value every device of the
-    arch provides (0 on cpu, which has no shared memory); with False, RuntimeError.
+    arch provides (64 KiB on cpu, where a block's shared arrays are on its worker's stack); with
+    False, RuntimeError.
     """
     prog = get_runtime().prog
     arch = prog.config.arch
@@ -50,7 +51,7 @@ def get_max_shared_memory_bytes(*, is_lowerbound_ok):
     if arch is runtime.cuda:
         return _cuda_attribute(_CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
     if is_lowerbound_ok:
-        return {runtime.cpu: 0, runtime.amdgpu: 64 * 1024, runtime.metal: 32 * 1024}[arch]
+        return {runtime.cpu: 64 * 1024, runtime.amdgpu: 64 * 1024, runtime.metal: 32 * 1024}[arch]
     raise RuntimeError(f"get_max_shared_memory_bytes: the exact value is not known on arch {arch.name}; "
                        f"pass is_lowerbound_ok=True for a lower bound")
 

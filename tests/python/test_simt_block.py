@@ -12,7 +12,7 @@ import quadrants as qd
 from tests import test_utils
 from tests.python.test_gpu_codegen import has, ptxas
 
-RUNS = [qd.vulkan]  # the GPU arch this machine runs; cuda / amdgpu are checked in their assembly below
+RUNS = [qd.cpu, qd.vulkan]  # cpu runs blocks on its workers (docs/backends.md); vulkan: lavapipe here; cuda / amdgpu are checked in their assembly below
 
 
 # ------------------------------------------------------------------------------- block operations
@@ -145,26 +145,140 @@ def test_shared_arrays_per_block_and_per_site():
     np.testing.assert_array_equal(out[:, 3], -(15 - tid))
 
 
-# ------------------------------------------------------------------------------------ errors
+# ------------------------------------------------------------------- cpu: blocks on one worker
 @test_utils.test(arch=qd.cpu)
-def test_block_ops_off_gpu_raise_the_spec_error():
-    for name, body in [("sync", lambda: qd.simt.block.sync()), ("thread_idx", lambda: qd.simt.block.thread_idx()),
-                       ("SharedArray", lambda: qd.simt.block.SharedArray(4, qd.i32))]:
-        @qd.kernel
-        def k():
-            for i in range(4):
-                body()
-
-        with pytest.raises(qd.QuadrantsCompilationError, match=rf"qd\.block\.{name} is not supported for arch cpu"):
-            k()
+def test_cpu_barriers_in_uniform_loops_and_branches():
+    # A block's threads pass each barrier together also inside loops and branches the whole block
+    # takes: every round rotates the block's values by one thread through shared memory.
+    bd, n = 64, 256
 
     @qd.kernel
-    def g():
-        for i in range(4):
-            qd.simt.grid.mem_fence()
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=2), rounds: qd.i32):
+        qd.loop_config(block_dim=bd)
+        for i in range(n):
+            tid = qd.simt.block.thread_idx()
+            s = qd.simt.block.SharedArray((bd,), qd.i32)
+            acc = a[i]
+            for r in range(rounds):
+                s[tid] = acc
+                qd.simt.block.sync()
+                acc = s[(tid + 1) % bd]
+                qd.simt.block.sync()
+            out[i, 0] = acc
+            j = 0
+            while True:
+                if j >= rounds + 1:
+                    break
+                s[tid] = acc
+                qd.simt.block.sync()
+                acc = s[(tid + bd - 1) % bd]
+                qd.simt.block.sync()
+                j += 1
+            if rounds > 2:
+                s[tid] = acc * 2
+                qd.simt.block.sync()
+                acc = s[bd - 1 - tid]
+            out[i, 1] = acc
 
-    with pytest.raises(qd.QuadrantsCompilationError, match=r"qd\.simt\.grid\.mem_fence is not supported for arch cpu"):
-        g()
+    a = np.arange(n, dtype=np.int32) * 7
+    for rounds in (0, 3, 5):
+        out = np.zeros((n, 2), np.int32)
+        k(a, out, rounds)
+        blk = a.reshape(-1, bd)
+        first = np.roll(blk, -rounds, axis=1)
+        second = np.roll(first, 1 + rounds, axis=1)
+        if rounds > 2:
+            second = second[:, ::-1] * 2
+        np.testing.assert_array_equal(out[:, 0], first.ravel(), err_msg=f"rounds={rounds}")
+        np.testing.assert_array_equal(out[:, 1], second.ravel(), err_msg=f"rounds={rounds}")
+
+
+@test_utils.test(arch=qd.cpu)
+def test_cpu_partial_last_block_and_finished_threads():
+    # The last block of 100 iterations at block_dim 32 has 4 threads; threads that `continue` are
+    # done for the rest of the iteration (they skip the later barriers, like a thread past the end).
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=32)
+        for i in range(100):
+            tid = qd.simt.block.thread_idx()
+            s = qd.simt.block.SharedArray((2,), qd.i32)
+            if tid == 0:
+                s[0] = 0
+                s[1] = 0
+            qd.simt.block.sync()
+            qd.atomic_add(s[0], 1)
+            out[i, 1] = -1
+            if tid >= 20:
+                continue
+            qd.atomic_add(s[1], 1)
+            qd.simt.block.sync()
+            out[i, 0] = s[0]
+            out[i, 1] = s[1]
+
+    out = np.zeros((100, 2), np.int32)
+    k(out)
+    tid = np.arange(100) % 32
+    size = np.where(np.arange(100) < 96, 32, 4)
+    np.testing.assert_array_equal(out[:, 0], np.where(tid < 20, size, 0))
+    np.testing.assert_array_equal(out[:, 1], np.where(tid < 20, np.minimum(size, 20), -1))
+
+
+@test_utils.test(arch=qd.cpu)
+def test_cpu_divergent_barriers_are_syntax_errors_naming_the_line():
+    @qd.kernel
+    def branch(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            if i % 2 == 0:
+                qd.simt.block.sync()  # divergent
+            out[i] = i
+
+    @qd.kernel
+    def loop(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            for j in range(out[i]):
+                qd.simt.block.sync()  # divergent
+            out[i] = i
+
+    @qd.kernel
+    def shuffle(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            if qd.simt.block.thread_idx() < 5:
+                out[i] = qd.simt.subgroup.shuffle_xor(i * 2, 1)  # divergent
+
+    out = np.zeros(64, np.int32)
+    for kernel, what in ((branch, r"qd\.simt\.block\.sync\(\) inside a branch"),
+                         (loop, r"qd\.simt\.block\.sync\(\) inside a loop"),
+                         (shuffle, r"a subgroup operation .* inside a branch")):
+        with pytest.raises(qd.QuadrantsSyntaxError, match=what) as e:
+            kernel(out)
+        assert "# divergent" in str(e.value) and "differ between the threads of a block" in str(e.value)
+
+
+@test_utils.test(arch=qd.cpu)
+def test_cpu_shared_memory_is_per_block_and_lanes_are_32_consecutive_threads():
+    from quadrants.lang.simt import subgroup
+    assert subgroup.group_size() == 32 and qd.lang.impl.get_max_shared_memory_bytes(is_lowerbound_ok=True) == 65536
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=128)
+        for i in range(100_352):  # 784 blocks: many on every worker at once
+            s = qd.simt.block.SharedArray((128,), qd.i32)
+            s[qd.simt.block.thread_idx()] = i
+            qd.simt.block.sync()
+            out[i, 0] = s[(qd.simt.block.thread_idx() + 5) % 128]
+            out[i, 1] = subgroup.invocation_id() + 100 * subgroup.broadcast_first(i)
+
+    out = np.zeros((100_352, 2), np.int32)
+    k(out)
+    i = np.arange(100_352)
+    base = i // 128 * 128
+    np.testing.assert_array_equal(out[:, 0], base + (i % 128 + 5) % 128)
+    np.testing.assert_array_equal(out[:, 1], i % 32 + 100 * (i // 32 * 32))
 
 
 @test_utils.test(arch=RUNS)
@@ -231,6 +345,8 @@ def _shared_atomic_kernel(op, dtype):
 
 
 def _device_has(cap):
+    if qd.lang.impl.current_cfg().arch == qd.cpu:  # the host has every atomic the support table names
+        return True
     return bool(qd.lang.impl.get_runtime().prog.runtime.vulkan_caps.get(cap, False))
 
 
@@ -370,15 +486,20 @@ def test_shared_atomics_in_ptx_and_amdgcn(cpu_program, op, dtype):
         "no LDS atomic"
 
 
-def test_simt_ops_need_a_gpu_arch_in_qd_compile(cpu_program):
+def test_cpu_ir_runs_blocks_region_by_region(cpu_program):
+    # transforms/cpu_blocks.cpp: the loop steps by blocks; each barrier-free region is a serial
+    # loop over the block's threads; a value crossing a barrier lives in a per-thread array.
     @qd.kernel
     def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
-        for i in range(8):
-            out[i] = qd.simt.block.thread_idx()
+        qd.loop_config(block_dim=16)
+        for i in range(64):
+            v = out[i] * 3
+            qd.simt.block.sync()
+            out[i] = v + qd.simt.block.thread_idx()
 
-    a = np.zeros(8, np.int32)
-    with pytest.raises(qd.QuadrantsCompilationError, match="not supported for arch cpu"):
-        qd.compile(k, a, arch="cpu")
+    ir = qd.compile(k, np.zeros(64, np.int32), arch="cpu").ir
+    assert "block_dim=16" in ir and len(re.findall(r"for range\(\$\d+, \$\d+\) serial", ir)) == 2, ir
+    assert "simt" not in ir and "block.sync" not in ir and "per-thread" in ir, ir
 
 
 def test_simt_thread_idx_reads_tid_x_in_ptx(tmp_path):

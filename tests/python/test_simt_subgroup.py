@@ -12,7 +12,7 @@ from quadrants.lang.simt import reductions, subgroup
 from tests import test_utils
 from tests.python.test_gpu_codegen import has, ptxas
 
-RUNS = [qd.vulkan]
+RUNS = [qd.cpu, qd.vulkan]
 N = 64
 
 
@@ -24,7 +24,9 @@ def _lanes():
 @test_utils.test(arch=RUNS)
 def test_group_size_is_a_python_int_fixed_by_the_device():
     g = subgroup.group_size()
-    assert isinstance(g, int) and g == qd.vulkan_caps()["subgroup_size"] and g & (g - 1) == 0
+    arch = qd.lang.impl.current_cfg().arch
+    device = qd.vulkan_caps()["subgroup_size"] if arch == qd.vulkan else 32  # cpu: 32, documented
+    assert isinstance(g, int) and g == device and g & (g - 1) == 0
     assert 1 << subgroup.log2_group_size() == g
 
     @qd.kernel
@@ -37,7 +39,7 @@ def test_group_size_is_a_python_int_fixed_by_the_device():
     _, lane, _ = _lanes()
     np.testing.assert_array_equal(out, g * 1000 + lane * 10 + (lane == 0))
     qd.reset()
-    qd.init(arch=qd.vulkan)
+    qd.init(arch=arch)
     assert subgroup.group_size() == g
 
 
@@ -245,19 +247,20 @@ def test_non_commutative_scan_folds_lower_lane_first():
 
 
 @test_utils.test(arch=RUNS)
-def test_ops_off_gpu_and_bad_values_are_errors():
-    qd.reset()
-    qd.init(arch=qd.cpu)
-
+def test_ops_on_a_partial_subgroup_and_bad_values():
+    # Every arch here has subgroups (the cpu: 32 consecutive threads of a block). A block of 4
+    # threads is one partial subgroup.
     @qd.kernel
-    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=2)):
+        qd.loop_config(block_dim=4)
         for i in range(4):
-            out[i] = subgroup.shuffle(i, 0)
+            out[i, 0] = subgroup.shuffle(i + 10, 2)
+            out[i, 1] = qd.cast(subgroup.ballot(i != 1), qd.i32)
+            out[i, 2] = subgroup.all_true(i < 4) + 10 * subgroup.any_true(i == 3)
 
-    with pytest.raises(qd.QuadrantsCompilationError, match=r"qd\.simt\.subgroup\.shuffle is not supported for arch cpu"):
-        k(np.zeros(4, np.int32))
-    qd.reset()
-    qd.init(arch=qd.vulkan)
+    out = np.zeros((4, 3), np.int32)
+    k(out)
+    assert out.tolist() == [[12, 0b1101, 11]] * 4
 
     @qd.kernel
     def bad(out: qd.types.ndarray(dtype=qd.i8, ndim=1)):

@@ -133,10 +133,19 @@ Value *LlvmCodegen::buffer_base(int buffer) {
   if (it != bases_.end()) return it->second;
   llvm::IRBuilder<> eb(entry_, entry_->getFirstInsertionPt());
   const BufferDesc &d = k_.buffers[buffer];
-  if (d.kind == BufferKind::Private) {  // this thread's copy of a field, on its stack
+  if (d.kind == BufferKind::Private || (d.kind == BufferKind::Shared && target_.shared_on_stack())) {
+    // this thread's copy of a field, a per-thread array of a cpu block, or (cpu) a block's shared
+    // array: on the stack; shared arrays in whole 32-bit words (a narrow element's atomic is a CAS
+    // loop on the word holding it)
     int64_t n = 1;
     for (int64_t dim : d.shape) n *= dim;
-    return bases_[buffer] = eb.CreateAlloca(type(d.dtype), eb.getInt64(n));
+    if (d.kind == BufferKind::Shared) {
+      int64_t per_word = std::max(1, 4 / byte_size(d.dtype));
+      n = (n + per_word - 1) / per_word * per_word;
+    }
+    auto *a = eb.CreateAlloca(type(d.dtype), eb.getInt64(n));
+    a->setAlignment(llvm::Align(16));
+    return bases_[buffer] = a;
   }
   if (d.kind == BufferKind::Shared && d.shared_offset >= 0) {
     // In the task's dynamic shared memory (CUDA above 48 KiB; target/shared_memory.h): one

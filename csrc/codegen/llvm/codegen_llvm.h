@@ -32,6 +32,8 @@ class LlvmTarget {
   // the order or scope); null means the generic LLVM instruction.
   virtual llvm::Value *emit_memory_op(class LlvmCodegen &cg, const Stmt &s, bool *done) { return nullptr; }
   virtual unsigned global_address_space() const { return 0; }
+  // cpu: a block's shared arrays are arrays on the stack of the worker running the block.
+  virtual bool shared_on_stack() const { return false; }
   // Sets up the fresh module before any code is emitted (GPU targets: triple and data layout, so
   // allocas land in the target's private address space).
   virtual void configure_module(llvm::Module &m) {}

@@ -2,6 +2,15 @@
 
 namespace qd {
 
+llvm::Value *CpuTarget::emit_simt(LlvmCodegen &cg, const Stmt &s) {
+  if (static_cast<SimtOp>(s.op) == SimtOp::GridMemFence) {
+    cg.b().CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
+    return nullptr;
+  }
+  throw std::logic_error(std::string("internal: qd.simt.") + simt_op_name(static_cast<SimtOp>(s.op)) +
+                         " reached the cpu codegen (transforms/cpu_blocks.cpp rewrites it)");
+}
+
 TaskSymbols CpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_index) {
   auto &b = cg.b();
   std::string base = cg.kernel().name + "_t" + std::to_string(task_index);

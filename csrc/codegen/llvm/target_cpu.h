@@ -9,6 +9,9 @@ class CpuTarget : public LlvmTarget {
   Backend backend() const override { return Backend::Cpu; }
   const TargetFeatures &features() const override { return features_; }
   TaskSymbols emit_task(LlvmCodegen &cg, const Task &task, int task_index) override;
+  bool shared_on_stack() const override { return true; }
+  // Block and subgroup operations are rewritten by transforms/cpu_blocks.cpp; grid.mem_fence stays.
+  llvm::Value *emit_simt(LlvmCodegen &cg, const Stmt &s) override;
 
  private:
   TargetFeatures features_;

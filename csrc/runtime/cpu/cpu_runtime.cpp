@@ -25,6 +25,7 @@ struct CpuTask {
   void *body;
   BoundsFn bounds;
   int block_dim;
+  int cpu_block_dim;  // a loop run block by block: chunks are whole blocks
   int64_t min_chunk;  // private field copies are set up per chunk: keep chunks long enough
   bool sizes_scratch;  // its bounds give the items the scratch buffers are sized for (Task::scratch_items)
   Task::When when;
@@ -156,7 +157,7 @@ class CpuRuntime : public Runtime {
     for (size_t i = 0; i < k->tasks.size(); i++) {
       const Task &t = k->tasks[i];
       CpuTask ct{t.parallel, jit_->lookup(lib, g.symbols[i].body), nullptr, t.parallel ? t.loop()->block_dim : 0,
-                 t.min_chunk, t.scratch_items != nullptr, t.when};
+                 t.cpu_block_dim, t.min_chunk, t.scratch_items != nullptr, t.when};
       if (t.parallel) ct.bounds = reinterpret_cast<BoundsFn>(jit_->lookup(lib, g.symbols[i].bounds));
       out->tasks.push_back(ct);
     }
@@ -196,6 +197,10 @@ class CpuRuntime : public Runtime {
       int64_t n = range[1] - range[0];
       int64_t grain = t.block_dim ? t.block_dim
                                   : std::max(t.min_chunk, n / (8 * static_cast<int64_t>(pool_.num_threads())));
+      if (t.cpu_block_dim) {  // whole blocks, about 8 chunks per worker
+        int64_t blocks = (n + t.cpu_block_dim - 1) / t.cpu_block_dim;
+        grain = t.cpu_block_dim * std::max<int64_t>(1, blocks / (8 * static_cast<int64_t>(pool_.num_threads())));
+      }
       pool_.parallel_for(range[0], range[1], grain,
                          [&](int64_t lo, int64_t hi) { body(bufs, a, lo, hi); });
     }

@@ -13,7 +13,7 @@ from quadrants.lang.simt import reductions as R
 from quadrants.lang.simt._common import gpu_context
 
 # arch name -> lanes per subgroup, fixed the first time it is read (stable across qd.reset/init)
-_GROUP_SIZES = {"cuda": 32, "amdgpu": 64, "metal": 32, "cpu": 0}
+_GROUP_SIZES = {"cuda": 32, "amdgpu": 64, "metal": 32, "cpu": 32}
 
 
 def _size_for(arch):
@@ -28,7 +28,7 @@ def _size_for(arch):
 @builtin
 def group_size():
     """Lanes per subgroup, a Python int: CUDA 32, AMDGPU 64, Metal 32, Vulkan the device's
-    subgroupSize (8 on Mesa lavapipe), cpu 0."""
+    subgroupSize (8 on Mesa lavapipe), cpu 32 (32 consecutive threads of a block)."""
     ctx = current()
     return _size_for(ctx.arch if ctx is not None else runtime.program().config.arch)
 

@@ -3,6 +3,8 @@
 The helpers have the names and arguments of Quadrants' own tests/test_utils.py, so test files
 written for Quadrants run unchanged with this file as their harness (docs/getting_started.md).
 QD_WANTED_ARCHS=cpu,vulkan limits the arches ("^cuda" excludes, "gpu" means every GPU arch).
+QD_GPU_TESTS_ON_CPU=1 also runs tests written for several GPU arches on the cpu, which has blocks, shared
+memory and 32-lane subgroups too (docs/backends.md): how the reference's SIMT tests run there.
 """
 import functools
 import inspect
@@ -82,7 +84,11 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
     wanted = _wanted()
     extensions = [r for r in _as_list(require) if isinstance(r, _core_lib.Extension)]
     capabilities = [r for r in _as_list(require) if not isinstance(r, _core_lib.Extension)]
-    archs = [a for a in (_as_list(arch) or [getattr(qd, n) for n in _ARCH_NAMES])
+    asked = _as_list(arch)
+    # portable GPU tests (two GPU arches or more; not the cuda-only or amdgpu-only ones)
+    if os.environ.get("QD_GPU_TESTS_ON_CPU") == "1" and sum(a in qd.gpu for a in asked) >= 2 and qd.cpu not in asked:
+        asked = asked + [qd.cpu]
+    archs = [a for a in (asked or [getattr(qd, n) for n in _ARCH_NAMES])
              if a.name in wanted and not _excluded(a, exclude)
              and all(_core_lib.is_extension_supported(a, e) for e in extensions)]
     params = [_with_xfail(a, (xfail or {}).get(a.name)) for a in archs]

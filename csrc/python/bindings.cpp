@@ -77,6 +77,9 @@ void bind_ir(py::module_ &m) {
       .def("bitcast", &Builder::bitcast, ref)
       .def("binary", &Builder::binary, ref)
       .def("select", &Builder::select, ref)
+      // A float add that may be reassociated (Stmt::reassoc): the cpu's block reductions, whose
+      // order the spec leaves open, vectorize with several accumulators.
+      .def("mark_reassoc", [](Builder &, Stmt *s) { s->reassoc = true; })
       .def("atomic", [](Builder &b, const std::string &op, Stmt *target, Stmt *value, Stmt *desired,
                         MemoryOrder order, MemScope scope) {
         auto a = atomic_op_from_name(op);

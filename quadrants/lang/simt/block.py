@@ -131,6 +131,11 @@ class SharedArray:
         def __setitem__(self, index: Any, value: Any) -> None: ...
 
 
+def _on_cpu(ctx):
+    from quadrants.lang import runtime
+    return ctx.arch is runtime.cpu
+
+
 # ------------------------------------------------------------------------------------ collectives
 # Built from the subgroup primitives: a shuffle tree / scan per subgroup, one slot per subgroup in a
 # fresh SharedArray, one sync(), a serial fold; with one subgroup per block no shared memory at all.
@@ -148,6 +153,27 @@ def _collective(name, what, value, block_dim, dtype):
     tid = thread_idx()
     log2g = subgroup.log2_group_size()
     return ctx, v, g, log2g, block_dim // g, ctx.binary("shr", tid, log2g), ctx.binary("bit_and", tid, g - 1)
+
+
+def _cpu_fold(ctx, op, v, dtype, reduction):
+    """cpu (docs/backends.md, blocks on the cpu): the block's threads run a region one after
+    another, so they fold their values in thread order into one shared slot, op(lower, higher) as
+    the spec orders it. Returns (op(v0..v(tid-1)) or garbage on thread 0, op(v0..v(tid)), the slot).
+    A sum of floats may be reassociated (the spec leaves its order open): LLVM vectorizes it."""
+    from quadrants.lang.simt import reductions as R
+    slot = SharedArray((1,), dtype)
+    el = ctx.element(slot, [0])
+    prev = ctx.rvalue(el)
+    if isinstance(op, str):
+        acc = ctx.binary(op, prev, v)
+        if reduction and op == "add" and dtype.is_real:
+            ctx.b.mark_reassoc(acc.stmt)
+        acc = ctx.cast(acc, dtype) if acc.dtype is not dtype else acc
+    else:
+        acc = R.apply(ctx, op, prev, v)
+    acc = R.select(ctx, ctx.binary("eq", thread_idx(), 0), v, acc)
+    ctx.store(el, acc)
+    return prev, acc, el
 
 
 def _stage(ctx, slots, writer_lane, lane, w, v):
@@ -173,6 +199,10 @@ def reduce(value, block_dim, op, dtype):
     get partial values. Every thread of the block must call it."""
     from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("reduce", "reduce", value, block_dim, dtype)
+    if _on_cpu(ctx):  # every thread gets the total
+        _, _, el = _cpu_fold(ctx, op, v, dtype, True)
+        ctx.b.simt("block.sync", [])
+        return ctx.rvalue(el)
     v = R.reduce_tiled(ctx, v, op, log2g)
     if nsub == 1:
         return v
@@ -191,6 +221,10 @@ def reduce_all(value, block_dim, op, dtype):
     """op over the block's values, on every thread."""
     from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("reduce_all", "reduce", value, block_dim, dtype)
+    if _on_cpu(ctx):
+        _, _, el = _cpu_fold(ctx, op, v, dtype, True)
+        ctx.b.simt("block.sync", [])
+        return ctx.rvalue(el)
     v = R.reduce_all_tiled(ctx, v, op, log2g)
     if nsub == 1:
         return v
@@ -206,6 +240,11 @@ def inclusive_scan(value, block_dim, op, dtype):
     """Thread t: op(v0, ..., vt)."""
     from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("inclusive_scan", "inclusive_scan", value, block_dim, dtype)
+    if _on_cpu(ctx):
+        _, acc, _ = _cpu_fold(ctx, op, v, dtype, False)
+        r = ctx.new_var(acc)
+        ctx.b.simt("block.sync", [])  # the slot is free again (a call in a loop)
+        return ctx.rvalue(r)
     inc = R.inclusive_scan_tiled(ctx, v, op, log2g)
     if nsub == 1:
         return inc
@@ -222,8 +261,13 @@ def exclusive_scan(value, block_dim, op, identity, dtype):
     """Thread t: op(v0, ..., v(t-1)); thread 0: identity."""
     from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("exclusive_scan", "exclusive_scan", value, block_dim, dtype)
-    inc = R.inclusive_scan_tiled(ctx, v, op, log2g)
     ident = ctx.cast(ctx.scalar(identity, dtype), dtype)
+    if _on_cpu(ctx):
+        prev, _, _ = _cpu_fold(ctx, op, v, dtype, False)
+        r = ctx.new_var(R.select(ctx, ctx.binary("eq", thread_idx(), 0), ident, prev))
+        ctx.b.simt("block.sync", [])
+        return ctx.rvalue(r)
+    inc = R.inclusive_scan_tiled(ctx, v, op, log2g)
     exc = R.select(ctx, ctx.binary("eq", lane, 0), ident, R.shuffle(ctx, "shuffle_up", inc, 1))
     if nsub == 1:
         return exc

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""A block reduction against a plain privatized reduction (issue 16, docs/backends.md "Blocks on
+the cpu"): the same f32 sum over 2^24 elements, once as `qd.simt.block.reduce_add` in blocks of 256
+threads (thread 0 of each block adds its block's sum with one atomic), once as
+`qd.atomic_add(total[None], x[i])`, which the core privatizes (one accumulator per worker thread).
+
+    python3 benchmarks/block_reduce.py [--arch cpu] [--log2n 24] [--block 256] [--repeat 5]
+
+Prints the best time of each (launch to qd.sync()) and their ratio; both sums are checked against
+numpy (the values are small integers, so every order of the f32 additions is exact).
+"""
+import argparse
+import time
+
+import numpy as np
+
+import quadrants as qd
+
+BLOCK = 256
+
+
+@qd.kernel
+def block_reduce(x: qd.types.ndarray(dtype=qd.f32, ndim=1), total: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+    qd.loop_config(block_dim=BLOCK)
+    for i in range(x.shape[0]):  # a multiple of the block: every thread of every block present
+        s = qd.simt.block.reduce_add(x[i], BLOCK, qd.f32)
+        if qd.simt.block.thread_idx() == 0:
+            qd.atomic_add(total[0], s)
+
+
+@qd.kernel
+def privatized(x: qd.types.ndarray(dtype=qd.f32, ndim=1), total: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+    for i in range(x.shape[0]):
+        qd.atomic_add(total[0], x[i])
+
+
+def best_time(kernel, x, total, repeat):
+    kernel(x, total)
+    qd.sync()
+    best = float("inf")
+    for _ in range(repeat):
+        total.fill(0)
+        t = time.perf_counter()
+        kernel(x, total)
+        qd.sync()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main():
+    global BLOCK
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--arch", default="cpu")
+    parser.add_argument("--log2n", type=int, default=24)
+    parser.add_argument("--block", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    BLOCK = args.block
+    qd.init(arch=getattr(qd, args.arch))
+    n = 1 << args.log2n
+    x = qd.ndarray(qd.f32, shape=n)
+    x.from_numpy(np.random.default_rng(0).integers(0, 4, n).astype(np.float32))
+    want = float(x.to_numpy().astype(np.float64).sum())  # < 2^24 * 3 < 2^26: exact in f32 partial sums? checked below
+    total = qd.ndarray(qd.f32, shape=1)
+    times = {}
+    for k in (block_reduce, privatized):
+        times[k.__name__] = best_time(k, x, total, args.repeat)
+        total.fill(0)
+        k(x, total)
+        got = float(total.to_numpy()[0])
+        assert abs(got - want) <= 1e-4 * want, (k.__name__, got, want)
+    print(f"{args.arch}, n = 2^{args.log2n}, f32, block {BLOCK}:")
+    for name, t in times.items():
+        print(f"  {name:13s} {t * 1e3:8.2f} ms  {t * 1e9 / n:6.2f} ns/element")
+    print(f"  block_reduce / privatized = {times['block_reduce'] / times['privatized']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

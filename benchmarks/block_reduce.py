@@ -10,11 +10,11 @@ Prints the best time of each (launch to qd.sync()) and their ratio; both sums ar
 numpy (the values are small integers, so every order of the f32 additions is exact).
 """
 import argparse
-import time
 
 import numpy as np
 
 import quadrants as qd
+from timing import best_of
 
 BLOCK = 256
 
@@ -34,19 +34,6 @@ def privatized(x: qd.types.ndarray(dtype=qd.f32, ndim=1), total: qd.types.ndarra
         qd.atomic_add(total[0], x[i])
 
 
-def best_time(kernel, x, total, repeat):
-    kernel(x, total)
-    qd.sync()
-    best = float("inf")
-    for _ in range(repeat):
-        total.fill(0)
-        t = time.perf_counter()
-        kernel(x, total)
-        qd.sync()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main():
     global BLOCK
     parser = argparse.ArgumentParser()
@@ -60,11 +47,11 @@ def main():
     n = 1 << args.log2n
     x = qd.ndarray(qd.f32, shape=n)
     x.from_numpy(np.random.default_rng(0).integers(0, 4, n).astype(np.float32))
-    want = float(x.to_numpy().astype(np.float64).sum())  # < 2^24 * 3 < 2^26: exact in f32 partial sums? checked below
+    want = float(x.to_numpy().astype(np.float64).sum())
     total = qd.ndarray(qd.f32, shape=1)
     times = {}
     for k in (block_reduce, privatized):
-        times[k.__name__] = best_time(k, x, total, args.repeat)
+        times[k.__name__] = best_of(lambda: k(x, total), args.repeat, qd.sync, reset=lambda: total.fill(0))
         total.fill(0)
         k(x, total)
         got = float(total.to_numpy()[0])

@@ -38,9 +38,13 @@ class Privatizer {
     // results on invariant addresses; anything else (a load, a store, a returned old value) keeps
     // all its atomics as they are.
     // Block barriers and fences order the loop's atomics against other threads' accesses, and a
-    // shared array lives per block: neither may move to the end of the thread's share.
+    // shared array lives per block: neither may move to the end of the thread's share. On the cpu
+    // a block runs on one worker (cpu_blocks.cpp): its barriers order nothing across workers, so a
+    // global accumulator no iteration reads (shared arrays are never candidates) is per worker.
     bool simt = false;
-    for_each_stmt(*t_.loop()->body, [&](Stmt &s) { simt = simt || s.kind == StmtKind::Simt; });
+    for_each_stmt(*t_.loop()->body, [&](Stmt &s) {
+      simt = simt || (s.kind == StmtKind::Simt && (!cpu_ || static_cast<SimtOp>(s.op) == SimtOp::GridMemFence));
+    });
     if (simt) return;
     std::map<std::pair<int64_t, int64_t>, bool> ok;  // (buffer, byte offset) -> qualifies
     std::vector<Stmt *> candidates;

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A block reduction against a plain privatized reduction (issue 16, docs/backends.md "Blocks on
 the cpu"): the same f32 sum over 2^24 elements, once as `qd.simt.block.reduce_add` in blocks of 256
-threads (thread 0 of each block adds its block's sum with one atomic), once as
+threads (thread 0 of each block adds its block's sum with an atomic, which the cpu accumulates per
+worker as well), once as
 `qd.atomic_add(total[None], x[i])`, which the core privatizes (one accumulator per worker thread).
 
-    python3 benchmarks/block_reduce.py [--arch cpu] [--log2n 24] [--block 256] [--repeat 5]
+    python3 benchmarks/block_reduce.py [--arch cpu] [--log2n 24] [--block 256] [--repeat 5] [--rounds 4]
 
-Prints the best time of each (launch to qd.sync()) and their ratio; both sums are checked against
-numpy (the values are small integers, so every order of the f32 additions is exact).
+Prints the best time of each (launch to qd.sync(); the two alternate for `rounds` rounds) and
+their ratio; both sums are checked against numpy (the values are small integers: every order of
+the f32 additions is exact). On a 2-core shared machine: 1.2x to 1.7x (issue 16's goal: 2x).
 """
 import argparse
 
@@ -41,6 +43,7 @@ def main():
     parser.add_argument("--log2n", type=int, default=24)
     parser.add_argument("--block", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     BLOCK = args.block
     qd.init(arch=getattr(qd, args.arch))
@@ -50,8 +53,11 @@ def main():
     want = float(x.to_numpy().astype(np.float64).sum())
     total = qd.ndarray(qd.f32, shape=1)
     times = {}
+    for _ in range(args.rounds):  # the two alternate, so that a busy machine slows both alike
+        for k in (block_reduce, privatized):
+            t = best_of(lambda: k(x, total), args.repeat, qd.sync, reset=lambda: total.fill(0))
+            times[k.__name__] = min(times.get(k.__name__, t), t)
     for k in (block_reduce, privatized):
-        times[k.__name__] = best_of(lambda: k(x, total), args.repeat, qd.sync, reset=lambda: total.fill(0))
         total.fill(0)
         k(x, total)
         got = float(total.to_numpy()[0])

@@ -2,9 +2,10 @@
 adds into its block's private bins with shared-memory atomics, and each block then flushes one
 global atomic per bin. Compare with examples/histogram.py, where every byte is a global atomic.
 
-    python3 examples/block_histogram.py [--arch vulkan|cuda|amdgpu|metal] [--n 10000000]
+    python3 examples/block_histogram.py [--arch vulkan|cuda|amdgpu|metal|cpu] [--n 10000000]
 
-Needs a GPU arch (shared memory belongs to a GPU block); benchmarks/block_histogram.py times both.
+Runs on every arch (the cpu runs each block on one worker: docs/backends.md); benchmarks/block_histogram.py
+times both.
 """
 import argparse
 import time

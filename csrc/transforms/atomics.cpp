@@ -98,6 +98,8 @@ bool indexed_by_loop(const Stmt &ptr, const Stmt *loop) {
 
 }  // namespace
 
+void demote_atomic(Block &scope, Stmt *atomic) { demote(scope, atomic); }
+
 void demote_local_atomics(KernelIR &k) {
   // A kernel-scope variable updated inside a parallel loop is shared by all its iterations (it
   // moves to the temps buffer): `total += x` there stays atomic.

@@ -12,7 +12,8 @@
 // per-thread array (a Private buffer of block_dim elements, indexed by t). A subgroup operation
 // reads other lanes' values: its operand is written to such an array in an earlier region, and it
 // becomes loads from the lanes it names (the same array). Subgroups are 32 consecutive threads of
-// the block. Shared arrays live on the worker's stack (codegen), one per block at a time.
+// the block. Shared arrays live on the worker's stack (codegen), one per block at a time; atomics
+// on them are plain read-modify-writes (nothing else runs the block meanwhile).
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
@@ -640,6 +641,15 @@ void run_blocks_on_cpu(KernelIR &k) {
       syntax_error("block_dim=" + std::to_string(bd) + " is out of range on cpu: a block has 1 to " +
                        std::to_string(kCpuMaxBlockDim) + " threads",
                    t.loop()->loc);
+    // A block's threads run one at a time on one worker, and no other worker sees its shared
+    // arrays: an atomic on one is a plain read-modify-write.
+    std::vector<Stmt *> shared_atomics;
+    for_each_stmt(t.body, [&](Stmt &s) {
+      if (s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr &&
+          k.buffers[s.operands[0]->ival].kind == BufferKind::Shared)
+        shared_atomics.push_back(&s);
+    });
+    for (Stmt *a : shared_atomics) demote_atomic(t.body, a);
     BlockSplitter(k, t, bd).run();
   }
 }

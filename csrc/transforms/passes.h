@@ -14,6 +14,9 @@ void offload(KernelIR &k);
 // (reported by the launcher) and is replaced by 0 so the access stays in bounds.
 void insert_bounds_checks(KernelIR &k);
 
+// `atomic` becomes a plain read-modify-write returning the old value (its users in `scope` rewired).
+void demote_atomic(Block &scope, Stmt *atomic);
+
 // Atomics on kernel locals become plain read-modify-writes that still return the old value.
 void demote_local_atomics(KernelIR &k);
 // So do atomics on addresses only one parallel iteration touches (x[i] in `for i in range(n)`,

@@ -163,15 +163,22 @@ def _cpu_fold(ctx, op, v, dtype, reduction):
     from quadrants.lang.simt import reductions as R
     slot = SharedArray((1,), dtype)
     el = ctx.element(slot, [0])
+    named = isinstance(op, str)
+    if reduction and named:  # thread 0 starts the slot at the identity: a plain loop LLVM vectorizes
+        first = ctx.b.begin_if(ctx.binary("eq", thread_idx(), 0).stmt)
+        ctx.store(el, ctx.cast(ctx.scalar(R.identity(op, dtype), dtype), dtype))
+        ctx.b.end_if(first)
+        ctx.b.simt("block.sync", [])
     prev = ctx.rvalue(el)
-    if isinstance(op, str):
+    if named:
         acc = ctx.binary(op, prev, v)
         if reduction and op == "add" and dtype.is_real:
             ctx.b.mark_reassoc(acc.stmt)
         acc = ctx.cast(acc, dtype) if acc.dtype is not dtype else acc
     else:
         acc = R.apply(ctx, op, prev, v)
-    acc = R.select(ctx, ctx.binary("eq", thread_idx(), 0), v, acc)
+    if not (reduction and named):  # thread 0's value starts the fold
+        acc = R.select(ctx, ctx.binary("eq", thread_idx(), 0), v, acc)
     ctx.store(el, acc)
     return prev, acc, el
 

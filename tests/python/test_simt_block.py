@@ -259,6 +259,39 @@ def test_cpu_divergent_barriers_are_syntax_errors_naming_the_line():
 
 
 @test_utils.test(arch=qd.cpu)
+def test_cpu_subgroup_ops_in_uniform_loops_serial_code_and_limits():
+    from quadrants.lang.simt import subgroup
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(dtype=qd.i32, ndim=1), rounds: qd.i32) -> qd.i32:
+        qd.loop_config(block_dim=64)
+        for i in range(128):
+            v = i
+            for r in range(rounds):  # each round needs every lane's value of the round before
+                v = subgroup.shuffle_xor(v, 1) * 2 + subgroup.shuffle_down(v, 1) - v
+            out[i] = v
+        return qd.simt.block.thread_idx() + subgroup.shuffle(7, 3)  # serial code: one thread, its own value
+
+    out = np.zeros(128, np.int32)
+    assert k(out, 3) == 7
+    want = np.arange(128)
+    for r in range(3):
+        lane = np.arange(128) % 32
+        down = np.where(lane + 1 < 32, want[np.minimum(np.arange(128) + 1, 127)], want)
+        want = want[np.arange(128) ^ 1] * 2 + down - want
+    np.testing.assert_array_equal(out, want)
+
+    @qd.kernel
+    def too_big(out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=2048)
+        for i in range(4096):
+            out[i] = qd.simt.block.thread_idx()
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="block_dim=2048 is out of range on cpu"):
+        too_big(np.zeros(4096, np.int32))
+
+
+@test_utils.test(arch=qd.cpu)
 def test_cpu_shared_memory_is_per_block_and_lanes_are_32_consecutive_threads():
     from quadrants.lang.simt import subgroup
     assert subgroup.group_size() == 32 and qd.lang.impl.get_max_shared_memory_bytes(is_lowerbound_ok=True) == 65536

@@ -33,6 +33,7 @@ namespace qd {
   CAP(folds_float_zero_operands)                                                                    \
   CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
   CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
+  CAP(subgroup_extended_types) /* shaderSubgroupExtendedTypes: 8/16/64-bit ints, f16 in subgroup ops */ \
   CAP(host_visible_buffers) /* buffers are mapped; else writes and reads are staged */
 // libm: the cpu calls the C library for sin ... pow (Target::has_native_math).
 #define QD_CAPS(CAP, SPACED) QD_VULKAN_CAPS(CAP, SPACED) CAP(libm)

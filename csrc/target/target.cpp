@@ -24,7 +24,7 @@ std::unique_ptr<Runtime> no_metal_runtime(const RuntimeOptions &) {
 TargetFeatures vulkan_compile_features() {
   TargetFeatures f = default_features(Backend::Vulkan);
   for (Cap c : {Cap::subgroup_basic, Cap::subgroup_vote, Cap::subgroup_arithmetic, Cap::subgroup_ballot,
-                Cap::subgroup_shuffle, Cap::subgroup_shuffle_relative})
+                Cap::subgroup_shuffle, Cap::subgroup_shuffle_relative, Cap::subgroup_extended_types})
     f.caps.set(c);
   return f;
 }

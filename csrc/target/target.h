@@ -51,8 +51,8 @@ struct Target {
   // Subgroup reductions and scans over the active lanes (SimtOp::SubgroupReduce / ExclusiveScan /
   // Elect) on values of type t, for subgroup aggregation of atomics (transforms/subgroup_atomics.cpp,
   // which widens 8 / 16-bit integers first): CUDA and AMDGPU build them from shuffles and ballots;
-  // Vulkan has OpGroupNonUniform arithmetic on 32-bit values and f64 (64-bit integers need
-  // shaderSubgroupExtendedTypes, not probed). Off with TargetFeatures::subgroup_aggregation
+  // Vulkan has OpGroupNonUniform arithmetic on 32-bit values and f64, on 64-bit integers with
+  // shaderSubgroupExtendedTypes (Cap::subgroup_extended_types). Off with TargetFeatures::subgroup_aggregation
   // (qd.init(subgroup_aggregation=False)).
   bool has_subgroup_reduce(DataType t) const {
     if (!features.subgroup_aggregation) return false;
@@ -62,7 +62,7 @@ struct Target {
     if (backend != Backend::Vulkan) return false;
     for (Cap c : {Cap::subgroup_basic, Cap::subgroup_vote, Cap::subgroup_arithmetic, Cap::subgroup_ballot})
       if (!features.has(c)) return false;
-    return word || t == DataType::f64;
+    return word || t == DataType::f64 || (wide && features.has(Cap::subgroup_extended_types));
   }
 
   bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }

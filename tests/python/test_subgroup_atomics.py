@@ -9,7 +9,7 @@ import quadrants as qd
 from test_utils import test
 
 INT_OPS = ["add", "sub", "min", "max", "and", "or", "xor"]
-INT_TYPES = [qd.i32, qd.u32, qd.i8, qd.u8, qd.i16, qd.u16]
+INT_TYPES = [qd.i32, qd.u32, qd.i8, qd.u8, qd.i16, qd.u16, qd.i64, qd.u64]
 CASES = [(op, t) for op in INT_OPS for t in INT_TYPES]
 N = 3001  # not a multiple of any subgroup or block size
 
@@ -63,6 +63,13 @@ def _linearizable(op, dtype, init, olds, vals, final):
     return all(d == 0 for d in balance.values()) and len(roots) == 1
 
 
+def _skip_without_64bit_subgroup_ops(dtype):
+    from quadrants.lang import runtime
+    have = set(runtime.program().runtime.features)
+    if dtype in (qd.i64, qd.u64) and not {"subgroup_extended_types", "int64_atomics_buffer"} <= have:
+        pytest.skip("64-bit subgroup arithmetic needs shaderSubgroupExtendedTypes and 64-bit atomics")
+
+
 def _both(run):
     """run() with the rewrite, then under qd.init(subgroup_aggregation=False)."""
     out = []
@@ -77,6 +84,7 @@ def _both(run):
 def test_unused_result_equals_atomics(op, dtype):
     """`fn(total[0], v[i])` in a divergent branch over a range that is not a multiple of the subgroup
     leaves exactly what the unrewritten atomics leave."""
+    _skip_without_64bit_subgroup_ops(dtype)
     vals = _values(op, dtype, np.random.default_rng(7))
     fn = getattr(qd, f"atomic_{op}")
     init = _init(op, dtype)
@@ -111,6 +119,7 @@ def test_used_result_is_an_atomic_order(op, dtype):
     """`olds[i] = fn(x[None], v[i])` under a divergent branch, with grid-stride tails (block_dim 4
     and 32, the range not a multiple of either): the olds are what the atomics return in some
     order, and the final value is exact."""
+    _skip_without_64bit_subgroup_ops(dtype)
     vals = _values(op, dtype, np.random.default_rng(11))
     fn = getattr(qd, f"atomic_{op}")
     init = _init(op, dtype)

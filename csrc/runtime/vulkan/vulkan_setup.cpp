@@ -200,6 +200,7 @@ FeatureChain::FeatureChain(const InstanceFns &fns, VkPhysicalDevice device,
   offer(&float16_int8, VK_API_VERSION_1_2, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   offer(&atomic_int64, VK_API_VERSION_1_2, VK_KHR_SHADER_ATOMIC_INT64_EXTENSION_NAME);
   offer(&memory_model, VK_API_VERSION_1_2, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+  offer(&subgroup_types, VK_API_VERSION_1_2, VK_KHR_SHADER_SUBGROUP_EXTENDED_TYPES_EXTENSION_NAME);
   offer(&atomic_float, 0, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
   if (exts.count(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME))
     offer(&atomic_float2, 0, VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME);
@@ -299,6 +300,7 @@ DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const Fea
   c.flags.set(Cap::int64_atomics_shared, f.atomic_int64.shaderSharedInt64Atomics);
   probe_float_atomics(c, f);
   c.flags.set(Cap::vulkan_memory_model, f.memory_model.vulkanMemoryModel);
+  c.flags.set(Cap::subgroup_extended_types, f.subgroup_types.shaderSubgroupExtendedTypes);
   c.flags.set(Cap::vulkan_memory_model_device_scope, f.memory_model.vulkanMemoryModelDeviceScope);
   c.flags.set(Cap::signed_zero_inf_nan_preserve_float16, float_controls.shaderSignedZeroInfNanPreserveFloat16);
   c.flags.set(Cap::signed_zero_inf_nan_preserve_float32, float_controls.shaderSignedZeroInfNanPreserveFloat32);

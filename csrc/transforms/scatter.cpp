@@ -200,12 +200,17 @@ class Bucketing {
     op_ = atomics[0]->atomic_op();
     size_ = 1;
     for (int64_t n : shape_) size_ *= n;
-    // A bucket's range of the target fits in the L2 cache (256 KiB), with at least 4 buckets per
-    // thread for balance; enough parts of the iterations that a busy thread's share moves to
+    // Few buckets: each is a stream of pairs that pass 3 writes, and many streams thrash the
+    // caches and write-combining buffers (16, or 4 per thread for balance); but a bucket's range
+    // of the target at most 4 MiB, so that applying it stays in the cache. Measured on 2 cores:
+    // 16 buckets of 2^20 f32 for 2^24 elements run in 0.6-0.9x the time of a scatter store, 256
+    // of 2^16 in 1.0-1.2x. Enough parts of the iterations that a busy thread's share moves to
     // another.
-    shift_ = 18;
-    for (int64_t b = byte_size(dtype_); b > 1; b /= 2) shift_--;
-    while (shift_ > 10 && ((size_ - 1) >> shift_) + 1 < 4 * threads) shift_--;
+    int max_shift = 22;
+    for (int64_t b = byte_size(dtype_); b > 1; b /= 2) max_shift--;
+    int64_t want = std::max(16, 4 * threads);
+    shift_ = 10;
+    while (shift_ < max_shift && ((size_ - 1) >> shift_) + 1 > want) shift_++;
     buckets_ = ((size_ - 1) >> shift_) + 1;
     parts_ = 4 * threads;
     std::string name = d.name.empty() ? "target" : d.name;

@@ -309,6 +309,43 @@ def test_cuda_ptx():
     assert "shfl" not in off and "activemask" not in off
 
 
+DTYPE_CASES = [("add", qd.i64), ("sub", qd.u64), ("add", qd.f32), ("add", qd.f64), ("max", qd.f32),
+               ("min", qd.f64), ("or", qd.u8), ("add", qd.i16), ("xor", qd.u32)]
+
+
+@pytest.mark.parametrize("op, dtype", DTYPE_CASES, ids=[f"{o}-{t.name}" for o, t in DTYPE_CASES])
+@test(arch=qd.cpu)
+def test_every_dtype_assembles(op, dtype):
+    """Every dtype's reduction (unused result) and, for integers, its scan (used result) compile for
+    CUDA (ptxas for sm_75 and sm_90, where installed) and AMDGPU, with one atomic each."""
+    from test_gpu_codegen import ptxas
+    fn = getattr(qd, f"atomic_{op}")
+    x = qd.field(dtype, shape=())
+    olds = qd.field(dtype, shape=64)
+
+    @qd.kernel
+    def unused(v: qd.types.ndarray(dtype=dtype, ndim=1)):
+        for i in range(v.shape[0]):
+            if v[i] != 3:
+                fn(x[None], v[i])
+
+    @qd.kernel
+    def used(v: qd.types.ndarray(dtype=dtype, ndim=1)):
+        for i in range(v.shape[0]):
+            if v[i] != 3:
+                olds[i % 64] = fn(x[None], v[i])
+
+    v = np.arange(64).astype(dtype.np)
+    kernels = [unused] if dtype.is_real else [unused, used]
+    for k in kernels:
+        for sm in ("sm_75", "sm_90"):
+            art = qd.compile(k, v, arch="cuda", features=[sm])
+            assert "subgroup.elect" in art.ir and "activemask.b32" in art.ptx
+            ptxas(art.ptx, sm)
+        art = qd.compile(k, v, arch="amdgpu")
+        assert "subgroup.elect" in art.ir and "v_readlane_b32" in art.amdgcn
+
+
 @test(arch=qd.cpu)
 def test_amdgpu_amdgcn():
     """AMDGCN: the active lanes' values read in lane order (v_readlane over the exec ballot), a

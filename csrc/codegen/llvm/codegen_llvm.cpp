@@ -187,9 +187,10 @@ Value *LlvmCodegen::global_ptr(const Stmt &s) {
   Value *base = buffer_base(static_cast<int>(s.ival));
   if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result)
     return b_.CreateConstGEP1_64(b_.getInt8Ty(), base, s.byte_offset);
-  // Row-major linear index, in i64.
-  Value *linear = b_.getInt64(0);
-  for (size_t i = 0; i < s.operands.size(); i++) {
+  // Row-major linear index, in i64. The first index needs no dimension: a word pointer of a narrow
+  // atomic's CAS loop (legalize.cpp) has one index whatever the buffer's shape, a 0-D field's too.
+  Value *linear = s.operands.empty() ? b_.getInt64(0) : b_.CreateSExt(value(s.operands[0]), b_.getInt64Ty());
+  for (size_t i = 1; i < s.operands.size(); i++) {
     Value *dim;
     if (d.kind != BufferKind::Ndarray) {  // fields and private copies: a static shape
       dim = b_.getInt64(d.shape[i]);

@@ -186,11 +186,29 @@ class BlockSplitter {
             break;
           }
           default:
+            if (block_index(s)) break;
             for (Stmt *o : s.operands) v = v || varying(o);
         }
         if (v && s.dtype != DataType::none) mark(&s);
       });
     }
+  }
+
+  // i // c or i >> k with c (2^k) a multiple of block_dim, i the loop index of a loop whose begin
+  // is a constant multiple of block_dim (or global_thread_idx()): the same on the whole block.
+  bool block_index(const Stmt &s) const {
+    if (s.kind != StmtKind::Binary || s.operands.size() != 2) return false;
+    auto op = static_cast<B>(s.op);
+    const Stmt *i = s.operands[0], *c = s.operands[1];
+    if ((op != B::FloorDiv && op != B::Div && op != B::Shr) || c->kind != StmtKind::Const || is_real(c->dtype))
+      return false;
+    if (op == B::Shr && (c->ival < 0 || c->ival > 30)) return false;
+    int64_t d = op == B::Shr ? int64_t(1) << c->ival : c->ival;
+    if (d <= 0 || d % bd_ != 0) return false;
+    if (is_simt(*i, SimtOp::GlobalThreadIdx)) return true;
+    const Stmt *begin = loop_->operands[0];
+    bool aligned = begin->kind == StmtKind::Const && !is_real(begin->dtype) && begin->ival % bd_ == 0;
+    return aligned && i->kind == StmtKind::LoopIndex && i->operands[0] == loop_ && (op == B::FloorDiv || begin->ival >= 0);
   }
 
   // `continue` (or `break`) of the parallel loop itself: that thread is done with this iteration.

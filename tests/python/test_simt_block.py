@@ -192,6 +192,28 @@ def test_cpu_barriers_in_uniform_loops_and_branches():
         np.testing.assert_array_equal(out[:, 0], first.ravel(), err_msg=f"rounds={rounds}")
         np.testing.assert_array_equal(out[:, 1], second.ravel(), err_msg=f"rounds={rounds}")
 
+    # i // block_dim (a multiple of it) is the same on the whole block: a loop bound read with it is
+    # uniform, though the loop index is not.
+    @qd.kernel
+    def per_block(cnt: qd.types.ndarray(dtype=qd.i32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=bd)
+        for i in range(n):
+            s = qd.simt.block.SharedArray((bd,), qd.i32)
+            acc = i
+            for r in range(cnt[i // bd] + cnt[qd.simt.block.global_thread_idx() >> 7]):
+                s[qd.simt.block.thread_idx()] = acc
+                qd.simt.block.sync()
+                acc = s[(qd.simt.block.thread_idx() + 1) % bd]
+                qd.simt.block.sync()
+            out[i] = acc
+
+    cnt = np.array([1, 2, 3, 4], np.int32)
+    out = np.zeros(n, np.int32)
+    per_block(cnt, out)
+    blocks = np.arange(n).reshape(-1, bd)
+    shifts = cnt[np.arange(n // bd)] + cnt[np.arange(n // bd) * bd >> 7]
+    np.testing.assert_array_equal(out, np.concatenate([np.roll(b, -k) for b, k in zip(blocks, shifts)]))
+
 
 @test_utils.test(arch=qd.cpu)
 def test_cpu_partial_last_block_and_finished_threads():

@@ -9,7 +9,7 @@
 // kept around its regions, executed once per block, and must therefore be uniform over the block:
 // a condition that can differ between threads is a QuadrantsSyntaxError naming the barrier's line.
 // A value computed in one region and used in another (or a variable used in several) lives in a
-// per-thread array (a Private buffer of block_dim elements, indexed by t). A subgroup operation
+// per-thread array (a uniform condition or bound: in one slot every thread writes) (a Private buffer of block_dim elements, indexed by t). A subgroup operation
 // reads other lanes' values: its operand is written to such an array in an earlier region, and it
 // becomes loads from the lanes it names (the same array). Subgroups are 32 consecutive threads of
 // the block. Shared arrays live on the worker's stack (codegen), one per block at a time; atomics
@@ -424,6 +424,24 @@ class BlockSplitter {
     return buf;
   }
 
+  // One slot every thread writes `v` to (right after v): what block-level code reads of a value
+  // the same on every thread (a thread that left the iteration writes nothing).
+  int uniform_slot_of(Stmt *v) {
+    auto it = slots_.find(v);
+    if (it != slots_.end()) return it->second;
+    BufferDesc d{BufferKind::Private, v->dtype, {1}};
+    d.name = "uniform value";
+    int buf = k_.add_buffer(std::move(d));
+    slots_[v] = buf;
+    auto zero = make(StmtKind::Const, DataType::i32, {}, v->loc);
+    Stmt *z = insert_after(v, std::move(zero));
+    auto p = make(StmtKind::GlobalPtr, v->dtype, {z}, v->loc);
+    p->ival = buf;
+    Stmt *pr = insert_after(z, std::move(p));
+    insert_after(pr, make(StmtKind::GlobalStore, DataType::none, {pr, v}, v->loc));
+    return buf;
+  }
+
   void expand_exchanges() {
     std::vector<Stmt *> work;
     for_each_stmt(*loop_->body, [&](Stmt &s) {
@@ -568,13 +586,13 @@ class BlockSplitter {
         user->operands[i] = insert_before(user, std::move(c));
         continue;
       }
-      int buf = array_of(o);
       int ru = home(user);
-      if (ru == kBlockLevel) {
+      if (ru == kBlockLevel) {  // a uniform condition or bound: the value of any thread still running
         IrEmitter e(user);
-        user->operands[i] = load(e, buf, e.ci(DataType::i32, 0));
+        user->operands[i] = load(e, uniform_slot_of(o), e.ci(DataType::i32, 0));
         continue;
       }
+      int buf = array_of(o);
       int64_t key = int64_t(buf) * 1000003 + ru;
       auto it = loaded.find(key);
       if (it == loaded.end()) {
@@ -600,7 +618,7 @@ class BlockSplitter {
   std::vector<Region> regions_;
   std::unordered_map<const Stmt *, int> region_of_loop_;
   std::unordered_map<const Stmt *, int> home_;
-  std::unordered_map<Stmt *, int> arrays_;
+  std::unordered_map<Stmt *, int> arrays_, slots_;
   std::vector<std::unique_ptr<Stmt>> dead_;
 };
 

@@ -245,6 +245,24 @@ def test_cpu_partial_last_block_and_finished_threads():
     np.testing.assert_array_equal(out[:, 0], np.where(tid < 20, size, 0))
     np.testing.assert_array_equal(out[:, 1], np.where(tid < 20, np.minimum(size, 20), -1))
 
+    # A uniform loop bound computed after thread 0 left: the threads still running decide it.
+    @qd.kernel
+    def late(out: qd.types.ndarray(dtype=qd.i32, ndim=1), m: qd.i32):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            if qd.simt.block.thread_idx() < 3:
+                continue
+            rounds = m * 2 + 1
+            acc = 0
+            for r in range(rounds):
+                qd.simt.block.sync()
+                acc += 1
+            out[i] = acc
+
+    o = np.zeros(64, np.int32)
+    late(o, 2)
+    np.testing.assert_array_equal(o, np.where(np.arange(64) % 32 < 3, 0, 5))
+
 
 @test_utils.test(arch=qd.cpu)
 def test_cpu_divergent_barriers_are_syntax_errors_naming_the_line():

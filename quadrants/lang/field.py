@@ -7,7 +7,7 @@ import numpy as np
 
 from quadrants.lang import runtime
 from quadrants.lang import types as T
-from quadrants.lang.runtime_array import RuntimeArray, host_array, python_scope
+from quadrants.lang.runtime_array import RuntimeArray, python_scope
 
 _ids = itertools.count()
 
@@ -87,45 +87,16 @@ class Field(RuntimeArray):
     def n(self):
         return self.element_shape[0] if self.element_shape else None
 
-    def _offset(self, key):
-        if key is None:
-            key = ()
-        if not isinstance(key, tuple):
-            key = (key,)
-        if len(key) != len(self._shape):
-            raise IndexError(f"{self.name} has {len(self._shape)} dimension(s), got index {key}")
-        flat = 0
-        for k, n in zip(key, self._shape):
-            if isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
-                from quadrants.lang.context import describe
-                raise TypeError(f"{self.name}[{key if len(key) > 1 else key[0]!r}]: an index must be an integer, "
-                                f"got {describe(k)}")
-            k = operator.index(k)
-            if not 0 <= k < n:
-                raise IndexError(f"index {key} out of range for shape {self._shape}")
-            flat = flat * n + k
-        elems = int(np.prod(self.element_shape, dtype=np.int64))
-        return flat * elems * self.dtype.np.itemsize
+    def _label(self):
+        return self.name
 
     def __getitem__(self, key):
         self._check()
-        out = np.empty(self.element_shape, dtype=self.dtype.np)
-        self._program.runtime.read(self.handle, self._offset(key), out.reshape(-1))
-        if not self.element_shape:
-            return out[()]
-        from quadrants.lang.matrix import PyMatrix
-        return out.view(PyMatrix)  # a vector/matrix with .n, .norm(), .dot(), ... as in kernels
+        return self._read_element(key)
 
     def __setitem__(self, key, value):
         self._check()
-        what = f"{self.name}[{key!r}] = ..."
-        value = host_array(value, self.dtype, what)
-        try:
-            arr = np.ascontiguousarray(np.broadcast_to(value, self.element_shape))
-        except ValueError:
-            raise ValueError(f"{what}: a value of shape {value.shape} does not fit an element of shape "
-                             f"{self.element_shape}") from None
-        self._program.runtime.write(self.handle, self._offset(key), arr.reshape(-1))
+        self._write_element(key, value)
 
     def __repr__(self):
         return f"<qd.field {self.name} {self.dtype} shape={self._shape} element={self.element_shape}>"

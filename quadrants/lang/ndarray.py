@@ -27,14 +27,26 @@ class Ndarray(RuntimeArray):
     def __repr__(self):
         return f"<qd.ndarray {self.dtype} shape={self.shape} element={self.element_shape}>"
 
+    def _is_element(self, key):
+        """Whether `key` names one element (an integer per dimension): read or written alone."""
+        key = () if key is None else key if isinstance(key, tuple) else (key,)
+        return len(key) == len(self.shape) and all(
+            hasattr(k, "__index__") and not isinstance(k, (bool, np.bool_)) for k in key)
+
     def __getitem__(self, key):
-        a = self.to_numpy()
+        self._check()
+        if self._is_element(key):
+            return self._read_element(key)
+        a = self.to_numpy()  # slices, masks, fancy indices: numpy's indexing of a copy
         try:
             return a[key]
         except (IndexError, TypeError, ValueError) as e:
             raise type(e)(f"{self!r}[{key!r}]: {e}") from None
 
     def __setitem__(self, key, value):
+        self._check()
+        if self._is_element(key):
+            return self._write_element(key, value)
         a = self.to_numpy()
         what = f"{self!r}[{key!r}] = ..."
         value = host_array(value, self.dtype, what)

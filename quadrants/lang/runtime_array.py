@@ -1,5 +1,7 @@
 """What fields and ndarrays share: memory owned by the runtime of one qd.init(), copied to and
 from numpy and torch, copied between arrays, and exported through DLPack."""
+import operator
+
 import numpy as np
 
 from quadrants.lang import runtime
@@ -108,6 +110,52 @@ class RuntimeArray:
         if self._program.config.arch is not runtime.cpu or self.handle is None:
             return None
         return np.asarray(_HostMemory(self, self.full_shape, self.dtype.np))
+
+    # --- one element --------------------------------------------------------------------------------
+    def _label(self):
+        return repr(self)
+
+    def _offset(self, key):
+        """The byte offset of element `key`: one integer per dimension (a bare integer for one, None
+        or () for none); IndexError / TypeError naming the array otherwise."""
+        shape = tuple(self.full_shape[:len(self.full_shape) - len(self.element_shape)])
+        if key is None:
+            key = ()
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) != len(shape):
+            raise IndexError(f"{self._label()} has {len(shape)} dimension(s), got index {key}")
+        flat = 0
+        for k, n in zip(key, shape):
+            if isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
+                from quadrants.lang.context import describe
+                raise TypeError(f"{self._label()}[{key if len(key) > 1 else key[0]!r}]: an index must be an "
+                                f"integer, got {describe(k)}")
+            k = operator.index(k)
+            if not 0 <= k < n:
+                raise IndexError(f"index {key} out of range for shape {shape}")
+            flat = flat * n + k
+        return flat * int(np.prod(self.element_shape, dtype=np.int64)) * self.dtype.np.itemsize
+
+    def _read_element(self, key):
+        """Element `key`, read alone: a Python int / float / bool for scalar elements (as the
+        reference returns), a vector / matrix (numpy-backed, with .n, .norm(), ...) otherwise."""
+        out = np.empty(self.element_shape, dtype=self.dtype.np)
+        self._program.runtime.read(self.handle, self._offset(key), out.reshape(-1))
+        if not self.element_shape:
+            return out[()].item()
+        from quadrants.lang.matrix import PyMatrix
+        return out.view(PyMatrix)
+
+    def _write_element(self, key, value):
+        what = f"{self._label()}[{key!r}] = ..."
+        value = host_array(value, self.dtype, what)
+        try:
+            arr = np.ascontiguousarray(np.broadcast_to(value, self.element_shape))
+        except ValueError:
+            raise ValueError(f"{what}: a value of shape {value.shape} does not fit an element of shape "
+                             f"{self.element_shape}") from None
+        self._program.runtime.write(self.handle, self._offset(key), arr.reshape(-1))
 
     # --- numpy ------------------------------------------------------------------------------------
     @_scope_checked

@@ -28,10 +28,11 @@ class Ndarray(RuntimeArray):
         return f"<qd.ndarray {self.dtype} shape={self.shape} element={self.element_shape}>"
 
     def _is_element(self, key):
-        """Whether `key` names one element (an integer per dimension): read or written alone."""
+        """Whether `key` names one element (a non-negative integer per dimension): read or written
+        alone. Anything else (negative indices, slices, index arrays) keeps numpy's indexing."""
         key = () if key is None else key if isinstance(key, tuple) else (key,)
         return len(key) == len(self.shape) and all(
-            hasattr(k, "__index__") and not isinstance(k, (bool, np.bool_)) for k in key)
+            isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 0 for k in key)
 
     def __getitem__(self, key):
         self._check()

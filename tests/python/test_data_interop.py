@@ -150,3 +150,33 @@ def test_torch_interop():
     ti = torch.zeros(4, dtype=torch.int32)
     inc(ti)
     assert ti.tolist() == [1, 1, 1, 1]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_python_scope_element_access():
+    """x[i] in Python reads or writes one element: a Python int / float / bool for scalar elements
+    (as the reference returns: `1 << x[0]` must not overflow a numpy int32); ndarrays keep numpy's
+    indexing for negative indices, slices and index arrays."""
+    f = qd.field(qd.i32, 4)
+    z = qd.field(qd.f32, ())
+    b = qd.field(qd.u1, 2)
+    f[1] = 40
+    z[None] = 0.5
+    b[1] = 1
+    assert type(f[1]) is int and f[1] == 40 and 1 << f[1] == 2 ** 40
+    assert type(z[None]) is float and z[None] == 0.5
+    assert type(b[1]) is bool and b[1] is True and b[0] is False
+    a = qd.ndarray(qd.i64, (4, 3))
+    a.from_numpy(np.arange(12).reshape(4, 3))
+    assert type(a[2, 1]) is int and a[2, 1] == 7 and a[np.int64(3), np.int32(0)] == 9
+    assert a[-1, -1] == 11 and a[1].tolist() == [3, 4, 5] and a[np.array([0, 2]), 0].tolist() == [0, 6]
+    a[0, 1] = 2 ** 40
+    a[-1, 0] = -5
+    a[np.array([1]), 2] = 77
+    assert a.to_numpy().tolist() == [[0, 2 ** 40, 2], [3, 4, 77], [6, 7, 8], [-5, 10, 11]]
+    with pytest.raises(IndexError, match="out of range"):
+        a[4, 0]
+    with pytest.raises(IndexError, match="out of range"):
+        f[4]
+    with pytest.raises(TypeError, match="an index must be an integer"):
+        f[1.5]

@@ -200,6 +200,13 @@ def _fold(ctx, slots, op, n, w=None):
     return acc
 
 
+def _cpu_total(ctx, op, v, dtype):
+    """cpu: op over the whole block's values, read by every thread once all have folded theirs."""
+    _, _, el = _cpu_fold(ctx, op, v, dtype, True)
+    ctx.b.simt("block.sync", [])
+    return ctx.rvalue(el)
+
+
 @builtin
 def reduce(value, block_dim, op, dtype):
     """op over the block's values (op(lower, higher), associative), on thread 0; the other threads
@@ -207,9 +214,7 @@ def reduce(value, block_dim, op, dtype):
     from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("reduce", "reduce", value, block_dim, dtype)
     if _on_cpu(ctx):  # every thread gets the total
-        _, _, el = _cpu_fold(ctx, op, v, dtype, True)
-        ctx.b.simt("block.sync", [])
-        return ctx.rvalue(el)
+        return _cpu_total(ctx, op, v, dtype)
     v = R.reduce_tiled(ctx, v, op, log2g)
     if nsub == 1:
         return v
@@ -229,9 +234,7 @@ def reduce_all(value, block_dim, op, dtype):
     from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("reduce_all", "reduce", value, block_dim, dtype)
     if _on_cpu(ctx):
-        _, _, el = _cpu_fold(ctx, op, v, dtype, True)
-        ctx.b.simt("block.sync", [])
-        return ctx.rvalue(el)
+        return _cpu_total(ctx, op, v, dtype)
     v = R.reduce_all_tiled(ctx, v, op, log2g)
     if nsub == 1:
         return v

@@ -50,18 +50,9 @@ constexpr int64_t kMinTargetElements = int64_t(1) << 16;  // smaller ones stay i
 constexpr int kMaxParts = 8;
 constexpr int64_t kMinBucketedItems = int64_t(1) << 14;
 
-BinaryOp combine_of(AtomicOp op) {
-  switch (op) {
-    case AtomicOp::Sub: return BinaryOp::Sub;
-    case AtomicOp::Mul: return BinaryOp::Mul;
-    case AtomicOp::Min: return BinaryOp::Min;
-    case AtomicOp::Max: return BinaryOp::Max;
-    case AtomicOp::And: return BinaryOp::BitAnd;
-    case AtomicOp::Or: return BinaryOp::BitOr;
-    case AtomicOp::Xor: return BinaryOp::BitXor;
-    default: return BinaryOp::Add;
-  }
-}
+// The op's combine from its table row; sub subtracts (this pass runs before legalization negates
+// sub's operand, which is why the row says Add).
+BinaryOp combine_of(AtomicOp op) { return op == AtomicOp::Sub ? BinaryOp::Sub : *atomic_op_info(op).combine; }
 
 // The atomics to partition: the loop's only effects are reducible atomics with unused results on
 // one field (whose every use in the loop is such an atomic) and stores to its own variables.

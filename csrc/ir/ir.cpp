@@ -76,6 +76,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->lowering = s.lowering;
   c->serialize = s.serialize;
   c->reassoc = s.reassoc;
+  c->exact = s.exact;
   c->block_dim = s.block_dim;
   c->label = s.label;
   return c;

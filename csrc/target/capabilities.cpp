@@ -16,6 +16,7 @@ constexpr const char *kNames[] = {QD_CAPS(QD_CAP_NAME, QD_CAP_NAME_SPACED)};
 static_assert(std::size(kNames) == kNumCaps);
 
 constexpr std::string_view kSharedLimit = "max_shared_memory_bytes=";
+constexpr std::string_view kSubgroupSize = "subgroup_size=";
 constexpr const char *kNoSubgroupAggregation = "no_subgroup_aggregation";
 
 [[noreturn]] void unknown(const std::string &what) {
@@ -51,9 +52,10 @@ TargetFeatures features_from_names(const std::vector<std::string> &names) {
     if (auto sm = number_after("sm_", name)) f.cuda_sm = static_cast<int>(*sm);
     else if (name.rfind("gfx", 0) == 0) f.amdgpu_gfx = name;
     else if (auto bytes = number_after(kSharedLimit, name)) f.max_shared_memory_bytes = *bytes;
+    else if (auto lanes = number_after(kSubgroupSize, name)) f.subgroup_size = static_cast<int>(*lanes);
     else if (name == kNoSubgroupAggregation) f.subgroup_aggregation = false;
     else if (auto c = cap_from_name(name)) f.caps.set(*c);
-    else unknown("unknown feature '" + name + "': not sm_NN, gfxNNN, max_shared_memory_bytes=N, " +
+    else unknown("unknown feature '" + name + "': not sm_NN, gfxNNN, max_shared_memory_bytes=N, subgroup_size=N, " +
                  kNoSubgroupAggregation + " nor a boolean device cap");
   }
   return f;
@@ -66,6 +68,7 @@ std::vector<std::string> feature_names(const TargetFeatures &f) {
   if (f.cuda_sm) out.push_back("sm_" + std::to_string(f.cuda_sm));
   if (!f.amdgpu_gfx.empty()) out.push_back(f.amdgpu_gfx);
   if (f.max_shared_memory_bytes) out.push_back(std::string(kSharedLimit) + std::to_string(f.max_shared_memory_bytes));
+  if (f.subgroup_size) out.push_back(std::string(kSubgroupSize) + std::to_string(f.subgroup_size));
   if (!f.subgroup_aggregation) out.push_back(kNoSubgroupAggregation);
   return out;
 }

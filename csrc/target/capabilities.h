@@ -72,6 +72,7 @@ struct TargetFeatures {
   int cuda_sm = 0;                      // 90 for sm_90; 0: $QD_CUDA_ARCH, else the default
   std::string amdgpu_gfx;               // "gfx942"; empty: $QD_AMDGPU_ARCH, else the default
   int64_t max_shared_memory_bytes = 0;  // the device's own limit per block; 0: the architecture's
+  int subgroup_size = 0;                // Vulkan: the device's subgroupSize; 0: unknown
   // Not the device's but the compile's: atomics on a subgroup-uniform address are combined per
   // subgroup (transforms/subgroup_atomics.cpp); qd.init(subgroup_aggregation=False), named
   // "no_subgroup_aggregation" at the Python boundary, turns it off.
@@ -80,7 +81,7 @@ struct TargetFeatures {
 };
 
 // The Python boundary. Features by name: capability names, "sm_90", "gfx942",
-// "max_shared_memory_bytes=N" and "no_subgroup_aggregation"; an unknown name is a RuntimeError listing the known ones.
+// "max_shared_memory_bytes=N", "subgroup_size=N" and "no_subgroup_aggregation"; an unknown name is a RuntimeError listing the known ones.
 TargetFeatures features_from_names(const std::vector<std::string> &names);
 std::vector<std::string> feature_names(const TargetFeatures &f);
 // Capabilities to hide (qd.init(vulkan_disable_caps=...)): names of capabilities only.

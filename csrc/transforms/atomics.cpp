@@ -209,6 +209,7 @@ void run_passes(KernelIR &k, const Target &target) {
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
   if (backend == Backend::Cpu) partition_scatters(k);
   if (backend == Backend::Cpu) run_blocks_on_cpu(k);
+  batch_compactions(k, target);
   aggregate_subgroup_atomics(k, target);
   legalize(k, target);
   plan_shared_memory(k, target);

@@ -27,6 +27,10 @@ class IrEmitter {
     s->op = op;
     s->exact = exact_;
     s->loc = loc_;
+    return insert(std::move(s));
+  }
+  // A statement made elsewhere (a clone: clone_leaf), keeping its own source line.
+  Stmt *insert(std::unique_ptr<Stmt> s) {
     s->parent = block_;
     Stmt *raw = s.get();
     block_->stmts.insert(block_->stmts.begin() + static_cast<std::ptrdiff_t>(pos_++), std::move(s));

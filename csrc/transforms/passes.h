@@ -42,6 +42,12 @@ bool synchronizes(Task &t);
 // (Target::has_subgroup_reduce) or with qd.init(subgroup_aggregation=False).
 void aggregate_subgroup_atomics(KernelIR &k, const Target &target);
 
+// Vulkan: a parallel loop `if cond: out[qd.atomic_add(c[None], 1)] = ...` (a compaction: loads and
+// arithmetic, then one `if` with a counter atomic and stores) handles several elements per thread
+// with one atomic per subgroup and batch, the passing elements' values moved to the first lanes
+// (transforms/compaction.cpp). Runs before aggregate_subgroup_atomics, under the same switch.
+void batch_compactions(KernelIR &k, const Target &target);
+
 // cpu: a parallel loop whose only effects are reducible atomics with unused results into one
 // large field (scatter-add) runs as a bucketing of its updates by destination range, each bucket
 // applied by one thread with plain read-modify-writes; where the runtime has no scratch memory

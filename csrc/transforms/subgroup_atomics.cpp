@@ -75,6 +75,10 @@ class Aggregator {
 
   bool eligible(const Stmt &s, bool used) const {
     if (s.kind != StmtKind::Atomic || s.order != MemoryOrder::Relaxed) return false;
+    const Stmt *branch = s.parent->owner;  // already one per subgroup (transforms/compaction.cpp)
+    if (branch && branch->kind == StmtKind::If && branch->operands[0]->kind == StmtKind::Simt &&
+        branch->operands[0]->op == static_cast<int>(SimtOp::SubgroupElect))
+      return false;
     const Stmt &ptr = *s.operands[0];
     if (ptr.kind != StmtKind::GlobalPtr) return false;
     BufferKind kind = k_.buffers[ptr.ival].kind;

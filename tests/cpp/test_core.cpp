@@ -65,10 +65,10 @@ TEST_CASE("device capabilities: names and enum round trip, unknown names are err
   CHECK(std::string(cap_name(Cap::int64_atomics_shared)) == "int64_atomics_shared");
   CHECK(in_shared_memory(Cap::float32_atomic_add_buffer, true) == Cap::float32_atomic_add_shared);
   CHECK_FALSE(cap_from_name("no_such_cap").has_value());
-  TargetFeatures f = features_from_names({"sm_90", "gfx90a", "max_shared_memory_bytes=65536", "libm", "shader_int64"});
-  CHECK((f.cuda_sm == 90 && f.amdgpu_gfx == "gfx90a" && f.max_shared_memory_bytes == 65536));
+  TargetFeatures f = features_from_names({"sm_90", "gfx90a", "max_shared_memory_bytes=65536", "subgroup_size=8", "libm", "shader_int64"});
+  CHECK((f.cuda_sm == 90 && f.amdgpu_gfx == "gfx90a" && f.max_shared_memory_bytes == 65536 && f.subgroup_size == 8));
   CHECK((f.has(Cap::libm) && f.has(Cap::shader_int64) && !f.has(Cap::shader_int8)));
-  CHECK(feature_names(f) == std::vector<std::string>{"shader_int64", "libm", "sm_90", "gfx90a", "max_shared_memory_bytes=65536"});
+  CHECK(feature_names(f) == std::vector<std::string>{"shader_int64", "libm", "sm_90", "gfx90a", "max_shared_memory_bytes=65536", "subgroup_size=8"});
   REQUIRE_THROWS_WITH(features_from_names({"libm", "no_such_cap"}),
                       Catch::Contains("unknown feature 'no_such_cap'") && Catch::Contains("float64_atomic_add_buffer"));
   REQUIRE_THROWS_AS(features_from_names({"sm_9x"}), RuntimeError);

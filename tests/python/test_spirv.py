@@ -268,7 +268,8 @@ def test_vulkan_caps_features_and_errors():
         assert caps["device_name"] and caps["subgroup_size"] > 0 and caps["max_workgroup_count_x"] > 0
         features = set(qd.lang.runtime.program().runtime.features)
         assert features == {name for name, v in caps.items() if v is True} | \
-            {f"max_shared_memory_bytes={caps['max_shared_memory_bytes']}"}  # the shared-memory limit kernels are checked against
+            {f"max_shared_memory_bytes={caps['max_shared_memory_bytes']}",  # the shared-memory limit kernels are checked against
+             f"subgroup_size={caps['subgroup_size']}"}  # the layout of batched compactions
     finally:
         qd.reset()
     with pytest.raises(RuntimeError, match="not a boolean device cap"):

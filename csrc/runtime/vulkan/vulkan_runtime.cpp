@@ -62,6 +62,7 @@ class VulkanRuntime : public Runtime {
     features_.caps = caps.flags;
     // maxComputeSharedMemorySize: kernels whose shared arrays need more are refused at compile time.
     features_.max_shared_memory_bytes = caps.max_shared_memory_bytes;
+    features_.subgroup_size = static_cast<int>(caps.subgroup_size);
     features_.subgroup_aggregation = o.subgroup_aggregation;
     target_.backend = Backend::Vulkan;
     target_.features = features_;

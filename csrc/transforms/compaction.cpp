@@ -1,0 +1,345 @@
+// Batched compaction (Vulkan): a parallel loop of the form
+//
+//   for i in range(begin, end):
+//       <loads and arithmetic>                     (no side effects)
+//       if cond:
+//           slot = qd.atomic_add(c[None], v)        (v the same for every thread: `1`)
+//           out[slot] = value; ...                  (stores, arithmetic)
+//
+// takes one atomic per kK * S elements (S lanes per subgroup) instead of one per element (or one per
+// subgroup and element, after subgroup aggregation). Each thread handles kK elements, the subgroup's
+// lanes consecutive ones: element (t / S) * S * kK + j * S + t % S of thread t, j < kK. For each j the
+// lanes evaluate the condition and ballot it; the active lanes sum the counts and one elected lane
+// does the atomic. Then, for each j, the passing lanes' values are moved in registers to the first
+// lanes (lane r takes those of the r-th passing lane: a shuffle), and lanes 0..count-1 run the
+// `if` body with slot = old + v * (passing elements before it, in (j, lane) order).
+//
+// The slots are what the atomics would have returned one after another in that order; every
+// element is handled once, the condition and the body are evaluated for the same elements as
+// before. Only the assignment of elements to threads changes, which a parallel loop leaves open.
+// Why: on lavapipe every memory access of a subgroup runs lane by lane, so a contended atomic per
+// subgroup and stores under a random mask (mispredicted branches) cost several copies' time; here
+// the stores' mask is a prefix of the lanes. Off with qd.init(subgroup_aggregation=False).
+#include <map>
+#include <unordered_set>
+
+#include "transforms/ir_emitter.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using B = BinaryOp;
+constexpr int kK = 16;  // elements per thread and batch
+
+Stmt *simt(IrEmitter &e, SimtOp op, DataType t, std::vector<Stmt *> operands) {
+  return e.add(StmtKind::Simt, t, std::move(operands), static_cast<int>(op));
+}
+
+// Evaluated for every element of a batch, including the ones that do not pass the condition and,
+// with a clamped index, past the end of the range: no side effects, no control flow.
+bool speculatable(const Stmt &s) {
+  switch (s.kind) {
+    case StmtKind::Const: case StmtKind::Arg: case StmtKind::Unary: case StmtKind::Binary:
+    case StmtKind::Select: case StmtKind::GlobalPtr: case StmtKind::LoopIndex:
+      return true;
+    case StmtKind::GlobalLoad: return !s.is_atomic && !s.is_volatile;
+    default: return false;
+  }
+}
+
+bool uniform(const Stmt *s) {
+  switch (s->kind) {
+    case StmtKind::Const: case StmtKind::Arg: return true;
+    case StmtKind::Unary: case StmtKind::Binary: case StmtKind::Select:
+      for (const Stmt *o : s->operands)
+        if (!uniform(o)) return false;
+      return true;
+    default: return false;
+  }
+}
+
+// Types a shuffle moves as they are (Vulkan: 64-bit integers need subgroup extended types).
+bool shuffles(DataType t, const Target &target) {
+  if (is_real(t)) return bit_width(t) >= 32;
+  if (bit_width(t) == 64) return target.features.has(Cap::subgroup_extended_types);
+  return true;  // 32-bit, and narrower ones widened to i32 first
+}
+
+struct Match {
+  Stmt *loop = nullptr, *branch = nullptr, *atomic = nullptr;
+  std::vector<Stmt *> pre;    // the statements before the `if`
+  std::vector<Stmt *> moved;  // the lane-dependent values of `pre` that the `if` body uses
+};
+
+using Map = std::map<const Stmt *, Stmt *>;
+
+Stmt *remap(const Map &map, Stmt *s) {
+  auto it = map.find(s);
+  return it == map.end() ? s : it->second;
+}
+
+// A copy of s at e's point, its operands through map.
+Stmt *copy(IrEmitter &e, const Stmt &s, const Map &map) {
+  auto c = clone_leaf(s);
+  for (Stmt *&o : c->operands) o = remap(map, o);
+  return e.insert(std::move(c));
+}
+
+// A lane-independent value (constants, arguments, arithmetic on them), operands first, at e's point.
+Stmt *copy_tree(IrEmitter &e, Stmt *s, Map &done) {
+  if (auto it = done.find(s); it != done.end()) return it->second;
+  for (Stmt *o : s->operands) copy_tree(e, o, done);
+  return done[s] = copy(e, *s, done);
+}
+
+// The index in `block` of the statement holding s (s itself, or the If / loop it is nested in).
+size_t position(const Block &block, const Stmt *s) {
+  while (s->parent != &block) s = s->parent->owner;
+  size_t i = 0;
+  while (block.stmts[i].get() != s) i++;
+  return i;
+}
+
+// Variables written once: an alloca stored exactly once, in its own block, before every load of
+// it (`v = x[i]`, `s = qd.atomic_add(...)`), is replaced by the stored value.
+void forward_single_stores(Block &body) {
+  std::map<Stmt *, std::vector<Stmt *>> stores, loads;
+  for_each_stmt(body, [&](Stmt &s) {
+    if (s.kind == StmtKind::Alloca) stores[&s], loads[&s];
+    if (s.kind == StmtKind::LocalStore && stores.count(s.operands[0])) stores[s.operands[0]].push_back(&s);
+    if (s.kind == StmtKind::LocalLoad && loads.count(s.operands[0])) loads[s.operands[0]].push_back(&s);
+  });
+  for (auto &[var, st] : stores) {
+    if (st.size() != 1 || st[0]->parent != var->parent) continue;
+    Block &block = *var->parent;
+    size_t at = position(block, st[0]);
+    bool after = true;
+    for (Stmt *l : loads[var]) after = after && position(block, l) > at;
+    if (!after) continue;
+    Stmt *value = st[0]->operands[1];
+    std::unordered_set<const Stmt *> dead = {var, st[0]};
+    for (Stmt *l : loads[var]) {
+      replace_uses(body, l, value);
+      dead.insert(l);
+    }
+    for_each_stmt(body, [&](Stmt &s) {
+      if (s.body) std::erase_if(s.body->stmts, [&](auto &x) { return dead.count(x.get()) > 0; });
+      if (s.else_body) std::erase_if(s.else_body->stmts, [&](auto &x) { return dead.count(x.get()) > 0; });
+    });
+    std::erase_if(body.stmts, [&](auto &x) { return dead.count(x.get()) > 0; });
+  }
+}
+
+class Batcher {
+ public:
+  // The device's subgroup size, when known, lays the elements out and sizes the masks; otherwise
+  // the layout assumes 32 lanes and the masks are 64-bit ballots (right for any size).
+  Batcher(KernelIR &k, const Target &target, Task &t)
+      : k_(k), target_(target), t_(t), known_(target.features.subgroup_size > 0),
+        lanes_(known_ ? target.features.subgroup_size : 32) {}
+
+  bool match(Match &m) {
+    Stmt *loop = t_.loop();
+    if (loop->serialize || loop->first_index || (lanes_ & (lanes_ - 1)) != 0 || lanes_ > 64) return false;
+    auto &stmts = loop->body->stmts;
+    if (stmts.empty() || stmts.back()->kind != StmtKind::If) return false;
+    forward_single_stores(*loop->body);
+    Stmt *branch = stmts.back().get();
+    if (branch->else_body && !branch->else_body->stmts.empty()) return false;
+    std::unordered_set<const Stmt *> pre, moved;
+    for (size_t i = 0; i + 1 < stmts.size(); i++) {
+      if (!speculatable(*stmts[i])) return false;
+      pre.insert(stmts[i].get());
+      m.pre.push_back(stmts[i].get());
+    }
+    Stmt *atomic = nullptr;
+    for (auto &sp : branch->body->stmts) {
+      Stmt &s = *sp;
+      switch (s.kind) {
+        case StmtKind::Const: case StmtKind::Arg: case StmtKind::Unary: case StmtKind::Binary:
+        case StmtKind::Select: case StmtKind::GlobalPtr: break;
+        case StmtKind::GlobalStore: if (s.is_atomic) return false; break;
+        case StmtKind::Atomic: if (atomic) return false; atomic = &s; break;
+        default: return false;
+      }
+      for (Stmt *o : s.operands) {
+        if (!pre.count(o) || uniform(o) || moved.count(o)) continue;
+        if (!shuffles(o->dtype, target_)) return false;
+        moved.insert(o);
+        m.moved.push_back(o);
+      }
+    }
+    if (!atomic || !counter(*atomic)) return false;
+    m.loop = loop;
+    m.branch = branch;
+    m.atomic = atomic;
+    return true;
+  }
+
+  void rewrite(const Match &m) {
+    Stmt *loop = m.loop, *atomic = m.atomic;
+    DataType it = loop->operands[0]->dtype, u32 = DataType::u32;  // it: the index type
+    const int chunk = lanes_ * kK;
+    // The loop now counts threads: S per chunk of S * kK elements.
+    IrEmitter p(t_.prologue, loop->loc);
+    Stmt *begin = loop->operands[0], *end = loop->operands[1];
+    Stmt *n = p.bin(B::Sub, end, begin);
+    Stmt *chunks = p.sel(p.bin(B::Gt, n, p.ci(it, 0)),
+                         p.bin(B::Add, p.bin(B::Div, p.bin(B::Sub, n, p.ci(it, 1)), p.ci(it, chunk)), p.ci(it, 1)),
+                         p.ci(it, 0));
+    Stmt *n_u = p.bitcast(n, u32);  // read only when n > 0
+    loop->operands = {p.ci(it, 0), p.bin(B::Mul, chunks, p.ci(it, lanes_))};
+
+    auto old_body = std::move(loop->body);  // the originals stay alive while they are copied
+    loop->body = std::make_unique<Block>();
+    loop->body->owner = loop;
+    IrEmitter e(*loop->body, m.branch->loc);
+    Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
+    Stmt *lane = e.cast(simt(e, SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
+    int log2_lanes = 0;
+    while ((1 << log2_lanes) < lanes_) log2_lanes++;
+    // (t / S) * S * kK + t % S, unsigned: below n + S * kK, so it does not overflow
+    Stmt *first = e.bin(B::Add, e.bin(B::Mul, e.bin(B::Shr, t, e.ci(u32, log2_lanes)), e.ci(u32, chunk)),
+                        e.bin(B::BitAnd, t, e.ci(u32, lanes_ - 1)));
+    // Per element j: the statements before the `if` at index i_j (clamped to the last index past
+    // the end of the range) and whether it passes.
+    std::vector<Map> value(kK);
+    std::vector<Stmt *> passes(kK);
+    for (int j = 0; j < kK; j++) {
+      Stmt *off = e.bin(B::Add, first, e.ci(u32, j * lanes_));
+      Stmt *valid = e.bin(B::Lt, off, n_u);
+      Stmt *index = e.sel(valid, e.bin(B::Add, begin, e.bitcast(off, it)), e.bin(B::Sub, end, e.ci(it, 1)));
+      for (Stmt *s : m.pre)
+        value[j][s] = s->kind == StmtKind::LoopIndex ? index : copy(e, *s, value[j]);
+      Stmt *cond = remap(value[j], m.branch->operands[0]);
+      passes[j] = e.both(valid, e.bin(B::Ne, cond, e.ci(cond->dtype, 0)));
+    }
+    // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
+    // when every lane is there).
+    std::vector<Stmt *> masks = lane_masks(e, passes, lane);
+    Stmt *active = lane_masks(e, {e.ci(DataType::i32, 1)}, lane)[0];
+    DataType mt = active->dtype;
+    Stmt *below = e.bin(B::Sub, e.bin(B::Shl, e.ci(mt, 1), e.cast(lane, mt)), e.ci(mt, 1));
+    Stmt *rank = e.cast(e.un(UnaryOp::PopCount, e.bin(B::BitAnd, active, below)), u32);
+    std::vector<Stmt *> counts(kK);
+    Stmt *total = nullptr;
+    for (int j = 0; j < kK; j++) {
+      counts[j] = e.cast(e.un(UnaryOp::PopCount, masks[j]), u32);
+      total = total ? e.bin(B::Add, total, counts[j]) : counts[j];
+    }
+    // One atomic for the batch, by the lowest active lane; every lane reads its old value.
+    DataType type = atomic->dtype;
+    Map hoisted;
+    Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
+    copy_tree(e, atomic->operands[0], hoisted);
+    Stmt *old_var = e.var(type, e.ci(type, 0));
+    {
+      IrEmitter one = e.if_(simt(e, SimtOp::SubgroupElect, DataType::i32, {}));
+      hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
+      one.store(old_var, copy(one, *atomic, hoisted));
+    }
+    Stmt *old = simt(e, SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
+    B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
+    Stmt *before = e.ci(u32, 0);  // the passing elements of the earlier j
+    for (int j = 0; j < kK; j++) {
+      // The active lane of rank r < count takes the values of the r-th passing lane (shuffled
+      // before the branch, while every lane is there to be read).
+      Stmt *src = nth_set_bit(e, masks[j], rank);
+      Map map = value[j];
+      for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
+      map[atomic] = e.bin(combine, old, e.bin(B::Mul, step, e.cast(e.bin(B::Add, before, rank), type)));
+      IrEmitter body = e.if_(e.bin(B::Lt, rank, counts[j]));
+      for (auto &s : m.branch->body->stmts)
+        if (s.get() != atomic) map[s.get()] = copy(body, *s, map);
+      before = e.bin(B::Add, before, counts[j]);
+    }
+  }
+
+ private:
+  // A relaxed add / sub of a lane-independent operand on a lane-independent address.
+  bool counter(const Stmt &a) const {
+    if (a.order != MemoryOrder::Relaxed) return false;
+    if (a.atomic_op() != AtomicOp::Add && a.atomic_op() != AtomicOp::Sub) return false;
+    DataType t = a.dtype;
+    if (t != DataType::i32 && t != DataType::u32 && t != DataType::i64 && t != DataType::u64) return false;
+    const Stmt &ptr = *a.operands[0];
+    if (ptr.kind != StmtKind::GlobalPtr) return false;
+    BufferKind kind = k_.buffers[ptr.ival].kind;
+    if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
+    for (const Stmt *i : ptr.operands)
+      if (!uniform(i)) return false;
+    return uniform(a.operands[1]);
+  }
+
+  // Per predicate, the active lanes where it holds. With a known size up to 32 lanes, the bits of
+  // 32 / S predicates are packed in one word (bit k * S + lane) and or-reduced over the subgroup
+  // (on lavapipe much cheaper than a ballot each); otherwise 64-bit ballots.
+  std::vector<Stmt *> lane_masks(IrEmitter &e, const std::vector<Stmt *> &passes, Stmt *lane) const {
+    if (!known_ || lanes_ > 32) {
+      std::vector<Stmt *> masks;
+      for (Stmt *p : passes) masks.push_back(simt(e, SimtOp::SubgroupBallot, DataType::u64, {p}));
+      return masks;
+    }
+    DataType u32 = DataType::u32;
+    const int per_word = 32 / lanes_, n = static_cast<int>(passes.size());
+    std::vector<Stmt *> masks;
+    for (int j0 = 0; j0 < n; j0 += per_word) {
+      Stmt *bits = nullptr;
+      for (int j = j0; j < n && j < j0 + per_word; j++) {
+        Stmt *bit = e.bin(B::Shl, e.cast(passes[j], u32), e.bin(B::Add, lane, e.ci(u32, (j - j0) * lanes_)));
+        bits = bits ? e.bin(B::BitOr, bits, bit) : bit;
+      }
+      Stmt *word = e.add(StmtKind::Simt, u32, {bits}, static_cast<int>(SimtOp::SubgroupReduce));
+      word->ival = static_cast<int64_t>(B::BitOr);
+      for (int j = j0; j < n && j < j0 + per_word; j++) {
+        Stmt *shifted = j == j0 ? word : e.bin(B::Shr, word, e.ci(u32, (j - j0) * lanes_));
+        masks.push_back(lanes_ == 32 ? shifted : e.bin(B::BitAnd, shifted, e.ci(u32, (int64_t{1} << lanes_) - 1)));
+      }
+    }
+    return masks;
+  }
+
+  // The position of the (r + 1)-th set bit of mask (r < popcount(mask)), by halves, branch-free.
+  Stmt *nth_set_bit(IrEmitter &e, Stmt *mask, Stmt *r) const {
+    DataType u32 = DataType::u32, mt = mask->dtype;
+    Stmt *pos = e.ci(u32, 0);
+    for (int w = lanes_ / 2; w >= 1; w /= 2) {
+      Stmt *low = e.bin(B::BitAnd, e.bin(B::Shr, mask, e.cast(pos, mt)), e.ci(mt, (int64_t{1} << w) - 1));
+      Stmt *cnt = e.cast(e.un(UnaryOp::PopCount, low), u32);
+      Stmt *ge = e.bin(B::Ge, r, cnt);
+      pos = e.sel(ge, e.bin(B::Add, pos, e.ci(u32, w)), pos);
+      r = e.sel(ge, e.bin(B::Sub, r, cnt), r);
+    }
+    return pos;
+  }
+
+  static Stmt *shuffle(IrEmitter &e, Stmt *v, Stmt *src) {
+    DataType t = v->dtype;
+    Stmt *x = bit_width(t) < 32 ? e.cast(v, DataType::i32) : v;  // bools, 8 / 16-bit values
+    return e.cast(simt(e, SimtOp::SubgroupShuffle, x->dtype, {x, src}), t);
+  }
+
+  KernelIR &k_;
+  const Target &target_;
+  Task &t_;
+  const bool known_;
+  const int lanes_;
+};
+
+}  // namespace
+
+void batch_compactions(KernelIR &k, const Target &target) {
+  if (target.backend != Backend::Vulkan || !target.has_subgroup_reduce(DataType::u32)) return;
+  for (Cap c : {Cap::subgroup_shuffle, Cap::shader_int64})
+    if (!target.features.has(c)) return;
+  for (Task &t : k.tasks) {
+    if (!t.parallel || synchronizes(t)) continue;
+    Batcher b(k, target, t);
+    Match m;
+    if (b.match(m)) b.rewrite(m);
+  }
+}
+
+}  // namespace qd

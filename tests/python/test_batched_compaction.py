@@ -1,0 +1,238 @@
+"""Batched compaction on Vulkan (transforms/compaction.cpp, docs/atomics.md): a parallel loop
+`if cond: out[qd.atomic_add(c[None], v)] = ...` handles 16 elements per thread with one atomic per
+subgroup and batch, the passing elements moved to the first lanes. Shown applied (printed IR) and
+exact: the counter's final value, every passing element given one slot, the slots exactly
+c0, c0 + v, ..., what the unbatched atomics return in some order, every store made once; loops it
+does not match run as before."""
+import numpy as np
+import pytest
+
+import quadrants as qd
+from test_utils import test
+
+
+def _batched(ir):
+    return "subgroup.shuffle" in ir and ir.count("global atomic") == 1
+
+
+def _check_slots(slots, keep, init, step, final, sub=False):
+    """Each passing element got one slot, the slots being exactly those an atomic add / sub of
+    `step` per passing element returns in some order."""
+    got = np.sort(slots[keep].astype(np.int64))
+    k = np.arange(int(keep.sum()), dtype=np.int64)
+    want = np.sort(init - step * k) if sub else init + step * k
+    assert got.tolist() == np.sort(want).tolist()
+    assert final == (init - step * len(k) if sub else init + step * len(k))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 127, 128, 129, 1000, 10007])
+@test(arch=qd.vulkan)
+def test_compaction_every_length(n):
+    """Lengths around the subgroup (8 on lavapipe) and batch (128 elements) sizes, empty included."""
+    xs = np.random.default_rng(n).random(max(n, 1)).astype(np.float32)[:n]
+    x = qd.field(qd.f32, shape=max(n, 1))
+    out = qd.field(qd.i32, shape=max(n, 1))
+    c = qd.field(qd.i32, shape=())
+    if n:
+        x.from_numpy(np.pad(xs, (0, max(n, 1) - n)))
+    out.fill(-1)
+
+    @qd.kernel
+    def compaction():
+        for i in range(n):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 1)] = i
+
+    compaction()
+    count = int((xs > 0.5).sum())
+    assert c[None] == count
+    got = out.to_numpy()
+    assert sorted(got[:count].tolist()) == np.flatnonzero(xs > 0.5).tolist()
+    assert (got[count:] == -1).all()  # nothing written past the slots taken
+    assert _batched(qd.compile(compaction).ir)
+
+
+@pytest.mark.parametrize("block_dim", [None, 4, 12, 128])
+@pytest.mark.parametrize("dtype, step, op", [(qd.i32, 1, "add"), (qd.u32, 3, "add"), (qd.i64, 2, "add"),
+                                             (qd.i32, 1, "sub"), (qd.u64, 5, "sub")])
+@test(arch=qd.vulkan)
+def test_slots_are_an_atomic_order(block_dim, dtype, step, op):
+    """`slot[i] = s; out[s] = i` with s = atomic_add / atomic_sub(c[None], step) from a nonzero start,
+    over range(a, b) with ndarray inputs: one slot per passing element, exactly the values the
+    atomics return, the final counter exact; block sizes below, not a multiple of, and above the
+    subgroup."""
+    if dtype in (qd.i64, qd.u64):
+        from quadrants.lang import runtime
+        if "int64_atomics_buffer" not in set(runtime.program().runtime.features):
+            pytest.skip("64-bit atomics")
+    a, b = 37, 5000
+    keep = (np.random.default_rng(3).random(b) < 0.3).astype(np.int32)
+    init = 1 << 20
+    fn = getattr(qd, f"atomic_{op}")
+    c = qd.field(dtype, shape=())
+    slot = qd.field(qd.i64, shape=b)
+    out = qd.field(qd.i32, shape=(init + step * b + 1) if op == "add" else 1)
+    seen = qd.field(qd.i32, shape=(init + 1) if op == "sub" else 1)
+
+    @qd.kernel
+    def k(keep: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=block_dim)
+        for i in range(a, b):
+            if keep[i] != 0:
+                s = fn(c[None], step)
+                slot[i] = qd.cast(s, qd.i64)
+                if qd.static(op == "add"):
+                    out[s] = i
+                else:
+                    seen[s] = i
+
+    c[None] = init
+    slot.fill(-1)
+    k(keep)
+    sel = np.zeros(b, dtype=bool)
+    sel[a:] = keep[a:] != 0
+    slots = slot.to_numpy()
+    _check_slots(slots, sel, init, step, int(c[None]), sub=op == "sub")
+    assert (slots[~sel] == -1).all()
+    dest = (out if op == "add" else seen).to_numpy()
+    assert (dest[slots[sel]] == np.flatnonzero(sel)).all()
+    assert _batched(qd.compile(k, keep).ir)
+
+
+@test(arch=qd.vulkan)
+def test_moved_values_of_every_type():
+    """The values the stores use move between lanes with their types intact: f32 (NaN, -0.0 and
+    denormals bit-exact), i32, u8, bool, i16, the index itself and a value computed in the branch."""
+    n = 3001
+    rng = np.random.default_rng(5)
+    fs = rng.standard_normal(n).astype(np.float32)
+    fs[::97] = np.nan
+    fs[5::89] = -0.0
+    fs[7::101] = np.float32(1e-41)
+    ks = rng.integers(-2**31, 2**31 - 1, n, dtype=np.int64).astype(np.int32)
+    keep = rng.random(n) < 0.5
+    f, k, sel = qd.field(qd.f32, shape=n), qd.field(qd.i32, shape=n), qd.field(qd.i32, shape=n)
+    of, ok, ou8, ob, oi16, oi, osum = (qd.field(t, shape=n) for t in (qd.f32, qd.i32, qd.u8, qd.i32, qd.i16, qd.i32, qd.i32))
+    c = qd.field(qd.i32, shape=())
+    f.from_numpy(fs)
+    k.from_numpy(ks)
+    sel.from_numpy(keep.astype(np.int32))
+
+    @qd.kernel
+    def compaction():
+        for i in range(n):
+            v = f[i]
+            w = k[i]
+            if sel[i] == 1:
+                s = qd.atomic_add(c[None], 1)
+                of[s] = v
+                ok[s] = w
+                ou8[s] = qd.cast(w, qd.u8)
+                ob[s] = qd.cast(v > 0.0, qd.i32)
+                oi16[s] = qd.cast(w, qd.i16)
+                oi[s] = i
+                osum[s] = w + i * 3
+
+    compaction()
+    assert _batched(qd.compile(compaction).ir)
+    count = int(keep.sum())
+    assert c[None] == count
+    order = oi.to_numpy()[:count]
+    assert sorted(order.tolist()) == np.flatnonzero(keep).tolist()
+    assert (of.to_numpy()[:count].view(np.uint32) == fs[order].view(np.uint32)).all()
+    assert (ok.to_numpy()[:count] == ks[order]).all()
+    assert (ou8.to_numpy()[:count] == ks[order].astype(np.uint8)).all()
+    assert (ob.to_numpy()[:count] == (fs[order] > 0)).all()
+    assert (oi16.to_numpy()[:count] == ks[order].astype(np.int16)).all()
+    with np.errstate(over="ignore"):
+        assert (osum.to_numpy()[:count] == ks[order] + order.astype(np.int32) * 3).all()
+
+
+@test(arch=qd.vulkan)
+def test_other_loops_keep_their_lowering():
+    """Not batched, and still exact: a store before the branch, an else branch, a counter whose
+    step differs per element, a used old value outside the branch, an ordered atomic; with
+    qd.init(subgroup_aggregation=False) nothing is batched."""
+    n = 2000
+    xs = np.random.default_rng(9).random(n).astype(np.float32)
+    x = qd.field(qd.f32, shape=n)
+    out = qd.field(qd.i32, shape=n)
+    mark = qd.field(qd.i32, shape=n)
+    c = qd.field(qd.i32, shape=())
+    x.from_numpy(xs)
+
+    @qd.kernel
+    def store_before():
+        for i in range(n):
+            mark[i] = 0
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 1)] = i
+
+    @qd.kernel
+    def with_else():
+        for i in range(n):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 1)] = i
+            else:
+                mark[i] = 1
+
+    @qd.kernel
+    def varying_step():
+        for i in range(n):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], i % 2 + 1) // 3] = i
+
+    @qd.kernel
+    def ordered():
+        for i in range(n):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 1, memory_order=qd.MemoryOrder.AcqRel)] = i
+
+    count = int((xs > 0.5).sum())
+    for kern in (store_before, with_else, ordered):
+        c[None] = 0
+        kern()
+        assert not _batched(qd.compile(kern).ir)
+        assert c[None] == count
+        assert sorted(out.to_numpy()[:count].tolist()) == np.flatnonzero(xs > 0.5).tolist()
+    c[None] = 0
+    varying_step()
+    assert not _batched(qd.compile(varying_step).ir)
+    assert c[None] == int((np.flatnonzero(xs > 0.5) % 2 + 1).sum())
+    qd.init(arch=qd.vulkan, subgroup_aggregation=False)
+    x2, out2, c2 = qd.field(qd.f32, shape=n), qd.field(qd.i32, shape=n), qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def plain():
+        for i in range(n):
+            if x2[i] > 0.5:
+                out2[qd.atomic_add(c2[None], 1)] = i
+
+    assert "subgroup" not in qd.compile(plain).ir
+
+
+def test_compile_only_without_a_device_uses_ballots():
+    """qd.compile for vulkan with named features: a known subgroup size packs the masks into or-
+    reductions, an unknown one uses 64-bit ballots (right for any size); SPIR-V is emitted."""
+    qd.init(arch=qd.cpu)
+    x = qd.field(qd.f32, shape=100)
+    out = qd.field(qd.i32, shape=100)
+    c = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def compaction():
+        for i in range(100):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 1)] = i
+
+    caps = ["subgroup_basic", "subgroup_vote", "subgroup_arithmetic", "subgroup_ballot", "subgroup_shuffle",
+            "shader_int64"]
+    packed = qd.compile(compaction, arch=qd.vulkan, features=caps + ["subgroup_size=8"])
+    ballots = qd.compile(compaction, arch=qd.vulkan, features=caps)
+    assert _batched(packed.ir) and _batched(ballots.ir)
+    assert "subgroup.ballot" not in packed.ir and "subgroup.reduce" in packed.ir
+    assert "subgroup.ballot" in ballots.ir
+    assert "OpGroupNonUniformShuffle" in packed.spirv_asm and "OpGroupNonUniformBitwiseOr" in packed.spirv_asm
+    no_shuffle = qd.compile(compaction, arch=qd.vulkan, features=caps[:-2] + ["shader_int64"])
+    assert not _batched(no_shuffle.ir)
+    qd.reset()

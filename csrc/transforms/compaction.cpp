@@ -305,7 +305,7 @@ class Batcher {
   Stmt *nth_set_bit(IrEmitter &e, Stmt *mask, Stmt *r) const {
     DataType u32 = DataType::u32, mt = mask->dtype;
     Stmt *pos = e.ci(u32, 0);
-    for (int w = lanes_ / 2; w >= 1; w /= 2) {
+    for (int w = bit_width(mt) == 64 ? 32 : lanes_ / 2; w >= 1; w /= 2) {  // a ballot: any size up to 64
       Stmt *low = e.bin(B::BitAnd, e.bin(B::Shr, mask, e.cast(pos, mt)), e.ci(mt, (int64_t{1} << w) - 1));
       Stmt *cnt = e.cast(e.un(UnaryOp::PopCount, low), u32);
       Stmt *ge = e.bin(B::Ge, r, cnt);

@@ -226,6 +226,7 @@ class Printer {
         os_ << v(&s) << " = for range(" << ops() << ")" << (s.serialize ? " serial" : "");
         if (s.block_dim) os_ << " block_dim=" << s.block_dim;
         if (s.first_index) os_ << " grid-stride from " << v(s.first_index) << " next " << v(s.next_index);
+        if (s.label) os_ << " (" << s.label << ")";
         os_ << ":\n";
         block(*s.body, depth + 1);
         return;

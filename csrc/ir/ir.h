@@ -89,7 +89,9 @@ struct Stmt {
   // index (in the task's prologue) and its next one (the first statement of the body, computed from
   // the index); both stop at the end without overflowing. Null: every index from begin, step 1.
   Stmt *first_index = nullptr, *next_index = nullptr;
-  const char *label = nullptr;  // While: a name for the loop in emitted code ("cas.loop")
+  // While: a name for the loop in emitted code ("cas.loop"); RangeFor: what rewrote it, printed
+  // in the IR ("batched compaction")
+  const char *label = nullptr;
   std::unique_ptr<Block> body, else_body;  // If (then/else), While/RangeFor (body)
 
   Stmt(StmtKind k, DataType t) : kind(k), dtype(t) {}

@@ -6,9 +6,9 @@
 //           slot = qd.atomic_add(c[None], v)        (v the same for every thread: `1`)
 //           out[slot] = value; ...                  (stores, arithmetic)
 //
-// takes one atomic per kK * S elements (S lanes per subgroup) instead of one per element (or one per
-// subgroup and element, after subgroup aggregation). Each thread handles kK elements, the subgroup's
-// lanes consecutive ones: element (t / S) * S * kK + j * S + t % S of thread t, j < kK. For each j the
+// takes one atomic per batch_ * S elements (S lanes per subgroup) instead of one per element (or one per
+// subgroup and element, after subgroup aggregation). Each thread handles batch_ elements, the subgroup's
+// lanes consecutive ones: element (t / S) * S * batch_ + j * S + t % S of thread t, j < batch_. For each j the
 // lanes evaluate the condition and ballot it; the active lanes sum the counts and one elected lane
 // does the atomic. Then, for each j, the passing lanes' values are moved in registers to the first
 // lanes (lane r takes those of the r-th passing lane: a shuffle), and lanes 0..count-1 run the
@@ -31,7 +31,7 @@ namespace qd {
 namespace {
 
 using B = BinaryOp;
-constexpr int kK = 16;  // elements per thread and batch
+constexpr int kGpuBatch = 16, kCpuBatch = 64;  // elements per thread and batch
 
 Stmt *simt(IrEmitter &e, SimtOp op, DataType t, std::vector<Stmt *> operands) {
   return e.add(StmtKind::Simt, t, std::move(operands), static_cast<int>(op));
@@ -136,13 +136,17 @@ class Batcher {
  public:
   // The device's subgroup size, when known, lays the elements out and sizes the masks; otherwise
   // the layout assumes 32 lanes and the masks are 64-bit ballots (right for any size).
+  // On the cpu a thread is its own subgroup of one lane.
   Batcher(KernelIR &k, const Target &target, Task &t)
-      : k_(k), target_(target), t_(t), known_(target.features.subgroup_size > 0),
-        lanes_(known_ ? target.features.subgroup_size : 32) {}
+      : k_(k), target_(target), t_(t), cpu_(target.backend == Backend::Cpu),
+        known_(cpu_ || target.features.subgroup_size > 0),
+        lanes_(cpu_ ? 1 : known_ ? target.features.subgroup_size : 32), batch_(cpu_ ? kCpuBatch : kGpuBatch) {}
 
   bool match(Match &m) {
     Stmt *loop = t_.loop();
-    if (loop->serialize || loop->first_index || (lanes_ & (lanes_ - 1)) != 0 || lanes_ > 64) return false;
+    if (loop->serialize || loop->first_index || t_.cpu_block_dim || loop->operands[0]->dtype != DataType::i32 ||
+        (lanes_ & (lanes_ - 1)) != 0 || lanes_ > 64)
+      return false;
     auto &stmts = loop->body->stmts;
     if (stmts.empty() || stmts.back()->kind != StmtKind::If) return false;
     forward_single_stores(*loop->body);
@@ -181,8 +185,8 @@ class Batcher {
   void rewrite(const Match &m) {
     Stmt *loop = m.loop, *atomic = m.atomic;
     DataType it = loop->operands[0]->dtype, u32 = DataType::u32;  // it: the index type
-    const int chunk = lanes_ * kK;
-    // The loop now counts threads: S per chunk of S * kK elements.
+    const int chunk = lanes_ * batch_;
+    // The loop now counts threads: S per chunk of S * batch_ elements.
     IrEmitter p(t_.prologue, loop->loc);
     Stmt *begin = loop->operands[0], *end = loop->operands[1];
     Stmt *n = p.bin(B::Sub, end, begin);
@@ -191,23 +195,24 @@ class Batcher {
                          p.ci(it, 0));
     Stmt *n_u = p.bitcast(n, u32);  // read only when n > 0
     loop->operands = {p.ci(it, 0), p.bin(B::Mul, chunks, p.ci(it, lanes_))};
+    loop->label = "batched compaction";
 
     auto old_body = std::move(loop->body);  // the originals stay alive while they are copied
     loop->body = std::make_unique<Block>();
     loop->body->owner = loop;
     IrEmitter e(*loop->body, m.branch->loc);
     Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
-    Stmt *lane = e.cast(simt(e, SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
+    Stmt *lane = cpu_ ? e.ci(u32, 0) : e.cast(simt(e, SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
     int log2_lanes = 0;
     while ((1 << log2_lanes) < lanes_) log2_lanes++;
-    // (t / S) * S * kK + t % S, unsigned: below n + S * kK, so it does not overflow
+    // (t / S) * S * batch_ + t % S, unsigned: below n + S * batch_, so it does not overflow
     Stmt *first = e.bin(B::Add, e.bin(B::Mul, e.bin(B::Shr, t, e.ci(u32, log2_lanes)), e.ci(u32, chunk)),
                         e.bin(B::BitAnd, t, e.ci(u32, lanes_ - 1)));
     // Per element j: the statements before the `if` at index i_j (clamped to the last index past
     // the end of the range) and whether it passes.
-    std::vector<Map> value(kK);
-    std::vector<Stmt *> passes(kK);
-    for (int j = 0; j < kK; j++) {
+    std::vector<Map> value(batch_);
+    std::vector<Stmt *> passes(batch_);
+    for (int j = 0; j < batch_; j++) {
       Stmt *off = e.bin(B::Add, first, e.ci(u32, j * lanes_));
       Stmt *valid = e.bin(B::Lt, off, n_u);
       Stmt *index = e.sel(valid, e.bin(B::Add, begin, e.bitcast(off, it)), e.bin(B::Sub, end, e.ci(it, 1)));
@@ -223,9 +228,9 @@ class Batcher {
     DataType mt = active->dtype;
     Stmt *below = e.bin(B::Sub, e.bin(B::Shl, e.ci(mt, 1), e.cast(lane, mt)), e.ci(mt, 1));
     Stmt *rank = e.cast(e.un(UnaryOp::PopCount, e.bin(B::BitAnd, active, below)), u32);
-    std::vector<Stmt *> counts(kK);
+    std::vector<Stmt *> counts(batch_);
     Stmt *total = nullptr;
-    for (int j = 0; j < kK; j++) {
+    for (int j = 0; j < batch_; j++) {
       counts[j] = e.cast(e.un(UnaryOp::PopCount, masks[j]), u32);
       total = total ? e.bin(B::Add, total, counts[j]) : counts[j];
     }
@@ -234,21 +239,26 @@ class Batcher {
     Map hoisted;
     Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
     copy_tree(e, atomic->operands[0], hoisted);
-    Stmt *old_var = e.var(type, e.ci(type, 0));
-    {
+    Stmt *old;
+    if (cpu_) {
+      hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
+      old = copy(e, *atomic, hoisted);
+    } else {
+      Stmt *old_var = e.var(type, e.ci(type, 0));
       IrEmitter one = e.if_(simt(e, SimtOp::SubgroupElect, DataType::i32, {}));
       hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
       one.store(old_var, copy(one, *atomic, hoisted));
+      old = simt(e, SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
     }
-    Stmt *old = simt(e, SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
     B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
     Stmt *before = e.ci(u32, 0);  // the passing elements of the earlier j
-    for (int j = 0; j < kK; j++) {
+    for (int j = 0; j < batch_; j++) {
       // The active lane of rank r < count takes the values of the r-th passing lane (shuffled
       // before the branch, while every lane is there to be read).
       Stmt *src = nth_set_bit(e, masks[j], rank);
       Map map = value[j];
-      for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
+      if (!cpu_)
+        for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
       map[atomic] = e.bin(combine, old, e.bin(B::Mul, step, e.cast(e.bin(B::Add, before, rank), type)));
       IrEmitter body = e.if_(e.bin(B::Lt, rank, counts[j]));
       for (auto &s : m.branch->body->stmts)
@@ -277,6 +287,11 @@ class Batcher {
   // 32 / S predicates are packed in one word (bit k * S + lane) and or-reduced over the subgroup
   // (on lavapipe much cheaper than a ballot each); otherwise 64-bit ballots.
   std::vector<Stmt *> lane_masks(IrEmitter &e, const std::vector<Stmt *> &passes, Stmt *lane) const {
+    if (cpu_) {
+      std::vector<Stmt *> masks;
+      for (Stmt *p : passes) masks.push_back(e.cast(p, DataType::u32));
+      return masks;
+    }
     if (!known_ || lanes_ > 32) {
       std::vector<Stmt *> masks;
       for (Stmt *p : passes) masks.push_back(simt(e, SimtOp::SubgroupBallot, DataType::u64, {p}));
@@ -324,16 +339,21 @@ class Batcher {
   KernelIR &k_;
   const Target &target_;
   Task &t_;
-  const bool known_;
-  const int lanes_;
+  const bool cpu_, known_;
+  const int lanes_, batch_;
 };
 
 }  // namespace
 
 void batch_compactions(KernelIR &k, const Target &target) {
-  if (target.backend != Backend::Vulkan || !target.has_subgroup_reduce(DataType::u32)) return;
-  for (Cap c : {Cap::subgroup_shuffle, Cap::shader_int64})
-    if (!target.features.has(c)) return;
+  if (!target.features.subgroup_aggregation) return;
+  if (target.backend == Backend::Vulkan) {
+    if (!target.has_subgroup_reduce(DataType::u32)) return;
+    for (Cap c : {Cap::subgroup_shuffle, Cap::shader_int64})
+      if (!target.features.has(c)) return;
+  } else if (target.backend != Backend::Cpu) {
+    return;
+  }
   for (Task &t : k.tasks) {
     if (!t.parallel || synchronizes(t)) continue;
     Batcher b(k, target, t);

@@ -25,7 +25,7 @@ def _check_slots(slots, keep, init, step, final, sub=False):
     assert final == (init - step * len(k) if sub else init + step * len(k))
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 63, 64, 65, 127, 128, 129, 1000, 10007])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 63, 64, 65, 127, 128, 129, 1000, 10007, (1 << 21) + 5])
 @test(arch=[qd.cpu, qd.vulkan])
 def test_compaction_every_length(n):
     """Lengths around the subgroup (8 on lavapipe) and batch sizes (128 elements on lavapipe, 64 on the

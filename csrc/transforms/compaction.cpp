@@ -20,6 +20,7 @@
 // Why: on lavapipe every memory access of a subgroup runs lane by lane, so a contended atomic per
 // subgroup and stores under a random mask (mispredicted branches) cost several copies' time; here
 // the stores' mask is a prefix of the lanes. Off with qd.init(subgroup_aggregation=False).
+#include <algorithm>
 #include <map>
 #include <unordered_set>
 
@@ -102,9 +103,10 @@ size_t position(const Block &block, const Stmt *s) {
   return i;
 }
 
-// Variables written once: an alloca stored exactly once, in its own block, before every load of
-// it (`v = x[i]`, `s = qd.atomic_add(...)`), is replaced by the stored value.
-void forward_single_stores(Block &body) {
+// Variables of straight-line code: an alloca whose stores are all in its own block (not in a
+// nested branch or loop) is replaced, at each load, by the value stored last before it (`v = x[i]`,
+// `keep = v > t` then `keep = ...`, `s = qd.atomic_add(...)`); it goes when every load has one.
+void forward_stores(Block &body) {
   std::map<Stmt *, std::vector<Stmt *>> stores, loads;
   for_each_stmt(body, [&](Stmt &s) {
     if (s.kind == StmtKind::Alloca) stores[&s], loads[&s];
@@ -112,15 +114,20 @@ void forward_single_stores(Block &body) {
     if (s.kind == StmtKind::LocalLoad && loads.count(s.operands[0])) loads[s.operands[0]].push_back(&s);
   });
   for (auto &[var, st] : stores) {
-    if (st.size() != 1 || st[0]->parent != var->parent) continue;
     Block &block = *var->parent;
-    size_t at = position(block, st[0]);
-    bool after = true;
-    for (Stmt *l : loads[var]) after = after && position(block, l) > at;
-    if (!after) continue;
-    Stmt *value = st[0]->operands[1];
-    std::unordered_set<const Stmt *> dead = {var, st[0]};
+    if (std::any_of(st.begin(), st.end(), [&](Stmt *x) { return x->parent != &block; })) continue;
+    std::vector<std::pair<Stmt *, Stmt *>> forwarded;  // load -> value
     for (Stmt *l : loads[var]) {
+      size_t at = position(block, l);
+      Stmt *last = nullptr;
+      for (Stmt *x : st)  // in program order
+        if (position(block, x) < at) last = x;
+      if (last) forwarded.emplace_back(l, last->operands[1]);
+    }
+    if (forwarded.size() != loads[var].size()) continue;
+    std::unordered_set<const Stmt *> dead(st.begin(), st.end());
+    dead.insert(var);
+    for (auto &[l, value] : forwarded) {
       replace_uses(body, l, value);
       dead.insert(l);
     }
@@ -149,7 +156,7 @@ class Batcher {
       return false;
     auto &stmts = loop->body->stmts;
     if (stmts.empty() || stmts.back()->kind != StmtKind::If) return false;
-    forward_single_stores(*loop->body);
+    forward_stores(*loop->body);
     Stmt *branch = stmts.back().get();
     if (branch->else_body && !branch->else_body->stmts.empty()) return false;
     std::unordered_set<const Stmt *> pre, moved;

@@ -241,3 +241,65 @@ def test_compile_only_without_a_device_uses_ballots():
     no_shuffle = qd.compile(compaction, arch=qd.vulkan, features=caps[:-2] + ["shader_int64"])
     assert not _batched(no_shuffle.ir)
     qd.reset()
+
+
+@pytest.mark.parametrize("seed", range(12))
+@test(arch=[qd.cpu, qd.vulkan])
+def test_random_compactions(seed):
+    """Random shapes: the condition (a threshold, a residue of the index, NaN, bits of an int), the
+    range (begin, end, empty), block_dim, the step and the counter's type; the stores take the
+    index, a loaded value and a value computed from the slot. Exact against numpy."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([1, 9, 200, 4099, 70001]))
+    a = int(rng.integers(0, n)) if rng.random() < 0.5 else 0
+    b = int(rng.integers(a, n + 1)) if rng.random() < 0.5 else n
+    block_dim = [None, 1, 3, 8, 32, 64, 256][int(rng.integers(0, 7))]
+    step = int(rng.integers(1, 5))
+    dtype = [qd.i32, qd.u32, qd.i64][int(rng.integers(0, 3))]
+    kind = int(rng.integers(0, 4))
+    t = float(rng.random())
+    m, r = int(rng.integers(1, 7)), 0
+    r = int(rng.integers(0, m))
+    mask = int(rng.integers(1, 16))
+    xs = rng.random(n).astype(np.float32)
+    xs[rng.random(n) < 0.2] = np.nan
+    ks = rng.integers(0, 1 << 16, n).astype(np.int32)
+    x, k = qd.field(qd.f32, shape=n), qd.field(qd.i32, shape=n)
+    x.from_numpy(xs)
+    k.from_numpy(ks)
+    c = qd.field(dtype, shape=())
+    size = 7 + step * n
+    out_i, out_v, out_s = qd.field(qd.i32, shape=size), qd.field(qd.f32, shape=size), qd.field(qd.i64, shape=size)
+
+    @qd.kernel
+    def compaction():
+        qd.loop_config(block_dim=block_dim)
+        for i in range(a, b):
+            v = x[i]
+            keep = v > t
+            if qd.static(kind == 1):
+                keep = i % m == r
+            if qd.static(kind == 2):
+                keep = v != v
+            if qd.static(kind == 3):
+                keep = (k[i] & mask) == 0
+            if keep:
+                s = qd.atomic_add(c[None], step)
+                out_i[s] = i
+                out_v[s] = v
+                out_s[s] = qd.cast(s, qd.i64) * 2 + 1
+
+    c[None] = 7
+    out_i.fill(-1)
+    compaction()
+    idx = np.arange(a, b)
+    sel = [xs[idx] > t, idx % m == r, np.isnan(xs[idx]), (ks[idx] & mask) == 0][kind]
+    want = idx[sel]
+    assert int(c[None]) == 7 + step * len(want)
+    slots = 7 + step * np.arange(len(want))
+    got_i = out_i.to_numpy()
+    assert sorted(got_i[slots].tolist()) == want.tolist()
+    assert (np.delete(got_i, slots) == -1).all()
+    assert (out_v.to_numpy()[slots].view(np.uint32) == xs[got_i[slots]].view(np.uint32)).all()
+    assert (out_s.to_numpy()[slots] == slots * 2 + 1).all()
+    assert _batched(qd.compile(compaction).ir)

@@ -116,19 +116,19 @@ void forward_stores(Block &body) {
   for (auto &[var, st] : stores) {
     Block &block = *var->parent;
     if (std::any_of(st.begin(), st.end(), [&](Stmt *x) { return x->parent != &block; })) continue;
-    std::vector<std::pair<Stmt *, Stmt *>> forwarded;  // load -> value
+    std::vector<std::pair<Stmt *, Stmt *>> forwarded;  // load -> the store before it
     for (Stmt *l : loads[var]) {
       size_t at = position(block, l);
       Stmt *last = nullptr;
       for (Stmt *x : st)  // in program order
         if (position(block, x) < at) last = x;
-      if (last) forwarded.emplace_back(l, last->operands[1]);
+      if (last) forwarded.emplace_back(l, last);
     }
     if (forwarded.size() != loads[var].size()) continue;
     std::unordered_set<const Stmt *> dead(st.begin(), st.end());
     dead.insert(var);
-    for (auto &[l, value] : forwarded) {
-      replace_uses(body, l, value);
+    for (auto &[l, store] : forwarded) {  // in program order: a store of an earlier load's value
+      replace_uses(body, l, store->operands[1]);  // reads it already replaced
       dead.insert(l);
     }
     for_each_stmt(body, [&](Stmt &s) {

@@ -303,3 +303,36 @@ def test_random_compactions(seed):
     assert (out_v.to_numpy()[slots].view(np.uint32) == xs[got_i[slots]].view(np.uint32)).all()
     assert (out_s.to_numpy()[slots] == slots * 2 + 1).all()
     assert _batched(qd.compile(compaction).ir)
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_variables_assigned_from_themselves():
+    """Forwarding straight-line variables (a step of the rewrite, which runs on any loop ending in a
+    branch) keeps chains of stores of earlier loads: `w = 4; w = w; w >>= (w << 7)` in a branch, and
+    a variable read before it is reassigned. (The differential fuzzer found the first one.)"""
+    n = 64
+    out = qd.field(qd.i32, shape=(n, 3))
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            a = i * 3
+            b = a + 1
+            a = b * 2
+            if i % 2 == 0:
+                out[i, 0] = a + b
+            else:
+                w = qd.u8(4)
+                w = w
+                w >>= (w << 7)
+                out[i, 1] = qd.cast(w, qd.i32)
+                w = w + qd.u8(1)
+                out[i, 2] = qd.cast(w, qd.i32)
+
+    k()
+    got = out.to_numpy()
+    i = np.arange(n)
+    even, odd = i % 2 == 0, i % 2 == 1
+    assert (got[even, 0] == (i[even] * 3 + 1) * 2 + i[even] * 3 + 1).all()
+    w = np.uint8(4) >> np.uint8((4 << 7) & 0xFF)
+    assert (got[odd, 1] == int(w)).all() and (got[odd, 2] == int(w) + 1).all()

@@ -72,6 +72,7 @@ struct Match {
   Stmt *loop = nullptr, *branch = nullptr, *atomic = nullptr;
   std::vector<Stmt *> pre;    // the statements before the `if`
   std::vector<Stmt *> moved;  // the lane-dependent values of `pre` that the `if` body uses
+  std::vector<Stmt *> rebuilt;  // pointers of `pre` that the `if` body uses: made again from moved indices
 };
 
 using Map = std::map<const Stmt *, Stmt *>;
@@ -159,7 +160,14 @@ class Batcher {
     forward_stores(*loop->body);
     Stmt *branch = stmts.back().get();
     if (branch->else_body && !branch->else_body->stmts.empty()) return false;
-    std::unordered_set<const Stmt *> pre, moved;
+    std::unordered_set<const Stmt *> pre, moved, rebuilt;
+    auto move = [&](Stmt *o) {
+      if (!pre.count(o) || uniform(o) || moved.count(o)) return true;
+      if (!shuffles(o->dtype, target_)) return false;
+      moved.insert(o);
+      m.moved.push_back(o);
+      return true;
+    };
     for (size_t i = 0; i + 1 < stmts.size(); i++) {
       if (!speculatable(*stmts[i])) return false;
       pre.insert(stmts[i].get());
@@ -176,10 +184,13 @@ class Batcher {
         default: return false;
       }
       for (Stmt *o : s.operands) {
-        if (!pre.count(o) || uniform(o) || moved.count(o)) continue;
-        if (!shuffles(o->dtype, target_)) return false;
-        moved.insert(o);
-        m.moved.push_back(o);
+        if (o->kind == StmtKind::GlobalPtr && pre.count(o)) {
+          if (rebuilt.insert(o).second) m.rebuilt.push_back(o);
+          for (Stmt *index : o->operands)
+            if (!move(index)) return false;
+        } else if (!move(o)) {
+          return false;
+        }
       }
     }
     if (!atomic || !counter(*atomic)) return false;
@@ -268,6 +279,7 @@ class Batcher {
         for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
       map[atomic] = e.bin(combine, old, e.bin(B::Mul, step, e.cast(e.bin(B::Add, before, rank), type)));
       IrEmitter body = e.if_(e.bin(B::Lt, rank, counts[j]));
+      for (Stmt *ptr : m.rebuilt) map[ptr] = copy(body, *ptr, map);
       for (auto &s : m.branch->body->stmts)
         if (s.get() != atomic) map[s.get()] = copy(body, *s, map);
       before = e.bin(B::Add, before, counts[j]);

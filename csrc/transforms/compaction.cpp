@@ -1,4 +1,4 @@
-// Batched compaction (Vulkan): a parallel loop of the form
+// Batched compaction (Vulkan, cpu): a parallel loop of the form
 //
 //   for i in range(begin, end):
 //       <loads and arithmetic>                     (no side effects)
@@ -6,20 +6,23 @@
 //           slot = qd.atomic_add(c[None], v)        (v the same for every thread: `1`)
 //           out[slot] = value; ...                  (stores, arithmetic)
 //
-// takes one atomic per batch_ * S elements (S lanes per subgroup) instead of one per element (or one per
-// subgroup and element, after subgroup aggregation). Each thread handles batch_ elements, the subgroup's
-// lanes consecutive ones: element (t / S) * S * batch_ + j * S + t % S of thread t, j < batch_. For each j the
-// lanes evaluate the condition and ballot it; the active lanes sum the counts and one elected lane
-// does the atomic. Then, for each j, the passing lanes' values are moved in registers to the first
-// lanes (lane r takes those of the r-th passing lane: a shuffle), and lanes 0..count-1 run the
-// `if` body with slot = old + v * (passing elements before it, in (j, lane) order).
+// takes one atomic per batch of B * S elements (S lanes per subgroup; on the cpu a thread is a
+// subgroup of one lane) instead of one per element (or per subgroup and element, after subgroup
+// aggregation). Thread t handles B elements, the subgroup's lanes consecutive ones: element
+// (t / S) * S * B + j * S + t % S, j < B. For each j the lanes evaluate the condition; the masks
+// of the passing lanes come from subgroup reductions (or ballots); one elected lane does the atomic
+// for the batch's total. Then, for each j, the passing lanes' values are moved in registers to the
+// first active lanes (the one of rank r takes those of the r-th passing lane: a shuffle), and the
+// first count lanes run the `if` body with slot = old + v * (passing elements before it, in
+// (j, lane) order).
 //
 // The slots are what the atomics would have returned one after another in that order; every
 // element is handled once, the condition and the body are evaluated for the same elements as
 // before. Only the assignment of elements to threads changes, which a parallel loop leaves open.
-// Why: on lavapipe every memory access of a subgroup runs lane by lane, so a contended atomic per
-// subgroup and stores under a random mask (mispredicted branches) cost several copies' time; here
-// the stores' mask is a prefix of the lanes. Off with qd.init(subgroup_aggregation=False).
+// Why: an atomic per batch instead of per element or subgroup means little contention between
+// cores; and on lavapipe, which runs every memory access of a subgroup lane by lane, stores under
+// a random mask mispredict a branch per lane, while here the stores' mask is a prefix of the
+// lanes. Off with qd.init(subgroup_aggregation=False).
 #include <algorithm>
 #include <map>
 #include <unordered_set>
@@ -180,6 +183,7 @@ class Batcher {
         case StmtKind::Const: case StmtKind::Arg: case StmtKind::Unary: case StmtKind::Binary:
         case StmtKind::Select: case StmtKind::GlobalPtr: break;
         case StmtKind::GlobalStore: if (s.is_atomic) return false; break;
+        case StmtKind::GlobalLoad: if (s.is_atomic || s.is_volatile) return false; break;  // `out[s] = x[i]`
         case StmtKind::Atomic: if (atomic) return false; atomic = &s; break;
         default: return false;
       }

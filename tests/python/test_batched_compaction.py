@@ -104,7 +104,8 @@ def test_slots_are_an_atomic_order(block_dim, dtype, step, op):
 @test(arch=[qd.cpu, qd.vulkan])
 def test_moved_values_of_every_type():
     """The values the stores use move between lanes with their types intact: f32 (NaN, -0.0 and
-    denormals bit-exact), i32, u8, bool, i16, the index itself and a value computed in the branch."""
+    denormals bit-exact), i32, u8, bool, i16, the index itself and a value loaded and computed in the
+    branch."""
     n = 3001
     rng = np.random.default_rng(5)
     fs = rng.standard_normal(n).astype(np.float32)
@@ -133,7 +134,7 @@ def test_moved_values_of_every_type():
                 ob[s] = qd.cast(v > 0.0, qd.i32)
                 oi16[s] = qd.cast(w, qd.i16)
                 oi[s] = i
-                osum[s] = w + i * 3
+                osum[s] = k[i] + i * 3  # loaded again in the branch
 
     compaction()
     assert _batched(qd.compile(compaction).ir)

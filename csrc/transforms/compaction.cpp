@@ -76,6 +76,9 @@ struct Match {
   std::vector<Stmt *> pre;    // the statements before the `if`
   std::vector<Stmt *> moved;  // the lane-dependent values of `pre` that the `if` body uses
   std::vector<Stmt *> rebuilt;  // pointers of `pre` that the `if` body uses: made again from moved indices
+  // cpu: the body only stores at out[slot] (no loads): it runs for every element of the batch,
+  // branch-free (see Batcher::store_in_order)
+  bool in_order = false;
 };
 
 using Map = std::map<const Stmt *, Stmt *>;
@@ -198,6 +201,7 @@ class Batcher {
       }
     }
     if (!atomic || !counter(*atomic)) return false;
+    m.in_order = cpu_ && m.rebuilt.empty() && stores_only_at_slot(*branch->body, atomic);
     m.loop = loop;
     m.branch = branch;
     m.atomic = atomic;
@@ -273,6 +277,7 @@ class Batcher {
       old = simt(e, SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
     }
     B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
+    if (m.in_order) return store_in_order(m, e, value, passes, total, old, step, combine);
     Stmt *before = e.ci(u32, 0);  // the passing elements of the earlier j
     for (int j = 0; j < batch_; j++) {
       // The active lane of rank r < count takes the values of the r-th passing lane (shuffled
@@ -291,6 +296,56 @@ class Batcher {
   }
 
  private:
+  // Every store of the body is at buffer[slot] (the atomic's value itself as the only index), and
+  // the body reads no memory.
+  static bool stores_only_at_slot(const Block &body, const Stmt *atomic) {
+    for (auto &s : body.stmts) {
+      if (s->kind == StmtKind::GlobalLoad) return false;
+      if (s->kind != StmtKind::GlobalStore) continue;
+      const Stmt *ptr = s->operands[0];
+      if (ptr->kind != StmtKind::GlobalPtr || ptr->parent != &body || ptr->operands.size() != 1 ||
+          ptr->operands[0] != atomic)
+        return false;
+    }
+    return true;
+  }
+
+  // The cpu's batch without a branch per element (mispredicted half the time on random data): the
+  // body runs for every element in order; an element that does not pass stores, at the slot the
+  // next passing one will overwrite, the value last stored there by each store (after the last
+  // passing element: that element's slot and values again). Nothing outside the batch's slots is
+  // written, and each slot ends with its element's values.
+  void store_in_order(const Match &m, IrEmitter &e, std::vector<Map> &value, const std::vector<Stmt *> &passes,
+                      Stmt *total, Stmt *old, Stmt *step, B combine) const {
+    DataType u32 = DataType::u32, type = old->dtype;
+    Stmt *last_slot = e.bin(B::Sub, total, e.ci(u32, 1));
+    IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
+    std::map<const Stmt *, Stmt *> last;  // store -> the variable holding its last value
+    for (auto &s : m.branch->body->stmts)
+      if (s->kind == StmtKind::GlobalStore) last[s.get()] = g.var(s->operands[1]->dtype, g.ci(s->operands[1]->dtype, 0));
+    Stmt *before = g.ci(u32, 0);
+    for (size_t j = 0; j < passes.size(); j++) {
+      Map map = value[j];
+      map[m.atomic] = g.bin(combine, old, g.bin(B::Mul, step, g.cast(before, type)));
+      Stmt *at = g.sel(g.bin(B::Lt, before, total), before, last_slot);
+      Stmt *where = g.bin(combine, old, g.bin(B::Mul, step, g.cast(at, type)));
+      Stmt *pass = passes[j];
+      for (auto &s : m.branch->body->stmts) {
+        if (s.get() == m.atomic) continue;
+        if (s->kind == StmtKind::GlobalPtr && s->operands.size() == 1 && s->operands[0] == m.atomic) {
+          map[s.get()] = copy(g, *s, {{m.atomic, where}});
+        } else if (s->kind == StmtKind::GlobalStore) {
+          Stmt *v = g.sel(pass, remap(map, s->operands[1]), g.load(last[s.get()]));
+          g.store(last[s.get()], v);
+          copy(g, *s, {{s->operands[0], map[s->operands[0]]}, {s->operands[1], v}});
+        } else {
+          map[s.get()] = copy(g, *s, map);
+        }
+      }
+      before = g.bin(B::Add, before, g.cast(pass, u32));
+    }
+  }
+
   // A relaxed add / sub of a lane-independent operand on a lane-independent address.
   bool counter(const Stmt &a) const {
     if (a.order != MemoryOrder::Relaxed) return false;

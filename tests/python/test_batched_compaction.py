@@ -248,8 +248,9 @@ def test_compile_only_without_a_device_uses_ballots():
 @test(arch=[qd.cpu, qd.vulkan])
 def test_random_compactions(seed):
     """Random shapes: the condition (a threshold, a residue of the index, NaN, bits of an int), the
-    range (begin, end, empty), block_dim, the step and the counter's type; the stores take the
-    index, a loaded value and a value computed from the slot. Exact against numpy."""
+    range (begin, end, empty), block_dim, add or sub, the step and the counter's type; the stores take
+    the index, a loaded value and a value computed from the slot (on the cpu: the branch-free form).
+    Exact against numpy, nothing written outside the slots."""
     rng = np.random.default_rng(seed)
     n = int(rng.choice([1, 9, 200, 4099, 70001]))
     a = int(rng.integers(0, n)) if rng.random() < 0.5 else 0
@@ -257,6 +258,8 @@ def test_random_compactions(seed):
     block_dim = [None, 1, 3, 8, 32, 64, 256][int(rng.integers(0, 7))]
     step = int(rng.integers(1, 5))
     dtype = [qd.i32, qd.u32, qd.i64][int(rng.integers(0, 3))]
+    sub = bool(rng.random() < 0.3)
+    fn = qd.atomic_sub if sub else qd.atomic_add
     kind = int(rng.integers(0, 4))
     t = float(rng.random())
     m, r = int(rng.integers(1, 7)), 0
@@ -269,7 +272,7 @@ def test_random_compactions(seed):
     x.from_numpy(xs)
     k.from_numpy(ks)
     c = qd.field(dtype, shape=())
-    size = 7 + step * n
+    size = 8 + step * n
     out_i, out_v, out_s = qd.field(qd.i32, shape=size), qd.field(qd.f32, shape=size), qd.field(qd.i64, shape=size)
 
     @qd.kernel
@@ -285,19 +288,20 @@ def test_random_compactions(seed):
             if qd.static(kind == 3):
                 keep = (k[i] & mask) == 0
             if keep:
-                s = qd.atomic_add(c[None], step)
+                s = fn(c[None], step)
                 out_i[s] = i
                 out_v[s] = v
                 out_s[s] = qd.cast(s, qd.i64) * 2 + 1
 
-    c[None] = 7
+    init = 7 + step * n if sub else 7
+    c[None] = init
     out_i.fill(-1)
     compaction()
     idx = np.arange(a, b)
     sel = [xs[idx] > t, idx % m == r, np.isnan(xs[idx]), (ks[idx] & mask) == 0][kind]
     want = idx[sel]
-    assert int(c[None]) == 7 + step * len(want)
-    slots = 7 + step * np.arange(len(want))
+    assert int(c[None]) == init + (-1 if sub else 1) * step * len(want)
+    slots = init + (-1 if sub else 1) * step * np.arange(len(want))
     got_i = out_i.to_numpy()
     assert sorted(got_i[slots].tolist()) == want.tolist()
     assert (np.delete(got_i, slots) == -1).all()

@@ -109,6 +109,7 @@ class CpuRuntime : public Runtime {
                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
         features_(cpu_features()) {
     features_.caps.bits &= ~o.disabled_caps.bits;
+    features_.subgroup_aggregation = o.subgroup_aggregation;  // the cpu has batched compaction (compaction.cpp)
   }
 
   Backend backend() const override { return Backend::Cpu; }

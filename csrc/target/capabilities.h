@@ -74,8 +74,9 @@ struct TargetFeatures {
   int64_t max_shared_memory_bytes = 0;  // the device's own limit per block; 0: the architecture's
   int subgroup_size = 0;                // Vulkan: the device's subgroupSize; 0: unknown
   // Not the device's but the compile's: atomics on a subgroup-uniform address are combined per
-  // subgroup (transforms/subgroup_atomics.cpp); qd.init(subgroup_aggregation=False), named
-  // "no_subgroup_aggregation" at the Python boundary, turns it off.
+  // subgroup (transforms/subgroup_atomics.cpp) and compactions batched (transforms/compaction.cpp);
+  // qd.init(subgroup_aggregation=False), named "no_subgroup_aggregation" at the Python boundary,
+  // turns both off.
   bool subgroup_aggregation = true;
   bool has(Cap c) const { return caps.has(c); }
 };

@@ -37,10 +37,6 @@ namespace {
 using B = BinaryOp;
 constexpr int kGpuBatch = 16, kCpuBatch = 64;  // elements per thread and batch
 
-Stmt *simt(IrEmitter &e, SimtOp op, DataType t, std::vector<Stmt *> operands) {
-  return e.add(StmtKind::Simt, t, std::move(operands), static_cast<int>(op));
-}
-
 // Evaluated for every element of a batch, including the ones that do not pass the condition and,
 // with a clamped index, past the end of the range: no side effects, no control flow.
 bool speculatable(const Stmt &s) {
@@ -49,17 +45,6 @@ bool speculatable(const Stmt &s) {
     case StmtKind::Select: case StmtKind::GlobalPtr: case StmtKind::LoopIndex:
       return true;
     case StmtKind::GlobalLoad: return !s.is_atomic && !s.is_volatile;
-    default: return false;
-  }
-}
-
-bool uniform(const Stmt *s) {
-  switch (s->kind) {
-    case StmtKind::Const: case StmtKind::Arg: return true;
-    case StmtKind::Unary: case StmtKind::Binary: case StmtKind::Select:
-      for (const Stmt *o : s->operands)
-        if (!uniform(o)) return false;
-      return true;
     default: return false;
   }
 }
@@ -168,7 +153,7 @@ class Batcher {
     if (branch->else_body && !branch->else_body->stmts.empty()) return false;
     std::unordered_set<const Stmt *> pre, moved, rebuilt;
     auto move = [&](Stmt *o) {
-      if (!pre.count(o) || uniform(o) || moved.count(o)) return true;
+      if (!pre.count(o) || thread_uniform(o) || moved.count(o)) return true;
       if (!shuffles(o->dtype, target_)) return false;
       moved.insert(o);
       m.moved.push_back(o);
@@ -228,7 +213,7 @@ class Batcher {
     loop->body->owner = loop;
     IrEmitter e(*loop->body, m.branch->loc);
     Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
-    Stmt *lane = cpu_ ? e.ci(u32, 0) : e.cast(simt(e, SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
+    Stmt *lane = cpu_ ? e.ci(u32, 0) : e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
     int log2_lanes = 0;
     while ((1 << log2_lanes) < lanes_) log2_lanes++;
     // (t / S) * S * batch_ + t % S, unsigned: below n + S * batch_, so it does not overflow
@@ -271,10 +256,10 @@ class Batcher {
       old = copy(e, *atomic, hoisted);
     } else {
       Stmt *old_var = e.var(type, e.ci(type, 0));
-      IrEmitter one = e.if_(simt(e, SimtOp::SubgroupElect, DataType::i32, {}));
+      IrEmitter one = e.if_(e.simt(SimtOp::SubgroupElect, DataType::i32, {}));
       hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
       one.store(old_var, copy(one, *atomic, hoisted));
-      old = simt(e, SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
+      old = e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
     }
     B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
     if (m.in_order) return store_in_order(m, e, value, passes, total, old, step, combine);
@@ -352,13 +337,7 @@ class Batcher {
     if (a.atomic_op() != AtomicOp::Add && a.atomic_op() != AtomicOp::Sub) return false;
     DataType t = a.dtype;
     if (t != DataType::i32 && t != DataType::u32 && t != DataType::i64 && t != DataType::u64) return false;
-    const Stmt &ptr = *a.operands[0];
-    if (ptr.kind != StmtKind::GlobalPtr) return false;
-    BufferKind kind = k_.buffers[ptr.ival].kind;
-    if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
-    for (const Stmt *i : ptr.operands)
-      if (!uniform(i)) return false;
-    return uniform(a.operands[1]);
+    return thread_uniform_address(k_, *a.operands[0]) && thread_uniform(a.operands[1]);
   }
 
   // Per predicate, the active lanes where it holds. With a known size up to 32 lanes, the bits of
@@ -372,7 +351,7 @@ class Batcher {
     }
     if (!known_ || lanes_ > 32) {
       std::vector<Stmt *> masks;
-      for (Stmt *p : passes) masks.push_back(simt(e, SimtOp::SubgroupBallot, DataType::u64, {p}));
+      for (Stmt *p : passes) masks.push_back(e.simt(SimtOp::SubgroupBallot, DataType::u64, {p}));
       return masks;
     }
     DataType u32 = DataType::u32;
@@ -411,7 +390,7 @@ class Batcher {
   static Stmt *shuffle(IrEmitter &e, Stmt *v, Stmt *src) {
     DataType t = v->dtype;
     Stmt *x = bit_width(t) < 32 ? e.cast(v, DataType::i32) : v;  // bools, 8 / 16-bit values
-    return e.cast(simt(e, SimtOp::SubgroupShuffle, x->dtype, {x, src}), t);
+    return e.cast(e.simt(SimtOp::SubgroupShuffle, x->dtype, {x, src}), t);
   }
 
   KernelIR &k_;

@@ -60,6 +60,9 @@ class IrEmitter {
   Stmt *both(Stmt *p, Stmt *q) { return bin(BinaryOp::LogicalAnd, p, q); }
   Stmt *either(Stmt *p, Stmt *q) { return bin(BinaryOp::LogicalOr, p, q); }
   Stmt *not_(Stmt *p) { return add(StmtKind::Unary, DataType::i32, {p}, static_cast<int>(UnaryOp::Not)); }
+  Stmt *simt(SimtOp op, DataType t, std::vector<Stmt *> operands) {
+    return add(StmtKind::Simt, t, std::move(operands), static_cast<int>(op));
+  }
 
   // Variables.
   Stmt *var(DataType t, Stmt *init) {

@@ -31,6 +31,12 @@ void demote_unique_atomics(KernelIR &k);
 // their non-NaN operands only (a form LLVM vectorises).
 void privatize_reductions(KernelIR &k, bool cpu);
 
+// The same value on every thread of a parallel loop: constants, kernel arguments and pure
+// arithmetic on them (subgroup aggregation, batched compaction).
+bool thread_uniform(const Stmt *s);
+// A pointer to such an element of a field, an ndarray or a kernel-scope variable (`c[None]`).
+bool thread_uniform_address(const KernelIR &k, const Stmt &ptr);
+
 // A parallel task whose loop synchronizes through memory (fences, atomic loads / stores, ordered
 // atomics): its atomics stay where and as they are.
 bool synchronizes(Task &t);
@@ -42,10 +48,12 @@ bool synchronizes(Task &t);
 // (Target::has_subgroup_reduce) or with qd.init(subgroup_aggregation=False).
 void aggregate_subgroup_atomics(KernelIR &k, const Target &target);
 
-// Vulkan: a parallel loop `if cond: out[qd.atomic_add(c[None], 1)] = ...` (a compaction: loads and
-// arithmetic, then one `if` with a counter atomic and stores) handles several elements per thread
-// with one atomic per subgroup and batch, the passing elements' values moved to the first lanes
-// (transforms/compaction.cpp). Runs before aggregate_subgroup_atomics, under the same switch.
+// Vulkan and the cpu: a parallel loop `if cond: out[qd.atomic_add(c[None], 1)] = ...` (a compaction:
+// loads and arithmetic, then one `if` with a counter atomic, loads and stores) handles a batch of
+// elements per thread with one atomic per batch (and subgroup), on Vulkan the passing elements'
+// values moved to the first lanes, on the cpu without a branch per element where the body only
+// stores at out[slot] (transforms/compaction.cpp). Runs before aggregate_subgroup_atomics, under
+// the same switch.
 void batch_compactions(KernelIR &k, const Target &target);
 
 // cpu: a parallel loop whose only effects are reducible atomics with unused results into one

@@ -33,22 +33,34 @@ namespace {
 using B = BinaryOp;
 
 Stmt *simt(IrEmitter &e, SimtOp op, DataType t, std::vector<Stmt *> operands, B combine = B::Add) {
-  Stmt *s = e.add(StmtKind::Simt, t, std::move(operands), static_cast<int>(op));
+  Stmt *s = e.simt(op, t, std::move(operands));
   s->ival = static_cast<int64_t>(combine);
   return s;
 }
 
-// The same value on every lane: constants, kernel arguments and pure arithmetic on them.
-bool uniform(const Stmt *s) {
+}  // namespace
+
+bool thread_uniform(const Stmt *s) {
   switch (s->kind) {
     case StmtKind::Const: case StmtKind::Arg: return true;
     case StmtKind::Unary: case StmtKind::Binary: case StmtKind::Select:
       for (const Stmt *o : s->operands)
-        if (!uniform(o)) return false;
+        if (!thread_uniform(o)) return false;
       return true;
     default: return false;
   }
 }
+
+bool thread_uniform_address(const KernelIR &k, const Stmt &ptr) {
+  if (ptr.kind != StmtKind::GlobalPtr) return false;
+  BufferKind kind = k.buffers[ptr.ival].kind;
+  if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
+  for (const Stmt *i : ptr.operands)
+    if (!thread_uniform(i)) return false;
+  return true;
+}
+
+namespace {
 
 class Aggregator {
  public:
@@ -79,12 +91,7 @@ class Aggregator {
     if (branch && branch->kind == StmtKind::If && branch->operands[0]->kind == StmtKind::Simt &&
         branch->operands[0]->op == static_cast<int>(SimtOp::SubgroupElect))
       return false;
-    const Stmt &ptr = *s.operands[0];
-    if (ptr.kind != StmtKind::GlobalPtr) return false;
-    BufferKind kind = k_.buffers[ptr.ival].kind;
-    if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
-    for (const Stmt *i : ptr.operands)
-      if (!uniform(i)) return false;
+    if (!thread_uniform_address(k_, *s.operands[0])) return false;
     switch (s.atomic_op()) {
       case AtomicOp::Add: case AtomicOp::Sub: case AtomicOp::Min: case AtomicOp::Max:
       case AtomicOp::And: case AtomicOp::Or: case AtomicOp::Xor: break;
@@ -114,7 +121,7 @@ class Aggregator {
       total = simt(e, SimtOp::SubgroupReduce, w, {e.sel(number, v, e.c(w, inf))}, combine);
       Stmt *any = simt(e, SimtOp::SubgroupAny, DataType::i32, {number});
       total = e.sel(any, total, e.c(w, NAN));
-    } else if (used && lanes && (op == AtomicOp::Add || op == AtomicOp::Sub) && uniform(v)) {
+    } else if (used && lanes && (op == AtomicOp::Add || op == AtomicOp::Sub) && thread_uniform(v)) {
       DataType u64 = DataType::u64;
       Stmt *lane = e.cast(simt(e, SimtOp::SubgroupInvocationId, DataType::i32, {}), u64);
       Stmt *below = e.bin(B::BitAnd, lanes, e.bin(B::Sub, e.bin(B::Shl, e.ci(u64, 1), lane), e.ci(u64, 1)));

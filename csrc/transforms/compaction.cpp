@@ -200,12 +200,12 @@ class Batcher {
     // The loop now counts threads: S per chunk of S * batch_ elements.
     IrEmitter p(t_.prologue, loop->loc);
     Stmt *begin = loop->operands[0], *end = loop->operands[1];
-    Stmt *n = p.bin(B::Sub, end, begin);
-    Stmt *chunks = p.sel(p.bin(B::Gt, n, p.ci(it, 0)),
-                         p.bin(B::Add, p.bin(B::Div, p.bin(B::Sub, n, p.ci(it, 1)), p.ci(it, chunk)), p.ci(it, 1)),
-                         p.ci(it, 0));
-    Stmt *n_u = p.bitcast(n, u32);  // read only when n > 0
-    loop->operands = {p.ci(it, 0), p.bin(B::Mul, chunks, p.ci(it, lanes_))};
+    // The length as unsigned: right for any i32 range (up to 2^32 - 1), read only when end > begin.
+    Stmt *n_u = p.bin(B::Sub, p.bitcast(end, u32), p.bitcast(begin, u32));
+    Stmt *chunks = p.sel(p.bin(B::Gt, end, begin),
+                         p.bin(B::Add, p.bin(B::Div, p.bin(B::Sub, n_u, p.ci(u32, 1)), p.ci(u32, chunk)), p.ci(u32, 1)),
+                         p.ci(u32, 0));
+    loop->operands = {p.ci(it, 0), p.bitcast(p.bin(B::Mul, chunks, p.ci(u32, lanes_)), it)};  // below 2^28
     loop->label = "batched compaction";
 
     auto old_body = std::move(loop->body);  // the originals stay alive while they are copied

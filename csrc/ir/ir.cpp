@@ -82,6 +82,11 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   return c;
 }
 
+Stmt *mapped(const CloneMap &m, Stmt *s) {
+  auto it = m.find(s);
+  return it == m.end() ? s : it->second;
+}
+
 Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s) {
   Block *b = anchor->parent;
   for (size_t i = 0; i < b->stmts.size(); i++) {

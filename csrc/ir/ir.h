@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "atomics/memory_model.h"
@@ -170,6 +171,9 @@ std::string print_ir(const KernelIR &k);
 void for_each_stmt(Block &b, const std::function<void(Stmt &)> &f);  // pre-order, nested blocks too
 void replace_uses(Block &b, Stmt *from, Stmt *to);
 std::unique_ptr<Stmt> clone_leaf(const Stmt &s);  // payload and operands, not child blocks
+// Statements and their copies, for passes that copy code.
+using CloneMap = std::unordered_map<const Stmt *, Stmt *>;
+Stmt *mapped(const CloneMap &m, Stmt *s);  // s's copy in m, or s itself
 Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s);
 
 }  // namespace qd

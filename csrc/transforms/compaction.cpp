@@ -66,25 +66,11 @@ struct Match {
   bool in_order = false;
 };
 
-using Map = std::map<const Stmt *, Stmt *>;
-
-Stmt *remap(const Map &map, Stmt *s) {
-  auto it = map.find(s);
-  return it == map.end() ? s : it->second;
-}
-
-// A copy of s at e's point, its operands through map.
-Stmt *copy(IrEmitter &e, const Stmt &s, const Map &map) {
-  auto c = clone_leaf(s);
-  for (Stmt *&o : c->operands) o = remap(map, o);
-  return e.insert(std::move(c));
-}
-
 // A lane-independent value (constants, arguments, arithmetic on them), operands first, at e's point.
-Stmt *copy_tree(IrEmitter &e, Stmt *s, Map &done) {
+Stmt *copy_tree(IrEmitter &e, Stmt *s, CloneMap &done) {
   if (auto it = done.find(s); it != done.end()) return it->second;
   for (Stmt *o : s->operands) copy_tree(e, o, done);
-  return done[s] = copy(e, *s, done);
+  return done[s] = e.copy(*s, done);
 }
 
 // The index in `block` of the statement holding s (s itself, or the If / loop it is nested in).
@@ -221,15 +207,15 @@ class Batcher {
                         e.bin(B::BitAnd, t, e.ci(u32, lanes_ - 1)));
     // Per element j: the statements before the `if` at index i_j (clamped to the last index past
     // the end of the range) and whether it passes.
-    std::vector<Map> value(batch_);
+    std::vector<CloneMap> value(batch_);
     std::vector<Stmt *> passes(batch_);
     for (int j = 0; j < batch_; j++) {
       Stmt *off = e.bin(B::Add, first, e.ci(u32, j * lanes_));
       Stmt *valid = e.bin(B::Lt, off, n_u);
       Stmt *index = e.sel(valid, e.bin(B::Add, begin, e.bitcast(off, it)), e.bin(B::Sub, end, e.ci(it, 1)));
       for (Stmt *s : m.pre)
-        value[j][s] = s->kind == StmtKind::LoopIndex ? index : copy(e, *s, value[j]);
-      Stmt *cond = remap(value[j], m.branch->operands[0]);
+        value[j][s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, value[j]);
+      Stmt *cond = mapped(value[j], m.branch->operands[0]);
       passes[j] = e.both(valid, e.bin(B::Ne, cond, e.ci(cond->dtype, 0)));
     }
     // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
@@ -247,18 +233,18 @@ class Batcher {
     }
     // One atomic for the batch, by the lowest active lane; every lane reads its old value.
     DataType type = atomic->dtype;
-    Map hoisted;
+    CloneMap hoisted;
     Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
     copy_tree(e, atomic->operands[0], hoisted);
     Stmt *old;
     if (cpu_) {
       hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
-      old = copy(e, *atomic, hoisted);
+      old = e.copy(*atomic, hoisted);
     } else {
       Stmt *old_var = e.var(type, e.ci(type, 0));
       IrEmitter one = e.if_(e.simt(SimtOp::SubgroupElect, DataType::i32, {}));
       hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
-      one.store(old_var, copy(one, *atomic, hoisted));
+      one.store(old_var, one.copy(*atomic, hoisted));
       old = e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
     }
     B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
@@ -268,14 +254,14 @@ class Batcher {
       // The active lane of rank r < count takes the values of the r-th passing lane (shuffled
       // before the branch, while every lane is there to be read).
       Stmt *src = nth_set_bit(e, masks[j], rank);
-      Map map = value[j];
+      CloneMap map = value[j];
       if (!cpu_)
         for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
       map[atomic] = e.bin(combine, old, e.bin(B::Mul, step, e.cast(e.bin(B::Add, before, rank), type)));
       IrEmitter body = e.if_(e.bin(B::Lt, rank, counts[j]));
-      for (Stmt *ptr : m.rebuilt) map[ptr] = copy(body, *ptr, map);
+      for (Stmt *ptr : m.rebuilt) map[ptr] = body.copy(*ptr, map);
       for (auto &s : m.branch->body->stmts)
-        if (s.get() != atomic) map[s.get()] = copy(body, *s, map);
+        if (s.get() != atomic) map[s.get()] = body.copy(*s, map);
       before = e.bin(B::Add, before, counts[j]);
     }
   }
@@ -300,7 +286,7 @@ class Batcher {
   // next passing one will overwrite, the value last stored there by each store (after the last
   // passing element: that element's slot and values again). Nothing outside the batch's slots is
   // written, and each slot ends with its element's values.
-  void store_in_order(const Match &m, IrEmitter &e, std::vector<Map> &value, const std::vector<Stmt *> &passes,
+  void store_in_order(const Match &m, IrEmitter &e, std::vector<CloneMap> &value, const std::vector<Stmt *> &passes,
                       Stmt *total, Stmt *old, Stmt *step, B combine) const {
     DataType u32 = DataType::u32, type = old->dtype;
     Stmt *last_slot = e.bin(B::Sub, total, e.ci(u32, 1));
@@ -310,7 +296,7 @@ class Batcher {
       if (s->kind == StmtKind::GlobalStore) last[s.get()] = g.var(s->operands[1]->dtype, g.ci(s->operands[1]->dtype, 0));
     Stmt *before = g.ci(u32, 0);
     for (size_t j = 0; j < passes.size(); j++) {
-      Map map = value[j];
+      CloneMap map = value[j];
       map[m.atomic] = g.bin(combine, old, g.bin(B::Mul, step, g.cast(before, type)));
       Stmt *at = g.sel(g.bin(B::Lt, before, total), before, last_slot);
       Stmt *where = g.bin(combine, old, g.bin(B::Mul, step, g.cast(at, type)));
@@ -318,13 +304,13 @@ class Batcher {
       for (auto &s : m.branch->body->stmts) {
         if (s.get() == m.atomic) continue;
         if (s->kind == StmtKind::GlobalPtr && s->operands.size() == 1 && s->operands[0] == m.atomic) {
-          map[s.get()] = copy(g, *s, {{m.atomic, where}});
+          map[s.get()] = g.copy(*s, {{m.atomic, where}});
         } else if (s->kind == StmtKind::GlobalStore) {
-          Stmt *v = g.sel(pass, remap(map, s->operands[1]), g.load(last[s.get()]));
+          Stmt *v = g.sel(pass, mapped(map, s->operands[1]), g.load(last[s.get()]));
           g.store(last[s.get()], v);
-          copy(g, *s, {{s->operands[0], map[s->operands[0]]}, {s->operands[1], v}});
+          g.copy(*s, {{s->operands[0], map[s->operands[0]]}, {s->operands[1], v}});
         } else {
-          map[s.get()] = copy(g, *s, map);
+          map[s.get()] = g.copy(*s, map);
         }
       }
       before = g.bin(B::Add, before, g.cast(pass, u32));

@@ -9,7 +9,8 @@
 // kept around its regions, executed once per block, and must therefore be uniform over the block:
 // a condition that can differ between threads is a QuadrantsSyntaxError naming the barrier's line.
 // A value computed in one region and used in another (or a variable used in several) lives in a
-// per-thread array (a uniform condition or bound: in one slot every thread writes) (a Private buffer of block_dim elements, indexed by t). A subgroup operation
+// per-thread array (a Private buffer of block_dim elements, indexed by t); a uniform condition or
+// bound read at block level, in one slot every thread writes. A subgroup operation
 // reads other lanes' values: its operand is written to such an array in an earlier region, and it
 // becomes loads from the lanes it names (the same array). Subgroups are 32 consecutive threads of
 // the block. Shared arrays live on the worker's stack (codegen), one per block at a time; atomics

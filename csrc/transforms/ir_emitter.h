@@ -29,6 +29,12 @@ class IrEmitter {
     s->loc = loc_;
     return insert(std::move(s));
   }
+  // A copy of s (clone_leaf: payload and source line), its operands renamed by m.
+  Stmt *copy(const Stmt &s, const CloneMap &m) {
+    auto c = clone_leaf(s);
+    for (Stmt *&o : c->operands) o = mapped(m, o);
+    return insert(std::move(c));
+  }
   // A statement made elsewhere (a clone: clone_leaf), keeping its own source line.
   Stmt *insert(std::unique_ptr<Stmt> s) {
     s->parent = block_;

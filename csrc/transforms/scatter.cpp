@@ -149,13 +149,6 @@ void partition(KernelIR &k, Task &t, int64_t target, const std::vector<Stmt *> &
 
 // --- Bucketing ---------------------------------------------------------------------------------
 
-using CloneMap = std::unordered_map<const Stmt *, Stmt *>;
-
-Stmt *mapped(const CloneMap &m, Stmt *s) {
-  auto it = m.find(s);
-  return it == m.end() ? s : it->second;
-}
-
 // Appends copies of `src`'s statements (child blocks included) to `dst`, operands renamed by `m`
 // (which learns each copy).
 void clone_into(const Block &src, Block &dst, CloneMap &m) {

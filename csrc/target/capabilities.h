@@ -31,6 +31,9 @@ namespace qd {
   /* The driver simplifies float + - * / with a +0.0 operand as if there were no -0.0, inf or NaN  \
      (llvmpipe): Target::has_exact_float_zero_operands. */                                          \
   CAP(folds_float_zero_operands)                                                                    \
+  /* The driver's shader compiler can crash on 64-bit subgroup shuffles (llvmpipe: chained 64-bit \
+     ShuffleUp, LLVM 15 SelectionDAG): each moves the value's bits as a uvec2 instead. */          \
+  CAP(splits_64bit_shuffles)                                                                        \
   CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
   CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
   CAP(subgroup_extended_types) /* shaderSubgroupExtendedTypes: 8/16/64-bit ints, f16 in subgroup ops */ \

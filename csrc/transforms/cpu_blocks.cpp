@@ -448,12 +448,15 @@ class BlockSplitter {
     for_each_stmt(*loop_->body, [&](Stmt &s) {
       if (is_exchange(s)) work.push_back(&s);
     });
+    // An exchange of an earlier one's value (shuffle(shuffle(v))) reads that one's result; every
+    // exchange is removed only once all are expanded (their operands point at them until apply).
     std::unordered_map<Stmt *, Stmt *> repl;
     for (Stmt *x : work) {
       int r = home(x);
       if (r == kBlockLevel) throw std::logic_error("internal: a subgroup operation at block level");
       const Region &reg = regions_[r];
       Stmt *v = x->operands[0];
+      if (auto it = repl.find(v); it != repl.end()) v = it->second;
       bool uniform = rematerializable(*v) || home(v) == kBlockLevel;
       if (!uniform && home(v) == r) throw std::logic_error("internal: a subgroup operand in its own region");
       int arr = uniform ? -1 : array_of(v);
@@ -517,9 +520,10 @@ class BlockSplitter {
       }
       if (result->dtype != x->dtype) result = e.cast(result, x->dtype);
       repl[x] = result;
-      remove(x);
+      home_[result] = r;
     }
     apply(repl);
+    for (Stmt *x : work) remove(x);
   }
 
   // A variable used in several regions (or declared in one, used in another): one per thread.

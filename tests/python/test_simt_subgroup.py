@@ -147,8 +147,10 @@ def _collective_kernel(name, dtype, log2):
 @pytest.mark.parametrize("log2", [0, 1, 2, 3])
 def test_reduce_scan_families(dtype, log2):
     g = subgroup.group_size()
-    if log2 > subgroup.log2_group_size():
-        pytest.skip("tile larger than the subgroup")
+    if log2 > subgroup.log2_group_size():  # subgroups of 4 lanes (LP_NATIVE_VECTOR_WIDTH=128)
+        with pytest.raises(qd.QuadrantsTypeError, match=r"tile of 2\*\*\d lanes does not fit"):
+            _collective_kernel("inclusive_add", dtype, log2)(np.zeros(N, _np(dtype)), np.zeros(N, _np(dtype)))
+        return
     rng = np.random.default_rng(log2)
     a = rng.integers(1, 4 if dtype in (qd.i32, qd.i64, qd.u64) else 9, N).astype(_np(dtype))
     size = 1 << log2
@@ -171,6 +173,81 @@ def test_reduce_scan_families(dtype, log2):
                                        if len(t) > 1 else np.array([ident]).astype(a.dtype) for t in tiles])
                 np.testing.assert_array_equal(out, want, err_msg=op)
     assert g >= size
+
+
+@test_utils.test(arch=RUNS)
+def test_tile_larger_than_the_subgroup_is_a_compile_error_naming_the_line():
+    """A tile of more lanes than the device's subgroup would read lanes that do not exist: an error
+    when the kernel compiles (the size is the device's, known then), never undefined values."""
+    too_big = subgroup.log2_group_size() + 1
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(N):
+            a[i] = subgroup.reduce_all_add_tiled(a[i], too_big)
+
+    with pytest.raises(qd.QuadrantsTypeError) as e:
+        k(np.zeros(N, np.int32))
+    msg = str(e.value)
+    assert f"subgroup of {subgroup.group_size()} lanes" in msg and "reduce_all_add_tiled(a[i], too_big)" in msg, msg
+
+
+@test_utils.test(arch=RUNS)
+@pytest.mark.parametrize("dtype", [qd.i64, qd.u64, qd.f64])
+@pytest.mark.parametrize("pattern", ["up_up", "xor_add_xor", "up_add_up"])
+def test_chained_64bit_shuffles(dtype, pattern):
+    """A 64-bit shuffle of a value that came from another (the inclusive scan's pattern): lavapipe's
+    compiler crashed on chained 64-bit ShuffleUp on some hosts; there it gets 32-bit halves. One
+    pattern per kernel (lavapipe mixes up lanes for some chains: docs/backends.md, "lavapipe")."""
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=dtype, ndim=1), out: qd.types.ndarray(dtype=dtype, ndim=1)):
+        qd.loop_config(block_dim=32)
+        for i in range(N):
+            v = a[i]
+            if qd.static(pattern == "up_up"):
+                out[i] = subgroup.shuffle_up(subgroup.shuffle_up(v, 1), 1)
+            elif qd.static(pattern == "xor_add_xor"):
+                w = subgroup.shuffle_xor(v, 1) + v
+                out[i] = subgroup.shuffle_xor(w, 2) + w
+            else:
+                w = subgroup.shuffle_up(v, 1) + v
+                out[i] = subgroup.shuffle_up(w, 2) + w
+
+    # values whose two 32-bit halves differ and both matter
+    bits = (np.arange(N, dtype=np.uint64) + 1) * np.uint64(0x1_0000_0001) + np.uint64(1 << 63)
+    a = bits.view(_np(dtype)) if dtype != qd.f64 else (np.arange(N) * 1.25e200 - 3e-300).astype(np.float64)
+    out = np.zeros(N, a.dtype)
+    k(a, out)
+    _, lane, start = _lanes()
+    i = np.arange(N)
+    if pattern == "up_up":
+        np.testing.assert_array_equal(out[lane >= 2], a[i[lane >= 2] - 2])
+    elif pattern == "xor_add_xor":
+        w = a[i ^ 1] + a  # as the kernel adds (and rounds), wrapping for the integers
+        np.testing.assert_array_equal(out, w[i ^ 2] + w)
+    else:  # lanes from 3 up: a[j-3] + a[j-2] + a[j-1] + a[j], rounded as the kernel adds
+        j = i[lane >= 3]
+        np.testing.assert_array_equal(out[j], (a[j - 3] + a[j - 2]) + (a[j - 1] + a[j]))
+
+
+def test_64bit_shuffles_split_in_halves_only_where_the_driver_needs_it():
+    """Cap splits_64bit_shuffles (set for llvmpipe, docs/backends.md): one shuffle of the value's
+    bits as a uvec2 (two u32 halves); elsewhere one 64-bit OpGroupNonUniformShuffleUp."""
+    qd.init(arch=qd.cpu)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f64, ndim=1)):
+        for i in range(N):
+            a[i] = subgroup.shuffle_up(a[i], 1)
+
+    a = np.zeros(N, np.float64)
+    caps = ["subgroup_basic", "subgroup_shuffle", "subgroup_shuffle_relative"]
+    plain = qd.compile(k, a, arch=qd.vulkan, features=caps).spirv_asm
+    split = qd.compile(k, a, arch=qd.vulkan, features=caps + ["splits_64bit_shuffles"]).spirv_asm
+    shuffles = lambda asm: re.findall(r"= OpGroupNonUniformShuffleUp %(\w+)", asm)
+    assert shuffles(plain) == ["double"], plain
+    assert shuffles(split) == ["v2uint"], split
+    qd.reset()
 
 
 @test_utils.test(arch=RUNS)
@@ -213,6 +290,10 @@ def test_segmented_reduce_and_sort(log2):
             out[i, 3] = val
 
     out = np.zeros((N, 4), np.int32)
+    if size > subgroup.group_size():  # a tile larger than the device's subgroup: an error, not a value
+        with pytest.raises(qd.QuadrantsTypeError, match=r"does not fit in this device's subgroup"):
+            k(a, heads, out)
+        return
     k(a, heads, out)
     for j in range(N):
         t0 = j // size * size

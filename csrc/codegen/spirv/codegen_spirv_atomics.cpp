@@ -144,6 +144,15 @@ Id SpirvCodegen::subgroup(const Stmt &s) {
   auto arg = [&](int i) { return value(s.operands[i]); };
   auto truth = [&] { return b_.emit(Op::INotEqual, b_.t_bool(), arg(0), b_.c_i32(0)); };
   auto to_i32 = [&](Id cond) { return b_.select(b_.t_i32(), cond, b_.c_i32(1), b_.c_i32(0)); };
+  // A value moved between lanes (operand 0; the lane, offset or mask in operand 1 if `lane`): one
+  // instruction, on a 64-bit value's bits as a uvec2 where the driver needs it (lavapipe crashed on
+  // chained 64-bit ShuffleUp; two scalar u32 shuffles of the halves it got wrong at 4 lanes).
+  auto move = [&](Op o, bool lane) {
+    auto one = [&](Id type, Id v) { return lane ? b_.emit(o, type, scope, v, arg(1)) : b_.emit(o, type, scope, v); };
+    if (bit_width(s.dtype) != 64 || !target_.features.has(Cap::splits_64bit_shuffles)) return one(type(s.dtype), arg(0));
+    Id pair = b_.t_vector(b_.t_u32(), 2);
+    return b_.bitcast(type(s.dtype), one(pair, b_.bitcast(pair, arg(0))));
+  };
   switch (op) {
     case SimtOp::SubgroupInvocationId:
       return b_.bitcast(b_.t_i32(), b_.load_builtin(spirv::BuiltIn::SubgroupLocalInvocationId));
@@ -154,22 +163,22 @@ Id SpirvCodegen::subgroup(const Stmt &s) {
       return 0;
     case SimtOp::SubgroupShuffle:
       need(Cap::subgroup_shuffle, Capability::GroupNonUniformShuffle);
-      return b_.emit(Op::GroupNonUniformShuffle, type(s.dtype), scope, arg(0), arg(1));
+      return move(Op::GroupNonUniformShuffle, true);
     case SimtOp::SubgroupShuffleXor:
       need(Cap::subgroup_shuffle, Capability::GroupNonUniformShuffle);
-      return b_.emit(Op::GroupNonUniformShuffleXor, type(s.dtype), scope, arg(0), arg(1));
+      return move(Op::GroupNonUniformShuffleXor, true);
     case SimtOp::SubgroupShuffleUp:
       need(Cap::subgroup_shuffle_relative, Capability::GroupNonUniformShuffleRelative);
-      return b_.emit(Op::GroupNonUniformShuffleUp, type(s.dtype), scope, arg(0), arg(1));
+      return move(Op::GroupNonUniformShuffleUp, true);
     case SimtOp::SubgroupShuffleDown:
       need(Cap::subgroup_shuffle_relative, Capability::GroupNonUniformShuffleRelative);
-      return b_.emit(Op::GroupNonUniformShuffleDown, type(s.dtype), scope, arg(0), arg(1));
+      return move(Op::GroupNonUniformShuffleDown, true);
     case SimtOp::SubgroupBroadcast:
       need(Cap::subgroup_ballot, Capability::GroupNonUniformBallot);
-      return b_.emit(Op::GroupNonUniformBroadcast, type(s.dtype), scope, arg(0), arg(1));
+      return move(Op::GroupNonUniformBroadcast, true);
     case SimtOp::SubgroupBroadcastFirst:
       need(Cap::subgroup_ballot, Capability::GroupNonUniformBallot);
-      return b_.emit(Op::GroupNonUniformBroadcastFirst, type(s.dtype), scope, arg(0));
+      return move(Op::GroupNonUniformBroadcastFirst, false);
     case SimtOp::SubgroupBallot: {
       need(Cap::subgroup_ballot, Capability::GroupNonUniformBallot);
       Id u32 = b_.t_u32(), u64 = type(DataType::u64);

@@ -326,11 +326,10 @@ def radix_rank_match_atomic_or(key, block_dim, radix_bits, bit_start, num_bits, 
     assert block_dim == 1 << radix_bits, f"{what}: block_dim ({block_dim}) must equal 1 << radix_bits ({1 << radix_bits})"
     assert 1 <= num_bits <= radix_bits, f"{what}: num_bits ({num_bits}) must be in [1, radix_bits = {radix_bits}]"
     g = subgroup.group_size()
-    # Lanes are grouped in chunks of max(group_size, 32) threads: a chunk's lanes holding digit d
-    # OR their bit into mask[chunk][d] (u32, u64 on wave64), so subgroups of 8 or 16 lanes work too.
+    # Threads are grouped in chunks of 32 (64 on wave64): a chunk's threads holding digit d OR their
+    # bit into mask[chunk][d] in shared memory, so any subgroup size works.
     width = 64 if g == 64 else 32
-    assert g in (8, 16, 32, 64) and block_dim % width == 0, \
-        f"{what}: needs group_size() in (8, 16, 32, 64) and block_dim a multiple of {width}, got {g} and {block_dim}"
+    assert block_dim % width == 0, f"{what}: needs block_dim a multiple of {width}, got {block_dim}"
     mtype = T.u64 if width == 64 else T.u32
     digits, chunks = 1 << radix_bits, block_dim // width
     tid = thread_idx()

@@ -81,9 +81,15 @@ def identity(op, dtype):
     return (1 << dtype.bits) - 1 if op == "min" else 0
 
 
-def check_log2(what, log2_size, group_log2):
+def check_log2(ctx, what, log2_size, group_log2):
+    """log2_size as an int: a compile-time Python int from 0 to log2 of the subgroup's size (a larger
+    tile would read lanes that do not exist: undefined values, never a result)."""
     if not isinstance(log2_size, (int, np.integer)) or isinstance(log2_size, bool):
         raise TypeError(f"{what}: log2_size must be a compile-time Python int (a qd.template()), got {log2_size!r}")
+    if not 0 <= log2_size <= group_log2:
+        ctx.type_error(f"{what}: a tile of 2**{int(log2_size)} lanes does not fit in this device's subgroup of "
+                       f"{1 << group_log2} lanes (log2_size must be 0..{group_log2}; "
+                       f"qd.simt.subgroup.log2_group_size() is the largest)")
     return int(log2_size)
 
 

@@ -169,7 +169,7 @@ def lanemask_ge(lane):
 # ------------------------------------------------------------------------------ tiled collectives
 def _tiled(name, log2_size):
     ctx = _ctx(name)
-    return ctx, R.check_log2(f"qd.simt.subgroup.{name}", log2_size, log2_group_size())
+    return ctx, R.check_log2(ctx, f"qd.simt.subgroup.{name}_tiled", log2_size, log2_group_size())
 
 
 def _make_family():

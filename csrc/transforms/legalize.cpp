@@ -406,7 +406,9 @@ class Legalizer {
     Stmt *up = e.sel(big, e.c(ft, std::ldexp(1.0, shift)), e.c(ft, 1));
     r = e.bin(B::Mul, r, down);
     t = e.bin(B::Mul, t, down);
-    Stmt *q = e.un(U::Trunc, e.bin(B::Div, r, t));
+    // floor, not trunc (the same here, r / t >= 0): lavapipe's f64 Trunc returns non-integers above
+    // 2^24 unchanged on some hosts (docs/backends.md, "lavapipe"); its Floor is exact.
+    Stmt *q = e.un(U::Floor, e.bin(B::Div, r, t));
     Stmt *p = e.bin(B::Mul, q, t);
     Stmt *x = e.bin(B::Sub, e.bin(B::Sub, r, p), product_error(e, q, t, p));
     x = e.sel(e.bin(B::Lt, x, e.c(ft, 0)), e.bin(B::Add, x, t), x);

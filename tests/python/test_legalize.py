@@ -32,6 +32,32 @@ def _same(got, want):
     return got == want and math.copysign(1, got) == math.copysign(1, want)
 
 
+@test()
+def test_f64_mod_exact_for_large_quotients():
+    """f64 % with quotients from 2^24 to 2^600 (each reduction step's quotient is above 2^24):
+    CPython's value bit for bit. lavapipe's f64 Trunc left such quotients unrounded on some hosts
+    (AMD EPYC, Mesa 22.3.6), so the steps use floor (docs/backends.md, "lavapipe")."""
+    if current_arch() is qd.vulkan and not qd.vulkan_caps().get("shader_float64"):
+        pytest.skip("no f64 on this device")
+    rng = np.random.default_rng(24)
+    n = 4000
+    b = (rng.random(n) + 0.5) * 10.0 ** rng.integers(-300, 20, n) * np.where(rng.random(n) < 0.5, -1, 1)
+    a = b * (rng.random(n) + 1) * 2.0 ** rng.integers(24, 600, n) * np.where(rng.random(n) < 0.5, -1, 1)
+    a, b = a[np.isfinite(a)], b[np.isfinite(a)]
+    out = np.zeros_like(a)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f64, ndim=1), b: qd.types.ndarray(dtype=qd.f64, ndim=1),
+          out: qd.types.ndarray(dtype=qd.f64, ndim=1)):
+        for i in range(a.shape[0]):
+            out[i] = a[i] % b[i]
+
+    k(a, b, out)
+    bad = [f"{x!r} % {y!r}: got {g!r}, Python {x % y!r}" for x, y, g in zip(a.tolist(), b.tolist(), out.tolist())
+           if not _same(g, x % y)]
+    assert not bad, "\n".join(bad[:10])
+
+
 @pytest.mark.parametrize("dtype", [qd.f32, qd.f64], ids=["f32", "f64"])
 @test()
 def test_float_mod_and_floordiv_follow_python(dtype):

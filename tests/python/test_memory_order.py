@@ -219,25 +219,30 @@ def _store_buffering(fenced, rounds):
 
 @pytest.mark.parametrize("fenced", [False, True], ids=["relaxed", "fenced"])
 @test(arch=qd.cpu)
-def test_litmus_store_buffering(fenced):
-    """Relaxed: the weak outcome (both loads read 0) shows at least once (x86's store buffer), so the
-    test can tell; with AcqRel fences between store and load (x86: mfence) it never shows."""
+def test_litmus_store_buffering(fenced, record_property):
+    """With AcqRel fences between store and load (x86: mfence) the weak outcome (both loads read 0)
+    is forbidden and never shows. Relaxed, it is allowed: whether it shows depends on scheduling and
+    load (x86's store buffer), so its count is a figure (the `weak_outcomes` property, printed with
+    -s), never a requirement. Both: every round ran, each load read 0 or 1."""
     rounds = 2000
     sb, r, fields = _store_buffering(fenced, rounds)
     weak = 0
-    for _ in range(1 if fenced else 10):  # relaxed: until the weak outcome shows
+    for _ in range(3):
         for f in fields:
             f.fill(0)
         sb()
         res = r.to_numpy()
+        assert set(np.unique(res)) <= {0, 1}
+        assert (fields[0].to_numpy() == 1).all() and (fields[1].to_numpy() == 1).all()
+        assert (fields[2].to_numpy() == rounds).all()
         weak += int(((res[:, 0] == 0) & (res[:, 1] == 0)).sum())
-        if weak:
-            break
+    record_property("weak_outcomes", weak)
+    print(f"store buffering ({'fenced' if fenced else 'relaxed'}): {weak} weak outcomes in {3 * rounds} rounds")
     if fenced:
         assert weak == 0
         assert "fence seq_cst" in qd.compile(sb).llvm_ir  # AcqRel fences are full fences
-    else:
-        assert weak > 0, "relaxed store buffering never showed the weak outcome: the test cannot tell"
+    else:  # the fence is what tells the two apart: none in the relaxed kernel
+        assert "fence" not in qd.compile(sb).llvm_ir
 
 
 def _spin_lock(contenders, rounds):

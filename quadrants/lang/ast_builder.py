@@ -18,7 +18,7 @@ from quadrants.lang.context import is_py_scalar
 from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
 from quadrants.lang.field import Field
-from quadrants.lang.struct import StructField, StructType, StructValue
+from quadrants.lang.struct import PyStruct, StructField, StructType, StructValue
 from quadrants.lang.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -277,6 +277,10 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.store(existing, value)
             elif isinstance(value, (Expr, Var, Ptr, MatrixValue, StructValue, DynIndex)) or is_py_scalar(value):
                 self.bind(target.id, self.ctx.new_var(value))
+            elif (captured := self._captured_value(value)) is not None:
+                # a Python-scope qd.Vector / qd.Matrix / struct: a kernel variable holding its
+                # values, so that assigning it again in a loop or a branch updates it
+                self.bind(target.id, self.ctx.new_var(captured))
             else:
                 self.bind(target.id, value)  # a Python object: field, function, tuple, ...
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -290,6 +294,21 @@ class FunctionWalker(ast.NodeVisitor):
                 self.assign(t, v)
         else:
             self.ctx.store(self.visit(target), value)
+
+    def _captured_value(self, v):
+        """A Python-scope vector / matrix (numeric numpy array of 1 or 2 axes, PyMatrix) or struct
+        (PyStruct) as a kernel value of constants; None for any other Python object."""
+        if isinstance(v, np.ndarray) and v.ndim in (1, 2) and v.dtype.kind in "biuf":
+            return self.ctx.rvalue(v)
+        if isinstance(v, PyStruct):
+            members = {}
+            for k, m in v.items():
+                m = m if is_py_scalar(m) else self._captured_value(m)
+                if m is None:
+                    return None
+                members[k] = m
+            return StructValue(v.type, members)
+        return None
 
     @staticmethod
     def _is_lvalue(v):

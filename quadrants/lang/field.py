@@ -120,17 +120,28 @@ ij, ijk, ijkl = Axis(0, 1), Axis(0, 1, 2), Axis(0, 1, 2, 3)
 
 
 class SNode:
-    """A layout node: qd.root.dense(...).place(a, b). Every placed field gets its own dense buffer."""
+    """A layout node: qd.root.dense(...).place(a, b). Every placed field gets its own dense buffer.
 
-    def __init__(self, shape=()):
-        self.shape = shape
+    A field's indices are the axes used on the way down, in axis order (i, j, k, l), whatever the
+    order of the dense() calls: after qd.root.dense(qd.k, n).dense(qd.i, m), x[i, k] with i < m and
+    k < n. An axis used twice has the product of its sizes."""
+
+    def __init__(self, sizes=()):
+        self.sizes = tuple(sizes)  # (axis, size) pairs, outermost first
+
+    @property
+    def shape(self):
+        axes = sorted({a for a, _ in self.sizes})
+        return tuple(int(np.prod([n for a2, n in self.sizes if a2 == a])) for a in axes)
 
     def dense(self, axes, dimensions):
+        axis_ids = axes.dims if isinstance(axes, Axis) else (0,)
         dims = _as_shape(dimensions)
-        n_axes = len(axes.dims) if isinstance(axes, Axis) else 1
-        if len(dims) != n_axes:
-            raise ValueError(f"dense(): {n_axes} axes but {len(dims)} dimension sizes")
-        return SNode(self.shape + dims)
+        if len(dims) == 1 and len(axis_ids) > 1:  # qd.root.dense(qd.ij, n): n along every axis
+            dims = dims * len(axis_ids)
+        if len(dims) != len(axis_ids):
+            raise ValueError(f"dense(): {len(axis_ids)} axes but {len(dims)} dimension sizes")
+        return SNode(self.sizes + tuple(zip(axis_ids, dims)))
 
     def place(self, *fields):
         for f in fields:

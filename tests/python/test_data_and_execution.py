@@ -26,6 +26,36 @@ def test_fields_python_scope():
     np.testing.assert_array_equal(v.to_numpy(), [[0, 0, 0], [1, 2, 3]])
 
 
+@test(arch=[qd.cpu, qd.vulkan])
+def test_dense_axes_in_axis_order_whatever_the_nesting():
+    """A field's indices follow the axis letters, not the order of the dense() calls:
+    dense(qd.k, n).dense(qd.i, m) gives x[i, k] with i < m, k < n, and a struct-for binds i and k to
+    those axes (bound in nesting order, the sum was 128250 instead of 205200). One size for
+    several axes applies to each; an axis used twice multiplies its sizes."""
+    n, m = 100, 19
+    x = qd.field(qd.i32)
+    qd.root.dense(qd.k, n).dense(qd.i, m).place(x)
+    sq = qd.field(qd.i32)
+    qd.root.dense(qd.ij, 4).place(sq)
+    twice = qd.field(qd.i32)
+    qd.root.dense(qd.j, 2).dense(qd.i, 3).dense(qd.j, 5).place(twice)
+    assert x.shape == (m, n) and sq.shape == (4, 4) and twice.shape == (3, 10)
+    total = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def k():
+        for i, kk in x:
+            x[i, kk] = i * 1000 + kk
+            qd.atomic_add(total[None], i + kk * 2)
+        for i, j in twice:
+            twice[i, j] = i * 100 + j
+
+    k()
+    assert total[None] == sum(i + kk * 2 for kk in range(n) for i in range(m)) == 205200
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(m)[:, None] * 1000 + np.arange(n)[None, :])
+    np.testing.assert_array_equal(twice.to_numpy(), np.arange(3)[:, None] * 100 + np.arange(10)[None, :])
+
+
 @test()
 def test_ndarrays():
     x = qd.ndarray(qd.f32, shape=(3, 2))

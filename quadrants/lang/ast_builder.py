@@ -612,13 +612,11 @@ class FunctionWalker(ast.NodeVisitor):
         return self.ctx.unary({ast.USub: "neg", ast.Not: "not_", ast.Invert: "bit_not"}[type(node.op)], v)
 
     def visit_BoolOp(self, node):
-        # Python's short-circuit: the right operand is evaluated only when the left one does not
-        # decide (`i < n and x[i] > 0` never reads x[n]). A run-time result is 0 or 1 (i32).
-        result = self.short_circuit(isinstance(node.op, ast.And), self.visit(node.values[0]), node.values[1:])
-        v = self.ctx.rvalue(result)
-        if isinstance(v, Expr) and not getattr(v, "is_truth", False):  # `0 or h`: the truth of h
-            v = self.ctx.binary("ne", v, 0)
-        return v if isinstance(v, Expr) else result
+        # Python's semantics: `a and b` is a if a is false, else b; `a or b` is a if a is true,
+        # else b; the right operand is evaluated only when the left one does not decide
+        # (`i < n and x[i] > 0` never reads x[n]). On vectors / matrices (the reference's rule):
+        # element-wise truth, 0 or 1 (i32), both operands evaluated.
+        return self.short_circuit(isinstance(node.op, ast.And), self.visit(node.values[0]), node.values[1:])
 
     def short_circuit(self, is_and, first, rest):
         if not rest:
@@ -629,19 +627,27 @@ class FunctionWalker(ast.NodeVisitor):
                 return first
             return self.short_circuit(is_and, self.visit(rest[0]), rest[1:])
         if isinstance(v, MatrixValue):
-            self.ctx.type_error("'and'/'or' take scalars; use a & b / a | b on vectors, or .any() / .all()")
-        flag = self.ctx.new_var(self.ctx.binary("ne", v, 0), T.i32)
-        s = self.b.begin_if((self.ctx.rvalue(flag) if is_and else self.ctx.binary("eq", flag, 0)).stmt)
+            other = self.ctx.rvalue(self.short_circuit(is_and, self.visit(rest[0]), rest[1:]))
+            truth = lambda x: self.ctx.binary("ne", x, 0)
+            return self.ctx.cast(self.ctx.binary("bit_and" if is_and else "bit_or", truth(v), truth(other)), T.i32)
+        result = self.ctx.new_var(v)
+        flag = self.ctx.new_var(self.ctx.binary("ne", v, 0), T.i32)  # the truth, for mixed types
+        s = self.b.begin_if(self.ctx.binary("ne" if is_and else "eq", v, 0).stmt)  # v does not decide
         self.depth += 1
         self.ctx.depth += 1
-        second = self.ctx.truth(self.short_circuit(is_and, self.visit(rest[0]), rest[1:]))
-        self.ctx.store(flag, int(second) if isinstance(second, bool) else self.ctx.binary("ne", second, 0))
+        second = self.ctx.rvalue(self.short_circuit(is_and, self.visit(rest[0]), rest[1:]))
+        if isinstance(second, MatrixValue) or not (is_py_scalar(second) or isinstance(second, Expr)):
+            self.ctx.type_error("'and'/'or' take scalars (or vectors on both sides)")
+        same = is_py_scalar(second) or second.dtype is v.dtype
+        if same:
+            self.ctx.store(result, second)
+        self.ctx.store(flag, self.ctx.binary("ne", second, 0) if isinstance(second, Expr) else int(bool(second)))
         self.depth -= 1
         self.ctx.depth -= 1
         self.b.end_if(s)
-        r = self.ctx.rvalue(flag)
-        r.is_truth = True
-        return r
+        # Operands of one type: the deciding operand itself. Of two types (`f and i < n`), whose
+        # value the result would be is known only at run time: its truth, 0 or 1 (i32).
+        return self.ctx.rvalue(result if same else flag)
 
     def visit_Compare(self, node):
         result, left = None, self.visit(node.left)

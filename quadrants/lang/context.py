@@ -315,6 +315,8 @@ class KernelContext:
                 self.b.end_if(s)
             return
         if isinstance(target, MatrixValue):
+            if isinstance(value, (list, tuple)):  # x[i] = [a, b], v[i] = 0, 0, m[i] = [[..], [..]]
+                value = self._sequence_as(value, target.shape)
             value = self.rvalue(value)
             if isinstance(value, MatrixValue):
                 if value.shape != target.shape:
@@ -332,6 +334,16 @@ class KernelContext:
             self.b.local_store(target.stmt, self.scalar(value, target.dtype).stmt)
         else:
             self.syntax_error("cannot assign to this expression: the target is not a variable or memory element")
+
+    def _sequence_as(self, seq, shape):
+        """A (nested) list / tuple of values as a MatrixValue of `shape`, row by row."""
+        rows = [list(r) if isinstance(r, (list, tuple)) else [r] for r in seq]
+        flat = [e for r in rows for e in r]
+        want = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        nested_ok = len(shape) == 1 or all(len(r) == shape[1] for r in rows) or all(len(r) == 1 for r in rows)
+        if len(flat) != want or not nested_ok or any(isinstance(e, (list, tuple)) for e in flat):
+            self.type_error(f"cannot assign a sequence of {len(seq)} items to a {shape} target")
+        return MatrixValue(flat, shape)
 
     def new_var(self, value, dtype=None):
         value = self.rvalue(value)

@@ -47,6 +47,7 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "debug_dump_path": ("", "str", False),
     "print_kernel_llvm_ir": (False, "bool", False),
     "num_compile_threads": (4, "int", False),
+    "short_circuit_operators": (False, "bool", False),  # `and` / `or` always short-circuit here
 }.items()}
 
 

@@ -470,17 +470,43 @@ def test_and_or_not_take_the_truth_of_any_value():
 
     @qd.kernel
     def k(h: qd.f32, big: qd.i64, nan: qd.f64):
-        out[0] = h and 1
-        out[1] = 0 or h
-        out[2] = big and big
-        out[3] = nan and 1
-        out[4] = (h - h) or 0
+        out[0] = 1 if (h and 1) else 0
+        out[1] = 1 if (0 or h) else 0
+        out[2] = 1 if (big and big) else 0
+        out[3] = 1 if (nan and 1) else 0
+        out[4] = 1 if ((h - h) or 0) else 0
         out[5] = not big
         out[6] = 1 if (h and big) else 0
-        out[7] = qd.f32(-0.0) or h * 0
+        out[7] = 1 if (qd.f32(-0.0) or h * 0) else 0
 
     k(0.5, 2 ** 40, float("nan"))
     assert list(out.to_numpy()) == [1, 1, 1, 1, 0, 0, 1, 0]
+
+
+@test(debug=True)
+def test_and_or_give_the_deciding_operand_as_python_does():
+    """`a and b` is a if a is false, else b; `a or b` is a if a is true, else b (1 and 2 is 2);
+    with operands of two types the result is the truth (0 or 1); the right operand is only
+    evaluated when the left does not decide."""
+    x = qd.field(qd.i32, shape=4)
+    f = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.i32, p: qd.f32, q: qd.f32, n: qd.i32):
+        x[0] = a and b
+        x[1] = a or b
+        x[2] = a and b and 9
+        x[3] = 1 if (n < 4 and x[n] >= 0) else 5  # x[n] read only when n < 4 (bounds checked: debug)
+        f[0] = p and q
+        f[1] = p or q
+        f[2] = p and 2.5
+        f[3] = (a < b) or q  # a comparison (i32 0/1) and an f32: the truth
+
+    for a, b, p, q in [(1, 2, 0.5, 1.5), (0, 3, 0.0, -2.0), (4, 0, 2.0, 0.0)]:
+        k(a, b, p, q, 7)
+        assert list(x.to_numpy()) == [a and b, a or b, a and b and 9, 5]
+        assert list(f.to_numpy()) == [np.float32(p and q), np.float32(p or q), np.float32(p and 2.5),
+                                      1.0 if (a < b or q) else 0.0]
 
 
 @test()

@@ -539,3 +539,32 @@ def test_empty_kernel_and_code_after_a_jump():
     jumps(out)
     assert out.tolist() == [16 + 4 * i for i in range(4)]
     assert qd.compile(empty, arch=qd.metal).msl == ""
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_list_or_tuple_assigned_to_vector_and_matrix_elements():
+    """x[i] = [a, b], v[i] = a, b, m[i] = [[..], [..]] (or its entries in row order) and c[None] = [..]
+    store element by element; a sequence of the wrong length is a type error naming the line."""
+    x = qd.Vector.field(2, qd.f32, shape=4)
+    m = qd.Matrix.field(2, 2, qd.i32, shape=2)
+    c = qd.Vector.field(3, qd.f32, shape=())
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            x[i] = [i, i * 2.5]
+        m[0] = [[1, 2], [3, 4]]
+        m[1] = 5, 6, 7, 8
+        c[None] = (1.0, -2.0, 3.5)
+
+    k()
+    np.testing.assert_array_equal(x.to_numpy(), [[i, i * 2.5] for i in range(4)])
+    np.testing.assert_array_equal(m.to_numpy(), [[[1, 2], [3, 4]], [[5, 6], [7, 8]]])
+    np.testing.assert_array_equal(c.to_numpy(), [1.0, -2.0, 3.5])
+
+    @qd.kernel
+    def bad():
+        x[0] = [1.0, 2.0, 3.0]
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"x\[0\] = \[1.0, 2.0, 3.0\][\s\S]*sequence of 3 items"):
+        bad()

@@ -69,7 +69,7 @@ t=$(date +%s)
 # libstdc++ too: the interpreter does not link it, and ASan resolves its __cxa_throw interceptor at start.
 PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)"
 LD_PRELOAD="$PRELOAD" QD_CORE_DIR="$B/core" PYTHONMALLOC=malloc \
-  "$PY" -m pytest -q -p no:cacheprovider --capture=sys "${SKIP[@]}" "${ARGS[@]}" 2>&1 | tee "$REPORTS/pytest.log" \
+  "$PY" -m pytest -q -p no:cacheprovider -p no:xdist --capture=sys "${SKIP[@]}" "${ARGS[@]}" 2>&1 | tee "$REPORTS/pytest.log" \
   || { status=1; echo "sanitize: pytest FAILED"; }
 echo "sanitize: pytest $(( $(date +%s) - t ))s"
 

@@ -25,9 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Run time + tests + build (pybind11, scikit-build-core); notebooks in CI (nbclient, ipykernel, matplotlib);
-# the type check of examples/ (mypy).
-$PY -m pip install -q --disable-pip-version-check numpy pytest pybind11 scikit-build-core \
+# Run time + tests (pytest, pytest-xdist: its workers isolate a driver crash) + build (pybind11,
+# scikit-build-core); notebooks in CI (nbclient, ipykernel, matplotlib); the type check of examples/ (mypy).
+$PY -m pip install -q --disable-pip-version-check numpy pytest pytest-xdist pybind11 scikit-build-core \
   nbclient ipykernel matplotlib mypy
 
 LAUNCHER=()

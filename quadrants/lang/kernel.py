@@ -10,6 +10,7 @@ import numpy as np
 
 from quadrants import _core
 from quadrants.lang import ast_builder, context, runtime, template_key
+from quadrants.lang import breadcrumb as _crumb
 from quadrants.lang import struct as _struct
 from quadrants.lang import types as T
 from quadrants.lang.exception import (QuadrantsAssertionError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
@@ -213,6 +214,7 @@ class _Compiled:
         self.returns = [T.from_core(d) for d in compiled.returns]
         self.error_slot = compiled.error_slot
         self.watch = []           # weak references whose death drops this entry, or objects kept alive
+        self.crumb = None         # the breadcrumb record of its launches (with QD_CRASH_BREADCRUMB)
         if self.error_slot >= 0:
             self.returns = self.returns[:self.error_slot]
             self.error_messages = list(compiled.error_messages)
@@ -360,8 +362,14 @@ class Kernel:
         bucket = self.cache.get(key)
         entry = next((e for e in bucket if template_key.guards_hold(e.guards, values)), None) if bucket else None
         if entry is None:
-            builder, fields, num_slots, plan, written, tracker = self.build(values, prog.config)
-            compiled = prog.runtime.compile(builder)
+            if _crumb.on:
+                _crumb.begin(_crumb.record(f"compiling {self._crumb_text(prog)}"))
+            try:
+                builder, fields, num_slots, plan, written, tracker = self.build(values, prog.config)
+                compiled = prog.runtime.compile(builder)
+            finally:
+                if _crumb.on:
+                    _crumb.end()
             self.num_compilations += 1
             prog.compile_count += 1
             if prog.config.print_ir:
@@ -381,6 +389,10 @@ class Kernel:
                     entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
             self.cache.setdefault(key, []).append(entry)
         return self._launch(prog, entry, values)
+
+    def _crumb_text(self, prog):
+        """'kernel NAME (FILE:LINE) for ARCH device DEVICE', for the crash breadcrumb."""
+        return f"kernel {self.__name__} ({_crumb.where(self.func)}) for {_crumb.device_of(prog)}"
 
     def _launch(self, prog, entry, values):
         num_buffers = entry.compiled.num_buffers
@@ -434,9 +446,15 @@ class Kernel:
             if entry.plan and entry.plan[-1][0] == "random":  # the launch number of qd.random's streams
                 prog.random_launches = getattr(prog, "random_launches", 0) + 1
                 slots[entry.plan[-1][1]] = prog.random_launches & 0xFFFFFFFF
+            if _crumb.on:
+                if entry.crumb is None:
+                    entry.crumb = _crumb.record(f"launching {self._crumb_text(prog)}")
+                _crumb.begin(entry.crumb)
             ret = prog.runtime.launch(entry.compiled, buffers, slots)
             staging.copy_back()
         finally:
+            if _crumb.on:
+                _crumb.end()
             staging.release()
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
@@ -705,4 +723,12 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     features = list(features)
     if not prog.config.subgroup_aggregation and "no_subgroup_aggregation" not in features:
         features.append("no_subgroup_aggregation")
-    return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features), bool(prog.config.fast_math)))
+    if _crumb.on:
+        _crumb.begin(_crumb.record(f"compiling kernel {kernel.__name__} ({_crumb.where(kernel.func)}) for {arch.name} "
+                                   f"(qd.compile: code only, no device)"))
+    try:
+        return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features),
+                                                       bool(prog.config.fast_math)))
+    finally:
+        if _crumb.on:
+            _crumb.end()

@@ -4,6 +4,7 @@ import threading
 import warnings
 
 from quadrants import _core
+from quadrants.lang import breadcrumb as _crumb
 from quadrants.lang import offline_cache
 from quadrants.lang import options as options_mod
 from quadrants.lang import types as T
@@ -54,9 +55,16 @@ class Config:
 class Program:
     def __init__(self, config):
         self.config = config
-        self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
-                                     list(config.vulkan_disable_caps), config.device, bool(config.fast_math),
-                                     bool(config.subgroup_aggregation))
+        if _crumb.on:
+            _crumb.begin(_crumb.record(f"starting the {config.arch.name} runtime (qd.init"
+                                       f"{', device=' + repr(config.device) if config.device else ''})"))
+        try:
+            self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
+                                         list(config.vulkan_disable_caps), config.device, bool(config.fast_math),
+                                         bool(config.subgroup_aggregation))
+        finally:
+            if _crumb.on:
+                _crumb.end()
         offline_cache.attach(self)  # qd.init(offline_cache=..., offline_cache_file_path=...)
         self.generation = Program.next_generation
         Program.next_generation += 1

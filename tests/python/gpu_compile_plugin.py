@@ -6,13 +6,16 @@ After each kernel call that compiled a new specialisation, the plugin compiles t
 with the same arguments through qd.compile for cuda (the PTX assembled by ptxas when present) and
 amdgpu. A clear Quadrants compile error (a GPU-only limitation) is recorded, not fatal; anything
 else (invalid PTX, an internal error) fails the test that launched the kernel. With
-QD_GPU_COMPILE_REPORT set, a JSON summary is written there at the end of the session.
+QD_GPU_COMPILE_REPORT set, a JSON summary is written there at the end of the session (under xdist
+by the controller, from its workers' counts).
 """
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+
+import pytest
 
 import quadrants as qd
 from quadrants.lang.kernel import Kernel
@@ -67,7 +70,20 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its counts go to the controller
+        session.config.workeroutput["qd_gpu_compile"] = _report
+        return
     path = os.environ.get("QD_GPU_COMPILE_REPORT")
     if path:
         with open(path, "w") as f:
             json.dump(_report, f, indent=1)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The xdist controller: adds up what each worker compiled."""
+    theirs = getattr(node, "workeroutput", {}).get("qd_gpu_compile")
+    if theirs:
+        _report["compiled"] += theirs["compiled"]
+        _report["ptxas"] += theirs["ptxas"]
+        _report["rejected"].extend(theirs["rejected"])

@@ -116,7 +116,11 @@ def _enable_breadcrumb(path):
 
 
 def pytest_unconfigure(config):
-    global _crash_dir
+    global _crash_dir, _fault_file
+    if _fault_file is not None:  # worker: faulthandler back to stderr, its file closed
+        faulthandler.enable()
+        _fault_file.close()
+        _fault_file = None
     if _crash_dir is not None and not _is_worker(config):
         shutil.rmtree(_crash_dir, ignore_errors=True)
         _crash_dir = None

@@ -6,6 +6,7 @@ runtime value; Expr / Var / Ptr / MatrixValue (values.py) stand for what exists 
 import ast
 import builtins
 import inspect
+import itertools
 import operator
 import os
 import sys
@@ -47,6 +48,14 @@ def source_name(path):
     return f"{label[0]} {label[1]}" if label else path
 
 
+class _UnrolledBreak(Exception):
+    """`break` under compile-time conditions in a loop unrolled at compile time: no more copies."""
+
+
+class _UnrolledContinue(Exception):
+    """`continue` under compile-time conditions in an unrolled loop: the rest of this copy is skipped."""
+
+
 class FunctionWalker(ast.NodeVisitor):
     """Emits one Python function (the kernel, or an inlined @qd.func) into the context's builder."""
 
@@ -69,6 +78,7 @@ class FunctionWalker(ast.NodeVisitor):
         self.tree = ast.parse(self.source)
         self.fdef = self.tree.body[0]
         self.scopes = [{}]
+        self._unroll_depths = []  # self.depth (run-time branches) where each unrolled loop began
         self.globals = dict(func.__globals__)
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
@@ -388,10 +398,15 @@ class FunctionWalker(ast.NodeVisitor):
         self.b.continue_()
 
     def _not_in_unrolled_loop(self, what):
-        # The unrolled copies are not a loop at run time: the jump would leave the enclosing loop.
+        # The unrolled copies are not a loop at run time: a jump under a run-time condition would
+        # leave the enclosing loop. Under compile-time conditions only, it ends the copy (continue)
+        # or the unrolling (break) while the kernel compiles.
         if self.loops and self.loops[-1] == "static":
-            self.ctx.syntax_error(f"'{what}' is not supported in a loop unrolled at compile time (qd.static or "
-                                  f"a Python sequence)")
+            if self.depth == self._unroll_depths[-1]:
+                raise (_UnrolledBreak if what == "break" else _UnrolledContinue)()
+            self.ctx.syntax_error(f"'{what}' under a run-time condition is not supported in a loop unrolled at "
+                                  f"compile time (qd.static or a Python sequence): its condition must be "
+                                  f"compile-time (qd.static(...))")
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
@@ -488,22 +503,78 @@ class FunctionWalker(ast.NodeVisitor):
             return self.range_for(node, iterable.bounds, iterable.grouped)
         self.ctx.syntax_error(f"cannot iterate over {type(iterable).__name__} in a kernel")
 
+    def visit_ListComp(self, node):
+        """[elt for x in it if c ...]: unrolled at compile time into a Python list of kernel values
+        (qd.Vector([f(k) for k in range(3)])): each iterable must be known when the kernel compiles
+        (a range of Python ints, a list / tuple, qd.static(...)), each condition too."""
+        from quadrants.lang import ops
+
+        out = []
+
+        def expand(generators):
+            if not generators:
+                out.append(self.visit(node.elt))
+                return
+            gen = generators[0]
+            if getattr(gen, "is_async", False):
+                self.ctx.syntax_error("async comprehensions are not supported in kernels")
+            it = gen.iter
+            if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
+                bounds = [self.ctx.rvalue(self.visit(a)) for a in it.args]
+                if not all(isinstance(b, (int, np.integer)) for b in bounds) or it.keywords:
+                    self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: its "
+                                          "range() needs compile-time int bounds")
+                values = range(*[int(b) for b in bounds])
+            else:
+                values = self.visit(it)
+                values = values.values if isinstance(values, ops.StaticIterable) else values
+                if not isinstance(values, (list, tuple, range)):
+                    self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: it needs "
+                                          "a compile-time iterable (range of Python ints, list, tuple, qd.static)")
+            for v in values:
+                self.scopes.append({})
+                self.assign_loop_target(gen.target, v)
+                keep = True
+                for cond in gen.ifs:
+                    c = self.ctx.truth(self.visit(cond))
+                    if not isinstance(c, bool):
+                        self.ctx.syntax_error("a comprehension's 'if' in a kernel must be known when the kernel "
+                                              "compiles (it decides the list's length)")
+                    keep = keep and c
+                if keep:
+                    expand(generators[1:])
+                self.scopes.pop()
+
+        expand(node.generators)
+        return out
+
     def unroll(self, node, values):
         self.loops.append("static")
+        self._unroll_depths.append(self.depth)
         guards = 0
         for v in values:
             if self.done:
                 break
             before = self.runtime_returns
+            scopes = len(self.scopes)
             self.scopes.append({})
             self.assign_loop_target(node.target, v)
-            self.run_body(node.body, new_scope=False)
-            self.scopes.pop()
+            stop = False
+            try:
+                self.run_body(node.body, new_scope=False)
+            except _UnrolledContinue:
+                pass
+            except _UnrolledBreak:
+                stop = True
+            del self.scopes[scopes:]
             if self.runtime_returns != before:  # the next copies run only if no return was taken
                 guards += 1
                 self.guard_stack_open()
+            if stop:
+                break
         for _ in range(guards):
             self.guard_stack_close()
+        self._unroll_depths.pop()
         self.loops.pop()
 
     def guard_stack_open(self):
@@ -740,6 +811,8 @@ class FunctionWalker(ast.NodeVisitor):
             idx = index if isinstance(index, tuple) else (index,)
             if isinstance(index, MatrixValue):
                 idx = tuple(index.entries)
+            if any(isinstance(i, slice) for i in idx):
+                return self.slice_matrix(base, idx)
             if not all(isinstance(i, (int, np.integer)) for i in idx):
                 return self.runtime_index(base, idx)
             if len(idx) > len(base.shape):
@@ -811,7 +884,51 @@ class FunctionWalker(ast.NodeVisitor):
         return Format.of(parts)
 
     def visit_Slice(self, node):
-        self.ctx.syntax_error("slices are not supported in kernels")
+        """v[a:b:c] on a vector / matrix: a Python slice; its bounds must be known at compile time."""
+        parts = []
+        for p in (node.lower, node.upper, node.step):
+            v = self.ctx.rvalue(self.visit(p)) if p is not None else None
+            if v is not None and not isinstance(v, (int, np.integer)):
+                self.ctx.syntax_error("Quadrants does not support variables in slice now: slice bounds in a "
+                                      "kernel must be compile-time ints (a slice decides a vector's length)")
+            parts.append(None if v is None else int(v))
+        return slice(*parts)
+
+    def slice_matrix(self, base, idx):
+        """v[1:], m[0, :], m[:, 1], m[:2, 1:]: a vector / matrix of the selected entries (lvalues
+        stay lvalues, so m[:, 1] = v stores into them). An int index drops its axis."""
+        if len(idx) > len(base.shape):
+            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+        idx = tuple(idx) + (slice(None),) * (len(base.shape) - len(idx))
+        picks, shape, dynamic = [], [], {}
+        for axis, (i, n) in enumerate(zip(idx, base.shape)):
+            if isinstance(i, slice):
+                picks.append(list(range(n))[i])
+                shape.append(len(picks[-1]))
+            elif isinstance(i, (int, np.integer)):
+                if not -n <= i < n:
+                    raise QuadrantsIndexError(self.located(f"index {i} out of range for a vector/matrix of shape "
+                                                           f"{base.shape}"))
+                picks.append([int(i) % n])
+            else:  # a run-time index on this axis: each entry picks among the axis's n (m[:, j], m[i, :])
+                i = self.ctx.rvalue(i)
+                if not isinstance(i, Expr) or i.dtype.is_real:
+                    self.ctx.type_error("vector/matrix indices must be integers")
+                dynamic[axis] = i
+                picks.append([0])
+        if 0 in shape:
+            self.ctx.syntax_error("an empty slice of a vector / matrix")
+        if len(dynamic) > 1:
+            self.ctx.syntax_error("a slice of a matrix takes at most one run-time index")
+
+        def entry(ix):
+            if not dynamic:
+                return base.entry(*ix)
+            (axis, index), = dynamic.items()
+            return DynIndex([base.entry(*ix[:axis], k, *ix[axis + 1:]) for k in range(base.shape[axis])], index)
+
+        entries = [entry(ix) for ix in itertools.product(*picks)]
+        return MatrixValue(entries, tuple(shape)) if shape else entries[0]
 
     def visit_Call(self, node):
         from quadrants.lang import ops

@@ -37,7 +37,7 @@ def static(x, *more):
     if ctx is None:
         return x
     if _is_runtime(x):
-        ctx.syntax_error("qd.static() needs a compile-time value (Python values, template arguments)")
+        ctx.syntax_error("qd.static() arguments must be compile-time constants (Python values, template arguments)")
     if isinstance(x, range):
         return StaticIterable(x)
     if isinstance(x, LoopGroup):

@@ -568,3 +568,94 @@ def test_list_or_tuple_assigned_to_vector_and_matrix_elements():
 
     with pytest.raises(qd.QuadrantsTypeError, match=r"x\[0\] = \[1.0, 2.0, 3.0\][\s\S]*sequence of 3 items"):
         bad()
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_list_comprehensions_unroll_at_compile_time():
+    """[f(k) for k in range(3) if ...] in a kernel: a Python list of kernel values, unrolled when the
+    kernel compiles (nested, with compile-time conditions, over qd.static / tuples); a run-time
+    iterable or condition is an error naming the line."""
+    x = qd.Vector.field(3, qd.f32, shape=4)
+    m = qd.Matrix.field(2, 3, qd.i32, shape=())
+
+    @qd.func
+    def twice(k):
+        return k * 2.0
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            x[i] = qd.Vector([twice(j) + i for j in range(3)])
+        m[None] = qd.Matrix([[r * 10 + c for c in qd.static(range(3))] for r in (0, 1, 2) if r != 1])
+
+    k()
+    np.testing.assert_array_equal(x.to_numpy(), [[i, i + 2, i + 4] for i in range(4)])
+    np.testing.assert_array_equal(m.to_numpy(), [[0, 1, 2], [20, 21, 22]])
+
+    @qd.kernel
+    def bad(n: qd.i32):
+        x[0] = qd.Vector([j for j in range(n)])
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"range\(n\)[\s\S]*compile-time int bounds"):
+        bad(3)
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_vector_and_matrix_slices():
+    """v[a:b:c], m[i, :], m[:, j] (j a run-time index too), m[:2, 1:] read the selected entries;
+    m[:, j] = v writes them; run-time slice bounds are an error."""
+    o = qd.field(qd.f32, shape=8)
+
+    @qd.kernel
+    def k(j: qd.i32):
+        v = qd.Vector([1.0, 2.0, 3.0, 4.0])
+        m = qd.Matrix([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        a, b, c, d, e = v[:2], v[1::2], m[0, :], m[:, 1], m[:, 1:]
+        o[0] = a[1]
+        o[1] = b[1]
+        o[2] = c[2]
+        o[3] = d[1]
+        o[4] = e[1, 1]
+        o[5] = v[-1:][0]
+        m[:, j] = qd.Vector([9.0, 8.0])
+        o[6] = m[1, 2]
+        o[7] = m[:, j][0]
+
+    k(2)
+    np.testing.assert_array_equal(o.to_numpy(), [2, 4, 3, 5, 6, 4, 8, 9])
+
+    @qd.kernel
+    def bad(n: qd.i32) -> qd.f32:
+        v = qd.Vector([1.0, 2.0, 3.0])
+        return v[n:][0]
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="variables in slice"):
+        bad(1)
+
+
+@test()
+def test_break_and_continue_in_unrolled_loops_under_compile_time_conditions():
+    """In a qd.static loop, `continue` / `break` under compile-time conditions skip the rest of the
+    copy / the remaining copies; under a run-time condition they are an error naming the line."""
+    x = qd.field(qd.i32, 5)
+
+    @qd.kernel
+    def k():
+        for i in qd.static(range(5)):
+            if qd.static(i == 1):
+                continue
+            x[i] = 1
+            if qd.static(i == 3):
+                break
+
+    k()
+    assert list(x.to_numpy()) == [1, 0, 1, 1, 0]
+
+    @qd.kernel
+    def bad(n: qd.i32):
+        for i in qd.static(range(5)):
+            if i == n:
+                break
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="run-time condition"):
+        bad(2)

@@ -48,6 +48,13 @@ def source_name(path):
     return f"{label[0]} {label[1]}" if label else path
 
 
+def _stored_root(target):
+    """The variable a store target starts from: p for p, p[i], p.color, p.a[0].b; else None."""
+    while isinstance(target, (ast.Subscript, ast.Attribute)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
+
+
 class _UnrolledBreak(Exception):
     """`break` under compile-time conditions in a loop unrolled at compile time: no more copies."""
 
@@ -207,12 +214,16 @@ class FunctionWalker(ast.NodeVisitor):
         self.b.end_if(s)
 
     # --- entry ----------------------------------------------------------------------------------
-    def emit(self, bound_args):
-        """bound_args: parameter name -> frontend value. Returns a @qd.func's return value."""
+    def emit(self, bound_args, by_reference=()):
+        """bound_args: parameter name -> frontend value. Returns a @qd.func's return value. A
+        parameter the body assigns to is a copy, but for those in `by_reference` (qd.template()
+        ones: `x = 1` in the func sets the caller's variable)."""
         prev = self.ctx.walker
         self.ctx.walker = self
         try:
-            assigned = {n.id for n in ast.walk(self.fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            assigned = {_stored_root(n) for n in ast.walk(self.fdef)
+                        if isinstance(n, (ast.Name, ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store)}
+            assigned -= set(by_reference)
             for name, value in bound_args.items():
                 if name in assigned and isinstance(value, (Expr, Var, Ptr, MatrixValue, StructValue, DynIndex)) or \
                         name in assigned and is_py_scalar(value):
@@ -240,9 +251,11 @@ class FunctionWalker(ast.NodeVisitor):
         pass
 
     def visit_Assert(self, node):
-        """`assert cond, "message"`: checked at run time under qd.init(debug=True), compiled out otherwise.
+        """`assert cond, "message"`: checked at run time under qd.init(debug=True). Otherwise the
+        condition is still evaluated (as the reference does: `assert f(x) == 0` calls f), unchecked.
         A failure raises QuadrantsAssertionError naming the line when the launch returns."""
         if not self.ctx.config.debug:
+            self.visit(node.test)
             return
         msg = None
         if node.msg is not None:

@@ -13,7 +13,7 @@ from quadrants.lang import ast_builder, context, runtime, template_key
 from quadrants.lang import breadcrumb as _crumb
 from quadrants.lang import struct as _struct
 from quadrants.lang import types as T
-from quadrants.lang.exception import (QuadrantsAssertionError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+from quadrants.lang.exception import (QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
 from quadrants.lang.ndarray import Ndarray
 from quadrants.lang.runtime_array import external_array
@@ -619,7 +619,11 @@ class Func:
             for k, (name, v) in enumerate(bound.arguments.items()):
                 ann = self.signature.parameters[name].annotation
                 values[name] = v if T.is_template(ann) or (k == 0 and self_lvalue) else _func_argument(ctx, self, name, ctx.rvalue(v), ann)
-            result = walker.emit(values)
+            names = list(self.signature.parameters)
+            templates = [n for n in names if T.is_template(self.signature.parameters[n].annotation)]
+            if self_lvalue and names:  # a method's self: p.advance(dt) changes p
+                templates.append(names[0])
+            result = walker.emit(values, by_reference=templates)
             ret = self.signature.return_annotation
             if result is not None and (isinstance(ret, (T.DataType, T.VectorType, T.MatrixType)) or ret in (int, float)):
                 result = ctx.cast(result, T.to_dtype(ret) if not isinstance(ret, (T.VectorType, T.MatrixType))
@@ -630,6 +634,39 @@ class Func:
 
 
 _RUNTIME = (Expr, Var, Ptr, MatrixValue)
+
+
+class RealFunc(Func):
+    """@qd.real_func: a func whose every parameter is annotated (arguments are converted to those
+    types and passed by value; qd.template() ones at compile time) and whose return value, if any,
+    is annotated. It is inlined as a @qd.func is, which gives the same results; recursion that
+    only ends at run time is therefore a compile error naming the call (docs/language.md)."""
+
+    def __init__(self, func):
+        super().__init__(func)
+        site = _def_site(self.func)
+        for name, p in self.signature.parameters.items():
+            if p.annotation is inspect.Parameter.empty:
+                raise QuadrantsSyntaxError(f"{site}@qd.real_func '{self.__name__}': argument '{name}' must be type "
+                                           f"annotated (e.g. qd.i32, qd.template())")
+        if self.signature.return_annotation is inspect.Signature.empty and _returns_a_value(self.func):
+            raise QuadrantsCompilationError(f"{site}@qd.real_func '{self.__name__}': its return value must be "
+                                            f"annotated (-> qd.i32, ...)")
+
+
+def _returns_a_value(f):
+    """Whether f's own body (not nested functions) has a `return <value>`."""
+    import ast
+    import textwrap
+    tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+    todo = list(tree.body[0].body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 class _BoundFunc:
@@ -689,6 +726,10 @@ def kernel(func):
 
 def func(f):
     return Func(_users_function(f, "qd.func"))
+
+
+def real_func(f):
+    return RealFunc(_users_function(f, "qd.real_func"))
 
 
 class Artifacts:

@@ -275,12 +275,24 @@ def test_break_and_continue_in_unrolled_loops_are_rejected():
         s = 0
         for i in range(n):
             for j in qd.static(range(4)):
-                if j == 1:
-                    continue  # would continue the `i` loop, skipping j = 2, 3
+                if i == j:
+                    continue  # a run-time condition: would continue the `i` loop, skipping the later j
                 s += 1
         return s
 
     _raises(qd.QuadrantsSyntaxError, k, 3, match="unrolled", line="continue")
+
+    @qd.kernel
+    def c(n: qd.i32) -> qd.i32:
+        s = 0
+        for i in range(n):
+            for j in qd.static(range(4)):
+                if j == 1:  # j is a Python int: a compile-time condition, the copy for j = 1 ends here
+                    continue
+                s += 1
+        return s
+
+    assert c(3) == 9
 
     @qd.kernel
     def b(n: qd.i32) -> qd.i32:

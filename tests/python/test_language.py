@@ -659,3 +659,68 @@ def test_break_and_continue_in_unrolled_loops_under_compile_time_conditions():
 
     with pytest.raises(qd.QuadrantsSyntaxError, match="run-time condition"):
         bad(2)
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_func_parameters_by_value_and_templates_by_reference():
+    """A func's parameter is a copy the body may assign to, element by element too (a[0] = 100,
+    p.m = ...), leaving the caller's value; a qd.template() parameter is the caller's own
+    variable (x = 1 sets it)."""
+    out = qd.field(qd.f32, shape=6)
+    vec3 = qd.types.vector(3, qd.f32)
+    P = qd.types.struct(x=vec3, m=qd.f32)
+
+    @qd.func
+    def set_first(a: vec3) -> qd.f32:
+        a[0] = 100.0
+        return a[0] + a[1]
+
+    @qd.func
+    def heavier(p: P) -> qd.f32:
+        p.m = p.m * 2.0
+        p.x[2] = -1.0
+        return p.m + p.x[2]
+
+    @qd.func
+    def set_template(t: qd.template()):
+        t = 7.0
+
+    @qd.kernel
+    def k():
+        v = qd.Vector([3.0, 4.0, 5.0])
+        out[0] = set_first(v)
+        out[1] = v[0]
+        p = P(x=vec3(1.0, 2.0, 3.0), m=1.5)
+        out[2] = heavier(p)
+        out[3] = p.m + p.x[2]
+        t = 0.0
+        set_template(t)
+        out[4] = t
+
+    k()
+    assert list(out.to_numpy()[:5]) == [104.0, 3.0, 2.0, 4.5, 7.0]
+
+
+@test()
+def test_real_func_checks_its_annotations_and_runs_inlined():
+    x = qd.field(qd.i32, shape=())
+
+    @qd.real_func
+    def add(a: qd.f32, b: qd.f32) -> qd.f32:
+        x[None] += 1
+        return a + b
+
+    @qd.kernel
+    def run() -> qd.i32:
+        assert add(1, 2) == 3  # evaluated without debug too: add's side effect happens
+        return add(1, 2)
+
+    assert run() == 3 and x[None] == 2
+    with pytest.raises(qd.QuadrantsSyntaxError, match="'a' must be type annotated"):
+        @qd.real_func
+        def untyped(a, b: qd.i32) -> qd.i32:
+            return a + b
+    with pytest.raises(qd.QuadrantsCompilationError, match="return value must be annotated"):
+        @qd.real_func
+        def unannotated(a: qd.i32):
+            return a

@@ -19,11 +19,12 @@ from quadrants.lang.exception import (  # noqa: E402
 )
 from quadrants.lang.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: E402
 from quadrants.lang.kernel import compile, func, kernel, real_func  # noqa: E402
+from quadrants.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig  # noqa: E402
 from quadrants.lang.matrix import Matrix, Vector  # noqa: E402
 from quadrants.lang.ndarray import Ndarray, ndarray  # noqa: E402
 from quadrants.lang.ops import (  # noqa: E402
     abs, acos, asin, atan, atan2, bit_cast, cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min,
-    ndrange, pow, random, round, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
+    ndrange, pow, randn, random, round, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
 from quadrants.lang.struct import StructField, data_oriented, dataclass  # noqa: E402
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS  # noqa: E402

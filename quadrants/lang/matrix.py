@@ -284,14 +284,18 @@ def _minor(r, i, j):
     return MatrixValue([r.entry(a, b) for a in range(n) if a != i for b in range(n) if b != j], (n - 1, n - 1))
 
 
-def _square(ctx, r, what):
-    if len(r.shape) != 2 or r.shape[0] != r.shape[1] or r.shape[0] > 4:
-        ctx.type_error(f".{what}() needs a square matrix of size 1 to 4, got shape {r.shape}")
+def _square(ctx, r, what, largest=4):
+    if len(r.shape) != 2 or r.shape[0] != r.shape[1] or r.shape[0] > largest:
+        ctx.type_error(f".{what}() needs a square matrix of size 1 to {largest}, got shape {r.shape}")
 
 
 def _inverse(ctx, r):
-    _square(ctx, r, "inverse")
+    from quadrants.lang import linalg
+
+    _square(ctx, r, "inverse", linalg.MAX_INVERSE_SIZE)
     n = r.shape[0]
+    if n > 4:  # Gauss-Jordan with partial pivoting (the cofactor expansion grows as n!)
+        return linalg.inverse(ctx, r)
     inv_det = ctx.binary("div", 1.0, _det(ctx, r))
     if n == 1:
         return MatrixValue([inv_det], (1, 1))

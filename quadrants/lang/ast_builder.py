@@ -966,7 +966,7 @@ class FunctionWalker(ast.NodeVisitor):
             return func.inline(self.ctx, args, kwargs)
         if isinstance(func, Kernel):
             self.ctx.syntax_error("a kernel cannot call another kernel; make the callee a @qd.func")
-        if func in (abs, min, max, int, float, len, bool):
+        if func in (abs, min, max, int, float, len, bool, pow):
             return self.python_builtin(func, args)
         if func is builtins.range:
             return range(*args) if all(isinstance(a, int) for a in args) else \
@@ -990,6 +990,10 @@ class FunctionWalker(ast.NodeVisitor):
             return func(*vals)
         if func is abs:
             return ops.abs(vals[0])
+        if func is pow:  # pow(x, y) is x ** y; pow(x, y, m) only on Python values
+            if len(vals) != 2:
+                self.ctx.syntax_error("pow() with kernel values takes two arguments (x ** y)")
+            return ops.pow(*vals)
         if func in (min, max):
             return ops.min(*vals) if func is min else ops.max(*vals)
         if func is int:

@@ -208,6 +208,8 @@ class KernelContext:
         self.type_error(f"expected a scalar value, got {type(v).__name__}")
 
     def cast(self, v, dtype):
+        if not isinstance(dtype, T.DataType):  # v.cast(int), v.cast(float), numpy dtypes
+            dtype = T.to_dtype(dtype)
         v = self.rvalue(v)
         if isinstance(v, MatrixValue):
             return MatrixValue([self.cast(e, dtype) for e in v.entries], v.shape)

@@ -4,6 +4,7 @@ The atomic family is generated from the core's single table of atomic ops (csrc/
 """
 import builtins
 import itertools
+import math
 
 from quadrants import _core
 from quadrants.lang.context import check_numeric, current, is_py_scalar, require, type_error
@@ -339,6 +340,22 @@ def _next_u32(ctx):
     h = _mix32(ctx, ctx.binary("add", h, ctx.binary("mul", u(launch), 0x7FEB352D)))
     h = _mix32(ctx, ctx.binary("add", h, ctx.binary("mul", u(c), _GOLDEN)))
     return _mix32(ctx, ctx.binary("add", h, 0x68E31DA4))
+
+
+@builtin
+def randn(dt=None):
+    """A standard normal random float (mean 0, variance 1) of dtype `dt` (default_fp): Box-Muller on
+    two qd.random() draws, so it is the same on every backend as qd.random is."""
+    from quadrants.lang import types as T
+
+    ctx = require("qd.randn")
+    dt = T.to_dtype(dt) if dt is not None else ctx.config.default_fp
+    if not dt.is_real:
+        type_error(f"qd.randn(): needs a float dtype, got {dt}")
+    u1 = ctx.binary("sub", ctx.const(1.0, dt), random(dt))  # in (0, 1]: its log is finite
+    u2 = random(dt)
+    radius = ctx.unary("sqrt", ctx.binary("mul", ctx.const(-2.0, dt), ctx.unary("log", u1)))
+    return ctx.binary("mul", radius, ctx.unary("cos", ctx.binary("mul", ctx.const(2 * math.pi, dt), u2)))
 
 
 @builtin

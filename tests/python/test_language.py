@@ -724,3 +724,29 @@ def test_real_func_checks_its_annotations_and_runs_inlined():
         @qd.real_func
         def unannotated(a: qd.i32):
             return a
+
+
+@test(arch=[qd.cpu, qd.vulkan], random_seed=3)
+def test_randn_pow_and_cast_to_python_types():
+    """qd.randn(): standard normal (Box-Muller on qd.random, so every arch draws the same numbers);
+    pow(x, y) on kernel values is x ** y; v.cast(int) / v.cast(float) take default_ip / default_fp."""
+    n = 1 << 16
+    z = qd.field(qd.f32, shape=n)
+    o = qd.field(qd.f32, shape=3)
+    vi = qd.Vector.field(3, qd.i32, shape=())
+
+    @qd.kernel
+    def k(x: qd.f32):
+        for i in range(n):
+            z[i] = qd.randn()
+        o[0] = pow(x, 2)
+        o[1] = pow(2, x)
+        v = qd.Vector([1.5, 2.7, -3.2])
+        vi[None] = v.cast(int)
+        o[2] = v.cast(float)[1]
+
+    k(3.0)
+    d = z.to_numpy().astype(np.float64)
+    assert np.isfinite(d).all() and abs(d.mean()) < 0.02 and abs(d.std() - 1) < 0.02
+    assert abs((np.abs(d) < 1).mean() - 0.6827) < 0.01  # the normal's one-sigma mass
+    assert list(o.to_numpy()) == [9.0, 8.0, np.float32(2.7)] and list(vi.to_numpy()) == [1, 2, -3]

@@ -20,7 +20,6 @@ from quadrants.lang.exception import (  # noqa: E402
 from quadrants.lang.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: E402
 from quadrants.lang.kernel import compile, func, kernel, real_func  # noqa: E402
 from quadrants.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig  # noqa: E402
-from quadrants.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig  # noqa: E402
 from quadrants.lang.matrix import Matrix, Vector  # noqa: E402
 from quadrants.lang.ndarray import Ndarray, ndarray  # noqa: E402
 from quadrants.lang.ops import (  # noqa: E402

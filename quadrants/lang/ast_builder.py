@@ -362,7 +362,7 @@ class FunctionWalker(ast.NodeVisitor):
         if shared and atomic:
             self.ctx.atomic(atomic, target, value)
         else:
-            self.ctx.store(target, self.ctx.binary(_BINOPS[type(node.op)], target, value))
+            self.ctx.store(target, self.ctx.binary(_BINOPS[type(node.op)], target, value, user_code=True))
 
     def visit_If(self, node):
         cond = self.ctx.truth(self.visit(node.test))
@@ -685,7 +685,7 @@ class FunctionWalker(ast.NodeVisitor):
         op = _BINOPS.get(type(node.op))
         if op is None:
             self.ctx.syntax_error(f"unsupported operator {type(node.op).__name__}")
-        return self.ctx.binary(op, a, c)
+        return self.ctx.binary(op, a, c, user_code=True)
 
     def visit_UnaryOp(self, node):
         v = self.ctx.rvalue(self.visit(node.operand))

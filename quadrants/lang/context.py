@@ -70,6 +70,9 @@ def is_numeric(v):
     return a.dtype.kind in "biuf" or a.dtype.kind == "O" and all(is_py_scalar(e) for e in a.flat)
 
 
+_OVERFLOW_NAMES = {"add": "Addition", "sub": "Subtraction", "mul": "Multiplication", "shl": "Shift left"}
+
+
 def type_error(msg):
     """Raises QuadrantsTypeError naming the kernel line while a kernel compiles, else TypeError."""
     if _current is not None:
@@ -217,10 +220,12 @@ class KernelContext:
             return self.const(v, dtype) if not isinstance(v, float) or dtype.is_real else self.const(int(v), dtype)
         return self.expr(self.b.cast(self.scalar(v).stmt, dtype.core))
 
-    def binary(self, op, a, c):
+    def binary(self, op, a, c, user_code=False):
+        """a op c. user_code: an operator written in the kernel (its integer overflow is reported
+        under debug=True); the library's own arithmetic (hashes, bit tricks) wraps silently."""
         a, c = self.rvalue(a), self.rvalue(c)
         if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):
-            return self.elementwise(lambda x, y: self.binary(op, x, y), a, c)
+            return self.elementwise(lambda x, y: self.binary(op, x, y, user_code), a, c)
         if not isinstance(a, Expr) and not isinstance(c, Expr):
             return _PYOPS[op](a, c)  # compile-time values: Python computes it
         if op in ("and_", "or_"):  # on truth values (x != 0; NaN is true), not on operands cast to i32
@@ -232,7 +237,38 @@ class KernelContext:
             c = self.const(c, self._literal_type(c, a.dtype))
         if not isinstance(a, Expr) or not isinstance(c, Expr):
             self.type_error(f"operator '{op}' does not apply to {type(a).__name__} and {type(c).__name__}")
-        return self.expr(self.b.binary(getattr(_core.BinaryOp, op.rstrip("_")), a.stmt, c.stmt))
+        r = self.expr(self.b.binary(getattr(_core.BinaryOp, op.rstrip("_")), a.stmt, c.stmt))
+        if user_code and op in _OVERFLOW_NAMES and self.config.debug and not r.dtype.is_real and r.dtype is not T.u1:
+            self._check_overflow(op, a, c, r)
+        return r
+
+    def _check_overflow(self, op, a, c, r):
+        """debug=True: integer + - * << whose exact result does not fit prints "<Op> overflow
+        detected" with the kernel line (the wrapped result is kept), as the reference does."""
+        t = r.dtype
+        a = self.cast(a, t) if a.dtype is not t else a
+        if op != "shl":
+            c = self.cast(c, t) if c.dtype is not t else c
+        if op == "add":  # signed: both operands' signs differ from the result's; unsigned: a carry
+            bad = self.binary("lt", self.binary("bit_and", self.binary("bit_xor", a, r), self.binary("bit_xor", c, r)), 0) \
+                if t.is_signed else self.binary("lt", r, a)
+        elif op == "sub":
+            bad = self.binary("lt", self.binary("bit_and", self.binary("bit_xor", a, c), self.binary("bit_xor", a, r)), 0) \
+                if t.is_signed else self.binary("lt", a, c)
+        elif op == "mul":  # r // a == c exactly when nothing wrapped (a not 0; -1 * MIN apart)
+            minimum = -(1 << (t.bits - 1)) if t.is_signed else 0
+            minus_one = self.binary("eq", a, -1) if t.is_signed else 0
+            trivial = self.binary("or_", self.binary("eq", a, 0), minus_one) if t.is_signed else self.binary("eq", a, 0)
+            divisor = self.expr(self.b.select(trivial.stmt, self.const(1, t).stmt, a.stmt))
+            bad = self.binary("and_", self.binary("eq", trivial, 0), self.binary("ne", self.binary("floordiv", r, divisor), c))
+            if t.is_signed:
+                bad = self.binary("or_", bad, self.binary("and_", minus_one, self.binary("eq", c, minimum)))
+        else:  # shl: shifting the result back does not give a (bits, or the sign, were lost)
+            bad = self.binary("ne", self.binary("shr", r, c), a)
+        s = self.b.begin_if(self.scalar(bad).stmt)
+        msg = f"{_OVERFLOW_NAMES[op]} overflow detected"
+        self.kernel_print([self.walker.located(msg) if self.walker else msg], {})
+        self.b.end_if(s)
 
     def _literal_type(self, lit, other):
         if isinstance(lit, (float, np.floating)) and not other.is_real:

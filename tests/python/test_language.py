@@ -750,3 +750,38 @@ def test_randn_pow_and_cast_to_python_types():
     assert np.isfinite(d).all() and abs(d.mean()) < 0.02 and abs(d.std() - 1) < 0.02
     assert abs((np.abs(d) < 1).mean() - 0.6827) < 0.01  # the normal's one-sigma mass
     assert list(o.to_numpy()) == [9.0, 8.0, np.float32(2.7)] and list(vi.to_numpy()) == [1, 2, -3]
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["debug", "nodebug"])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_debug_reports_integer_overflow_of_the_kernels_operators(capfd, debug):
+    """debug=True: an integer + - * << of the kernel whose exact result does not fit prints
+    "<Op> overflow detected" with the kernel line, and keeps the wrapped value; results that fit, the
+    library's own wrapping arithmetic (qd.random's hash) and debug=False print nothing."""
+    qd.init(arch=qd.cfg.arch, debug=debug)
+    out = qd.field(qd.i64, shape=8)
+
+    @qd.kernel
+    def k(a: qd.i32, b: qd.i8, u: qd.u32, big: qd.i64):
+        out[0] = a + a
+        out[1] = b * b
+        out[2] = u - (u + 1)
+        out[3] = big << 2
+        out[4] = qd.cast(qd.random(qd.u32), qd.i64) * 0
+        out[5] = a - 1
+        out[6] = b * 2
+
+    capfd.readouterr()
+    k(2 ** 30, 12, 7, 2 ** 62)
+    qd.sync()
+    text = capfd.readouterr().out
+    assert list(out.to_numpy()[:7]) == [-2 ** 31, 12 * 12 - 256, 2 ** 32 - 1, 0, 0, 2 ** 30 - 1, 24]
+    found = {line for line in ("Addition", "Multiplication", "Subtraction", "Shift left") if f"{line} overflow" in text}
+    if debug:
+        assert found == {"Addition", "Multiplication", "Subtraction", "Shift left"}, text
+        assert "out[0] = a + a" in text and "out[3] = big << 2" in text and text.count("overflow detected") == 4
+    else:
+        assert not found, text
+    k(5, 3, 7, 1)
+    qd.sync()
+    assert "overflow" not in capfd.readouterr().out.replace("Subtraction overflow", "")

@@ -105,7 +105,7 @@ def _fro(A):
 
 
 def _assert_small(err, bound, what):
-    bad = np.nonzero(err > bound)[0]
+    bad = np.nonzero(~(err <= bound))[0]  # NaN fails too
     assert bad.size == 0, f"{what}: worst at inputs {bad.tolist()}: {err[bad].tolist()} > {np.asarray(bound)[bad].tolist() if np.ndim(bound) else bound}"
 
 

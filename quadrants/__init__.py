@@ -26,7 +26,7 @@ from quadrants.lang.ops import (  # noqa: E402
     abs, acos, asin, atan, atan2, bit_cast, cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min,
     ndrange, pow, randn, random, round, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
-from quadrants.lang.struct import StructField, data_oriented, dataclass  # noqa: E402
+from quadrants.lang.struct import Struct, StructField, data_oriented, dataclass  # noqa: E402
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS  # noqa: E402
 from quadrants.lang.ops import MemoryOrder, MemScope, atomic_fence, atomic_load, atomic_store  # noqa: E402
 from quadrants.lang.runtime import amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan  # noqa

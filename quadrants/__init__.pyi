@@ -29,7 +29,7 @@ from quadrants.lang.field import Axis, Field as Field, SNode
 from quadrants.lang.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
 from quadrants.lang.ndarray import Ndarray as Ndarray
-from quadrants.lang.struct import StructField as StructField, StructType
+from quadrants.lang.struct import Struct as Struct, StructField as StructField, StructType
 from quadrants.lang.runtime import Arch
 from quadrants.lang.types import DataType, MatrixType, Template as Template, VectorType, _TypesNamespace
 

@@ -896,6 +896,14 @@ class FunctionWalker(ast.NodeVisitor):
                 parts.append(("{" + conv + (":" + spec if spec else "") + "}").format(value))
         return Format.of(parts)
 
+    def visit_Dict(self, node):
+        """A dict display, {"a": x, ...}: a Python dict of kernel values (qd.Struct({...}), a
+        template argument); its keys must be known when the kernel compiles."""
+        keys = [self.ctx.rvalue(self.visit(k)) if k is not None else None for k in node.keys]
+        if any(k is None or isinstance(k, (Expr, MatrixValue)) for k in keys):
+            self.ctx.syntax_error("a dict in a kernel needs compile-time keys (and no ** unpacking)")
+        return {k: self.visit(v) for k, v in zip(keys, node.values)}
+
     def visit_Slice(self, node):
         """v[a:b:c] on a vector / matrix: a Python slice; its bounds must be known at compile time."""
         parts = []
@@ -966,7 +974,7 @@ class FunctionWalker(ast.NodeVisitor):
             return func.inline(self.ctx, args, kwargs)
         if isinstance(func, Kernel):
             self.ctx.syntax_error("a kernel cannot call another kernel; make the callee a @qd.func")
-        if func in (abs, min, max, int, float, len, bool, pow):
+        if func in (abs, min, max, int, float, len, bool, pow, all, any):
             return self.python_builtin(func, args)
         if func is builtins.range:
             return range(*args) if all(isinstance(a, int) for a in args) else \
@@ -990,6 +998,11 @@ class FunctionWalker(ast.NodeVisitor):
             return func(*vals)
         if func is abs:
             return ops.abs(vals[0])
+        if func in (all, any):  # all(v == w): every / some entry of a vector or matrix nonzero
+            if len(vals) != 1 or not isinstance(vals[0], MatrixValue):
+                self.ctx.syntax_error(f"{func.__name__}() in a kernel takes one vector or matrix")
+            from quadrants.lang import matrix
+            return matrix.attribute(self.ctx, vals[0], func.__name__)()
         if func is pow:  # pow(x, y) is x ** y; pow(x, y, m) only on Python values
             if len(vals) != 2:
                 self.ctx.syntax_error("pow() with kernel values takes two arguments (x ** y)")

@@ -224,6 +224,10 @@ class KernelContext:
         """a op c. user_code: an operator written in the kernel (its integer overflow is reported
         under debug=True); the library's own arithmetic (hashes, bit tricks) wraps silently."""
         a, c = self.rvalue(a), self.rvalue(c)
+        if isinstance(a, MatrixValue) and isinstance(c, (list, tuple)):  # v == [1, 2, 3]
+            c = self._sequence_as(c, a.shape)
+        elif isinstance(c, MatrixValue) and isinstance(a, (list, tuple)):
+            a = self._sequence_as(a, c.shape)
         if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):
             return self.elementwise(lambda x, y: self.binary(op, x, y, user_code), a, c)
         if not isinstance(a, Expr) and not isinstance(c, Expr):
@@ -339,7 +343,15 @@ class KernelContext:
     def store(self, target, value):
         from quadrants.lang.struct import StructValue
         if isinstance(target, StructValue):
+            from quadrants.lang.struct import ANONYMOUS
             value = self.rvalue(value)
+            if isinstance(value, StructValue) and value.type is ANONYMOUS:  # qd.Struct(...): by member name
+                unknown = set(value.members) - set(target.members)
+                if unknown:
+                    self.type_error(f"struct {target.type.name} has no member {sorted(unknown)[0]!r}")
+                for k, v in value.members.items():
+                    self.store(target.members[k], v)
+                return
             if not isinstance(value, StructValue) or value.type is not target.type:
                 self.type_error(f"cannot assign {type(value).__name__} to a struct {target.type.name}")
             for k, t in target.members.items():

@@ -374,6 +374,7 @@ def attribute(ctx, m, attr):
         "cast": lambda dt: ctx.cast(r, dt),
         "to_list": lambda: list(r.entries),
         "frobenius_inner": lambda o: _sum(ctx, ctx.binary("mul", r, ctx.rvalue(o))),
+        "fill": lambda v: ctx.store(m, v),  # every entry of a variable or memory element
     }
     if attr not in methods:
         ctx.syntax_error(f"vectors/matrices have no attribute '{attr}'")

@@ -47,8 +47,8 @@ class StructType:
         out = {}
         for k, t in self.members.items():
             v = values.get(k, 0)
-            if isinstance(t, StructType):
-                out[k] = v if isinstance(v, StructValue) else t(**(v if isinstance(v, dict) else {}))
+            if isinstance(t, StructType):  # a struct value, a dict of members, or t's first member
+                out[k] = v if isinstance(v, StructValue) else t(**v) if isinstance(v, dict) else t(v)
             elif isinstance(t, (T.VectorType, T.MatrixType)):
                 out[k] = t(v)
             else:
@@ -101,7 +101,7 @@ def get_path(v, path):
 
 def _py_member(t, v):
     if isinstance(t, StructType):
-        return v if isinstance(v, PyStruct) else t(**(v if isinstance(v, dict) else {}))
+        return v if isinstance(v, PyStruct) else t(**v) if isinstance(v, dict) else t(v)
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return t(v)
     return T.to_dtype(t).np.type(v)
@@ -124,11 +124,57 @@ class PyStruct(dict):
         self[k] = v
 
 
+class _StructElement(PyStruct):
+    """x[i] of a struct field in Python scope: its members' values (a PyStruct), and setting a
+    member writes the field: x[i].b = 1, x[i].line.length = 2.0."""
+
+    def __init__(self, sfield, key):
+        super().__init__(sfield.type, {k: f[key] for k, f in sfield.fields.items()})
+        object.__setattr__(self, "_element", (sfield, key))
+
+    def __setattr__(self, k, v):
+        sfield, key = self._element
+        if k not in sfield.fields:
+            raise AttributeError(f"struct {sfield.type.name} has no member '{k}'")
+        sfield.fields[k][key] = v
+        self[k] = sfield.fields[k][key]
+
+
 class StructValue:
     """A struct inside a kernel: member name -> front-end value (Expr/Var/Ptr/MatrixValue/StructValue)."""
 
     def __init__(self, stype, members):
         self.type, self.members = stype, dict(members)
+
+
+class Struct:
+    """qd.Struct: a struct value without a declared type, qd.Struct(a=1, b=x) or qd.Struct({"a": 1,
+    "line": {...}}): assigned to a struct target, its members are matched by name (and converted);
+    in kernels its members' types are those of the values. qd.Struct.field({"a": qd.f32, ...},
+    shape=...) is qd.types.struct(...).field(shape=...)."""
+
+    _qd_builtin = True
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) > 1 or (args and not isinstance(args[0], dict)):
+            raise TypeError("qd.Struct takes a dict of members or keyword members")
+        values = dict(args[0]) if args else {}
+        values.update(kwargs)
+        ctx = current()
+        if ctx is None:
+            return PyStruct(ANONYMOUS, {k: Struct(v) if isinstance(v, dict) else v for k, v in values.items()})
+        members = {}
+        for k, v in values.items():
+            v = Struct(v) if isinstance(v, dict) else ctx.rvalue(v)
+            members[k] = v if isinstance(v, StructValue) else ctx.new_var(v)
+        return StructValue(ANONYMOUS, members)
+
+    @staticmethod
+    def field(members, shape=None, name=None, **_ignored):
+        return StructType(members, name=name or "struct").field(shape=shape, name=name)
+
+
+ANONYMOUS = StructType({}, name="qd.Struct")  # the type of qd.Struct values: members matched by name
 
 
 class StructField:
@@ -156,11 +202,15 @@ class StructField:
     def shape(self):
         return next(iter(self.fields.values())).shape
 
+    def _place(self, shape):  # qd.root.dense(qd.i, n).place(struct_field): every member there
+        for f in self.fields.values():
+            f._place(shape)
+
     def keys(self):
         return list(self.fields)
 
     def __getitem__(self, key):
-        return PyStruct(self.type, {k: f[key] for k, f in self.fields.items()})
+        return _StructElement(self, key)
 
     def __setitem__(self, key, value):
         for k, v in dict(value).items():

@@ -785,3 +785,33 @@ def test_debug_reports_integer_overflow_of_the_kernels_operators(capfd, debug):
     k(5, 3, 7, 1)
     qd.sync()
     assert "overflow" not in capfd.readouterr().out.replace("Subtraction overflow", "")
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_untyped_struct_values_and_struct_field_elements():
+    """qd.Struct({...}) / qd.Struct(a=...) assigned to a struct target stores its members by name;
+    qd.Struct.field({...}) makes a struct field (placeable with qd.root); in Python scope x[i].b = v
+    writes the field; dict displays, vector.fill(v), v == [..] and all() / any() in kernels."""
+    n = 8
+    line = qd.types.struct(d=qd.types.vector(3, qd.f32), length=qd.f32)
+    x = qd.Struct.field({"a": qd.i32, "b": qd.f32, "line": line}, shape=(n,))
+    y = qd.Struct.field({"a": qd.f32, "b": qd.i32})
+    qd.root.dense(qd.i, n // 4).dense(qd.i, 4).place(y)
+    ok = qd.field(qd.i32, shape=n)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            x[i] = qd.Struct({"a": 2 * i, "b": 1.5 * i, "line": {"d": qd.Vector([i, 0.0, 1.0]), "length": 0.5}})
+            y[i] = qd.Struct(a=x[i].b, b=x[i].a + 1)
+            x[i].line.d.fill(i + 0.25)
+            ok[i] = 1 if all(x[i].line.d == [i + 0.25, i + 0.25, i + 0.25]) and not any(x[i].line.d == [9, 9, 9]) else 0
+
+    k()
+    for i in range(n):
+        assert x[i].a == 2 * i and x[i].b == 1.5 * i and x[i].line.length == 0.5 and ok[i] == 1
+        assert y[i].a == 1.5 * i and y[i].b == 2 * i + 1
+        np.testing.assert_array_equal(x[i].line.d, [i + 0.25] * 3)
+    y[3].b = 40  # Python scope: through the element to the field
+    x[2].line.length = 7.0
+    assert y.b.to_numpy()[3] == 40 and x.line.length.to_numpy()[2] == 7.0 and y[3].b == 40

@@ -896,6 +896,11 @@ class FunctionWalker(ast.NodeVisitor):
                 parts.append(("{" + conv + (":" + spec if spec else "") + "}").format(value))
         return Format.of(parts)
 
+    def visit_NamedExpr(self, node):
+        """(n := expr): assigns n, as `n = expr` does, and is n's value."""
+        self.assign(node.target, self.visit(node.value))
+        return self.visit(ast.Name(id=node.target.id, ctx=ast.Load()))
+
     def visit_Dict(self, node):
         """A dict display, {"a": x, ...}: a Python dict of kernel values (qd.Struct({...}), a
         template argument); its keys must be known when the kernel compiles."""

@@ -815,3 +815,23 @@ def test_untyped_struct_values_and_struct_field_elements():
     y[3].b = 40  # Python scope: through the element to the field
     x[2].line.length = 7.0
     assert y.b.to_numpy()[3] == 40 and x.line.length.to_numpy()[2] == 7.0 and y[3].b == 40
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_assignment_expressions():
+    out = qd.field(qd.i32, shape=3)
+
+    @qd.kernel
+    def k(n: qd.i32):
+        s = 0
+        i = 0
+        j = 0  # variables are block-scoped: j is the kernel's, assigned by each test of the loop
+        while (j := i * 2) < n:
+            s += j
+            i += 1
+        out[0] = s
+        out[1] = (t := n + 1) * t
+        out[2] = j
+
+    k(7)
+    assert list(out.to_numpy()) == [0 + 2 + 4 + 6, 64, 8]

@@ -106,7 +106,8 @@ def _fro(A):
 
 def _assert_small(err, bound, what):
     bad = np.nonzero(~(err <= bound))[0]  # NaN fails too
-    assert bad.size == 0, f"{what}: worst at inputs {bad.tolist()}: {err[bad].tolist()} > {np.asarray(bound)[bad].tolist() if np.ndim(bound) else bound}"
+    limit = np.asarray(bound)[bad].tolist() if np.ndim(bound) else bound
+    assert bad.size == 0, f"{what}: at inputs {bad.tolist()}: {err[bad].tolist()} > {limit}"
 
 
 # --- svd ---------------------------------------------------------------------------------------
@@ -438,3 +439,64 @@ def test_solve_and_dt_errors():
         int_dt()
     with pytest.raises(RuntimeError, match="inside a @qd.kernel"):
         qd.svd(np.eye(3))
+
+
+# --- docs/linalg.md's examples run as written ---------------------------------------------------
+def _doc_examples():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "linalg.md").read_text()
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
+
+
+@test()
+def test_docs_examples():
+    skip_if_f64_unsupported(qd.f64)
+    import linecache
+    source = _doc_examples()
+    name = "<docs/linalg.md>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)  # the kernels' source
+    ns = {"qd": qd}
+    exec(compile(source, name, "exec"), ns)
+    rng = np.random.default_rng(80)
+
+    H = rng.standard_normal((4, 6, 6))
+    H = (H + H.transpose(0, 2, 1)) / 2
+    h = qd.ndarray(qd.types.matrix(6, 6, qd.f64), 4)
+    h.from_numpy(H)
+    ns["project"](h)
+    lam, Q = np.linalg.eigh(H)
+    np.testing.assert_allclose(h.to_numpy(), Q @ (np.clip(lam, 0, None)[:, :, None] * Q.transpose(0, 2, 1)),
+                               atol=1e-12)
+
+    A = (rng.standard_normal((5, 3, 3)) + 3 * np.eye(3)).astype(np.float32)
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    a_, b_, x_ = qd.ndarray(qd.math.mat3, 5), qd.ndarray(qd.math.vec3, 5), qd.ndarray(qd.math.vec3, 5)
+    a_.from_numpy(A)
+    b_.from_numpy(b)
+    ns["solve_all"](a_, b_, x_)
+    np.testing.assert_allclose(x_.to_numpy(), np.linalg.solve(A.astype(np.float64), b[:, :, None])[:, :, 0],
+                               rtol=1e-4, atol=1e-5)
+
+    F = qd.Matrix.field(3, 3, dtype=qd.f32, shape=())
+    R = qd.Matrix.field(3, 3, dtype=qd.f32, shape=())
+    H3 = qd.Matrix.field(3, 3, dtype=qd.f64, shape=())
+    P3 = qd.Matrix.field(3, 3, dtype=qd.f64, shape=())
+    F_np = np.diag([1.0, 2.0, -3.0]).astype(np.float32)  # det < 0: still a rotation
+    F.from_numpy(F_np)
+    H3.from_numpy(np.diag([2.0, -1.0, 0.5]))
+    closest_rotation, clamp_eigenvalues = ns["closest_rotation"], ns["clamp_eigenvalues"]
+
+    @qd.kernel
+    def run():
+        R[None] = closest_rotation(F[None])
+        P3[None] = clamp_eigenvalues(H3[None])
+
+    run()
+    np.testing.assert_allclose(R.to_numpy(), _closest_rotation(F_np), atol=1e-6)  # diag(-1, 1, -1)
+    np.testing.assert_allclose(P3.to_numpy(), np.diag([2.0, 0.0, 0.5]), atol=1e-12)
+
+
+def _closest_rotation(F):
+    U, _, Vt = np.linalg.svd(F.astype(np.float64))
+    return U @ np.diag([1.0, 1.0, np.sign(np.linalg.det(U @ Vt))]) @ Vt

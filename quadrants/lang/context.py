@@ -244,6 +244,11 @@ class KernelContext:
         r = self.expr(self.b.binary(getattr(_core.BinaryOp, op.rstrip("_")), a.stmt, c.stmt))
         if user_code and op in _OVERFLOW_NAMES and self.config.debug and not r.dtype.is_real and r.dtype is not T.u1:
             self._check_overflow(op, a, c, r)
+        if user_code and op == "pow" and self.config.debug and not r.dtype.is_real and c.dtype.is_signed:
+            # integer ** with a negative exponent: 1 / x**-y truncated (0 unless |x| is 1) runs
+            # without debug; under debug it is an error naming the line
+            msg = "integer ** with a negative exponent"
+            self.kernel_assert(self.binary("ge", c, 0), self.walker.located(msg) if self.walker else msg)
         return r
 
     def _check_overflow(self, op, a, c, r):

@@ -835,3 +835,23 @@ def test_assignment_expressions():
 
     k(7)
     assert list(out.to_numpy()) == [0 + 2 + 4 + 6, 64, 8]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_integer_power_with_a_negative_exponent():
+    """x ** -n on integers is 1 / x ** n truncated (0 unless |x| is 1); debug=True makes it an
+    error naming the line."""
+    @qd.kernel
+    def p(x: qd.i32, y: qd.i32) -> qd.i32:
+        return x ** y
+
+    assert [p(10, -1), p(1, -3), p(-1, -3), p(2, 10)] == [0, 1, -1, 1024]
+    qd.init(arch=qd.cfg.arch, debug=True)
+
+    @qd.kernel
+    def q(x: qd.i32, y: qd.i32) -> qd.i32:
+        return x ** y
+
+    assert q(2, 10) == 1024
+    with pytest.raises(qd.QuadrantsRuntimeError, match="negative exponent"):
+        q(10, -1)

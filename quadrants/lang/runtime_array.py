@@ -145,7 +145,9 @@ class RuntimeArray:
         if not self.element_shape:
             return out[()].item()
         from quadrants.lang.matrix import PyMatrix
-        return out.view(PyMatrix)
+        out = out.view(PyMatrix)
+        out._qd_source = (self, key)  # x[i][0, 1] = v and x[i].y = v write the element back
+        return out
 
     def _write_element(self, key, value):
         what = f"{self._label()}[{key!r}] = ..."

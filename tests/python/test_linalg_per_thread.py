@@ -500,3 +500,30 @@ def test_docs_examples():
 def _closest_rotation(F):
     U, _, Vt = np.linalg.svd(F.astype(np.float64))
     return U @ np.diag([1.0, 1.0, np.sign(np.linalg.det(U @ Vt))]) @ Vt
+
+
+# --- Python-scope element write-back (how the reference's tests fill their inputs) -------------
+@test(arch=qd.cpu)
+def test_python_scope_element_writes_back():
+    m = qd.Matrix.field(2, 2, dtype=qd.f32, shape=3)
+    v = qd.Vector.field(4, dtype=qd.i32, shape=(2, 2))
+    nd = qd.Vector.ndarray(3, dtype=qd.f32, shape=2)
+    m[1][0, 1] = 5.0
+    m[2][1] = [7.0, 8.0]  # a row
+    v[1, 0].y = 3
+    v[1, 0].zw = [4, 6]
+    nd[1][2] = 2.5
+    e = m[0]
+    copy = e * 2  # computed from an element: a plain array
+    copy[0, 0] = 9.0
+    assert v[1, 0].x == 0 and v[1, 0].y == 3 and v[1, 0].w == 6
+    np.testing.assert_array_equal(m.to_numpy()[1], [[0.0, 5.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(m.to_numpy()[2], [[0.0, 0.0], [7.0, 8.0]])
+    np.testing.assert_array_equal(m.to_numpy()[0], np.zeros((2, 2)))
+    np.testing.assert_array_equal(v.to_numpy()[1, 0], [0, 3, 4, 6])
+    np.testing.assert_array_equal(nd.to_numpy()[1], [0.0, 0.0, 2.5])
+    assert m[1].n == 2 and v[1, 0].q == 6
+    with pytest.raises(AttributeError):
+        _ = qd.Vector([1.0, 2.0]).z  # past the end
+    with pytest.raises(AttributeError):
+        _ = v[0, 0].xq  # two groups

@@ -348,6 +348,8 @@ class FunctionWalker(ast.NodeVisitor):
         value = self.visit(node.value)
         if not self._is_lvalue(target):
             self.ctx.syntax_error("augmented assignment needs a variable or a memory element as its target")
+        if isinstance(target, MatrixValue) and isinstance(value, (list, tuple)):  # m[i] += [[1, 2], [3, 4]]
+            value = self.ctx._sequence_as(value, target.shape)
         entries = target.entries if isinstance(target, (MatrixValue, DynIndex)) else [target]
         entries = [x for e in entries for x in (e.entries if isinstance(e, DynIndex) else [e])]
         # Global memory, and kernel-scope variables inside the parallel loop, are shared by the

@@ -527,3 +527,25 @@ def test_python_scope_element_writes_back():
         _ = qd.Vector([1.0, 2.0]).z  # past the end
     with pytest.raises(AttributeError):
         _ = v[0, 0].xq  # two groups
+
+
+@test()
+def test_list_augmented_assignment_to_matrix_element():
+    """`m[i] += [[1, 2], [3, 4]]`: a list operand of an augmented assignment takes the target's shape,
+    as in plain assignment (the reference's test_matrix_list_assign)."""
+    m = qd.Matrix.field(2, 2, dtype=qd.i32, shape=2)
+    v = qd.Vector.field(2, dtype=qd.i32, shape=2)
+
+    @qd.kernel
+    def run():
+        m[1] = [[1, 2], [3, 4]]
+        m[1] += [[1, 2], [3, 4]]
+        v[1] = [5, 6]
+        v[1] *= [2, 3]
+        loc = qd.Vector([1, 1])
+        loc -= (1, 2)
+        v[0] = loc
+
+    run()
+    np.testing.assert_array_equal(m.to_numpy()[1], [[2, 4], [6, 8]])
+    np.testing.assert_array_equal(v.to_numpy(), [[0, -1], [10, 18]])

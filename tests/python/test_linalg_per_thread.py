@@ -8,7 +8,7 @@ eigenvalues, rank-deficient, near-singular, large and small scales).
 Tolerances. The algorithms are backward stable: every result is an exact decomposition of a matrix
 within a few rounding errors of the input. So reconstruction residuals are bounded by
 C * eps * |A|_F, orthogonality defects by C * eps, where eps is the working type's machine epsilon
-and C covers the O(n * sweeps) rotations each entry goes through; C = 64 (observed: 2 to 10).
+and C covers the O(n * sweeps) rotations each entry goes through; C = 64 (observed: at most 10).
 Quantities that are not backward stable (eigenvectors of close eigenvalues, solutions of
 ill-conditioned systems) are checked through residuals, or scaled by the condition number.
 """

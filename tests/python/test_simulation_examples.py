@@ -27,6 +27,7 @@ def _load(name):
 
 mpm2d = _load("mpm2d")
 nbody = _load("nbody")
+fem2d = _load("fem2d")
 
 
 def _skip_without_f64(arch):
@@ -187,3 +188,115 @@ def test_nbody_matches_numpy_and_conserves_momentum_f64(req_arch):
     # The kernels sum the pairs in numpy's order (j ascending), so the two agree to the last bit
     # here; the tolerance allows a different order or FMA contraction elsewhere.
     _nbody_check(np.float64, 1e-13, 1e-13, 1e-12)
+
+
+# --- FEM ----------------------------------------------------------------------------------------
+
+def fem_reference(rest, tris, fixed, x, v, steps, gravity, damping, dt=fem2d.DT):
+    """examples/fem2d.py's step in numpy float64; the polar decomposition from np.linalg.svd."""
+    rest, x, v = (a.astype(np.float64) for a in (rest, x, v))
+    a, b, c = tris.T
+
+    def edges(p):
+        return np.stack([p[b] - p[a], p[c] - p[a]], axis=-1)  # columns: the two edge vectors
+
+    Dm = edges(rest)
+    B = np.linalg.inv(Dm)
+    W = 0.5 * np.abs(np.linalg.det(Dm))
+    m = np.zeros(len(rest))
+    for k in range(3):
+        np.add.at(m, tris[:, k], fem2d.DENSITY * W / 3)
+    for _ in range(steps):
+        F = edges(x) @ B
+        U, _, Vt = np.linalg.svd(F)
+        R = U @ Vt
+        assert (np.linalg.det(R) > 0).all()  # no triangle inverted: R is F's rotation
+        RtF = np.trace(np.swapaxes(R, 1, 2) @ F, axis1=1, axis2=2)
+        P = 2 * fem2d.MU * (F - R) + fem2d.LAMBDA * (RtF - 2)[:, None, None] * R
+        H = -W[:, None, None] * P @ np.swapaxes(B, 1, 2)
+        f = np.zeros_like(x)
+        np.add.at(f, b, H[:, :, 0])
+        np.add.at(f, c, H[:, :, 1])
+        np.add.at(f, a, -(H[:, :, 0] + H[:, :, 1]))
+        v_free = (v + dt * (f / m[:, None] + np.array(gravity))) * np.exp(-dt * damping)
+        v = np.where(fixed[:, None] != 0, 0.0, v_free)
+        x = np.where(fixed[:, None] != 0, x, x + dt * v)
+    return x, v, f, m
+
+
+def _fem_perturbed(rest, fixed, seed):
+    """The rest mesh with the free nodes displaced by up to 0.2 SPACING, moving at up to 0.5."""
+    rng = np.random.default_rng(seed)
+    free = (fixed == 0)[:, None]
+    x = rest + free * rng.uniform(-0.2, 0.2, rest.shape) * fem2d.SPACING
+    v = free * rng.uniform(-0.5, 0.5, rest.shape)
+    return x.astype(np.float32), v.astype(np.float32)
+
+
+@test()
+def test_fem2d_matches_numpy():
+    nx, ny, steps = 9, 4, 5
+    rest, tris = fem2d.beam_mesh(nx, ny)
+    fixed = (np.arange(nx * ny) < ny).astype(np.int32)  # the left column clamped
+    sim = fem2d.FEM(rest, tris, fixed)
+    x0, v0 = _fem_perturbed(rest, fixed, seed=0)
+    sim.load(x0, v0)
+    for _ in range(steps):
+        sim.step()
+    x, v, f, m = fem_reference(rest, tris, fixed, x0, v0, steps, fem2d.GRAVITY, fem2d.DAMPING)
+    # Observed (cpu and vulkan): m 4e-11 of 4e-3; x 8e-8 (x ~ 0.75: its rounding); f 3.7e-4 of
+    # forces up to 30 and v 5e-5 of velocities up to 16 (strains up to ~0.4; a position's rounding,
+    # 6e-8, is 1e-6 of an edge, SPACING = 0.0625: F carries ~1e-6 relative error).
+    _close("m", sim.m.to_numpy(), m, 1e-9)
+    _close("x", sim.x.to_numpy(), x, 1e-6)
+    _close("v", sim.v.to_numpy(), v, 1e-3)
+    _close("f", sim.f.to_numpy(), f, 1e-2)
+    assert np.abs(v - v0).max() > 1.0 and np.array_equal(sim.x.to_numpy()[fixed == 1], rest[fixed == 1])
+
+
+@test()
+def test_fem2d_rest_state_stays_at_rest():
+    nx, ny = 9, 4
+    rest, tris = fem2d.beam_mesh(nx, ny)
+    sim = fem2d.FEM(rest, tris, np.zeros(nx * ny, np.int32), gravity=(0.0, 0.0))
+    # At the rest shape, on its grid of dyadic numbers, F = Ds @ Dm^-1 is exactly I,
+    # polar_decompose(I) exactly (I, I), and so the stress, forces and velocities exactly 0.
+    sim.load(rest, np.zeros_like(rest))
+    for _ in range(100):
+        sim.step()
+    assert np.array_equal(sim.x.to_numpy(), rest) and not sim.v.to_numpy().any() and not sim.f.to_numpy().any()
+    # Rotated rigidly by 30 degrees it is at rest too (corotated elasticity measures F in R's frame),
+    # up to the rounding of the rotated positions: observed forces 2.3e-4, velocities 1.6e-4 and
+    # displacements 1.8e-7 after 200 steps. Linear elasticity, P(F - I), would push with forces ~10.
+    theta = np.pi / 6
+    rotation = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+    centre = rest.mean(axis=0)
+    rotated = ((rest - centre) @ rotation.T + centre).astype(np.float32)
+    sim.load(rotated, np.zeros_like(rest))
+    for _ in range(200):
+        sim.step()
+    _close("rotated f", sim.f.to_numpy(), np.zeros_like(rest), 3e-3)
+    _close("rotated v", sim.v.to_numpy(), np.zeros_like(rest), 2e-3)
+    _close("rotated x", sim.x.to_numpy(), rotated, 2e-6)
+
+
+@test()
+def test_fem2d_internal_forces_conserve_momentum():
+    nx, ny = 9, 4
+    rest, tris = fem2d.beam_mesh(nx, ny)
+    free = np.zeros(nx * ny, np.int32)
+    sim = fem2d.FEM(rest, tris, free, gravity=(0.0, 0.0), damping=0.0)
+    x0, v0 = _fem_perturbed(rest, free, seed=1)
+    sim.load(x0, v0)
+    m = sim.m.to_numpy().astype(np.float64)[:, None]
+    p0 = (m * v0).sum(axis=0)
+    impulse = 0.0
+    for _ in range(100):
+        sim.step()
+        impulse += fem2d.DT * np.abs(sim.f.to_numpy()).sum()
+    # Each triangle's three forces sum to zero: the momentum stays, to the rounding of the forces
+    # and velocities. Observed 1.4e-8, against eps (sum m|v| + impulse) = 2.3e-6 and an impulse of 18.
+    v = sim.v.to_numpy()
+    dp = np.abs((m * v).sum(axis=0) - p0).max()
+    assert dp <= np.finfo(np.float32).eps * ((m * np.abs(v)).sum() + impulse), (dp, impulse)
+    assert np.abs(v - v0).max() > 1.0

@@ -112,7 +112,7 @@ class FEM:
                 self.v[i] = qd.math.vec2(0.0, 0.0)
             else:
                 v = self.v[i] + dt * (self.f[i] / self.m[i] + qd.math.vec2(self.gravity))
-                self.v[i] = v * qd.exp(-dt * self.damping)
+                self.v[i] = v * qd.exp(-self.damping * dt)  # (mypy rejects `-dt`: unary minus on a qd.f32 parameter)
                 self.x[i] += dt * self.v[i]
 
     def step(self, dt=DT):

@@ -39,7 +39,8 @@ def _close(name, got, want, atol):
     """assert |got - want| <= atol everywhere, with a message naming the worst element."""
     err = np.abs(np.asarray(got, np.float64) - want)
     worst = np.unravel_index(np.argmax(err), err.shape)
-    assert err.max() <= atol, f"{name}: max |error| {err.max():.3e} > {atol:.1e} at {worst}: {got[worst]} vs {want[worst]}"
+    assert err.max() <= atol, (f"{name}: max |error| {err.max():.3e} > {atol:.1e} at {worst}: "
+                               f"{got[worst]} vs {want[worst]}")
 
 
 # --- MPM ----------------------------------------------------------------------------------------
@@ -121,7 +122,8 @@ def test_mpm2d_matches_numpy_and_conserves_mass():
     _close("J", sim.J.to_numpy(), J, 3e-6)
     _close("grid_m", sim.grid_m.to_numpy(), grid_m, 1e-8)
     _close("grid_v", sim.grid_v.to_numpy(), grid_v, 3e-5)
-    assert np.abs(v - v0).max() > 1e-3 and np.abs(C).max() > 0.1 and np.abs(J - 1).max() > 1e-5  # the steps did something
+    # the steps did something
+    assert np.abs(v - v0).max() > 1e-3 and np.abs(C).max() > 0.1 and np.abs(J - 1).max() > 1e-5
 
 
 # --- n-body -------------------------------------------------------------------------------------

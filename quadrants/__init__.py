@@ -23,7 +23,7 @@ from quadrants.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sy
 from quadrants.lang.matrix import Matrix, Vector  # noqa: E402
 from quadrants.lang.ndarray import Ndarray, ndarray  # noqa: E402
 from quadrants.lang.ops import (  # noqa: E402
-    abs, acos, asin, atan, atan2, bit_cast, cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min,
+    abs, acos, asin, atan, atan2, bit_cast, bit_shr, cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min,
     ndrange, pow, randn, random, round, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
 from quadrants.lang.struct import Struct, StructField, data_oriented, dataclass  # noqa: E402

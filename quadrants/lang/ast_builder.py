@@ -831,7 +831,8 @@ class FunctionWalker(ast.NodeVisitor):
             if not all(isinstance(i, (int, np.integer)) for i in idx):
                 return self.runtime_index(base, idx)
             if len(idx) > len(base.shape):
-                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
+                                      f"indices, got {len(idx)}")
             # Python's rules per axis: negative counts from the end, out of range is an error (a
             # flat offset would silently land on another entry).
             for i, n in zip(idx, base.shape):
@@ -843,7 +844,8 @@ class FunctionWalker(ast.NodeVisitor):
                 if len(idx) == 1 and len(base.shape) == 2:  # a matrix row
                     m = base.shape[1]
                     return MatrixValue(base.entries[idx[0] * m:(idx[0] + 1) * m], (m,))
-                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
+                                      f"indices, got {len(idx)}")
             return base.entry(*idx)
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error("cannot index a scalar")
@@ -856,7 +858,8 @@ class FunctionWalker(ast.NodeVisitor):
         """v[i] / m[i, j] / m[i] with run-time indices: a DynIndex over the entries (out of range: the
         last entry is read, nothing is written)."""
         if len(idx) > len(base.shape):
-            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
+                                      f"indices, got {len(idx)}")
         idx = [self.ctx.rvalue(i) if not isinstance(i, (int, np.integer)) else int(i) for i in idx]
         for i in idx:
             if isinstance(i, Expr) and i.dtype.is_real:
@@ -926,7 +929,8 @@ class FunctionWalker(ast.NodeVisitor):
         """v[1:], m[0, :], m[:, 1], m[:2, 1:]: a vector / matrix of the selected entries (lvalues
         stay lvalues, so m[:, 1] = v stores into them). An int index drops its axis."""
         if len(idx) > len(base.shape):
-            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices")
+            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
+                                      f"indices, got {len(idx)}")
         idx = tuple(idx) + (slice(None),) * (len(base.shape) - len(idx))
         picks, shape, dynamic = [], [], {}
         for axis, (i, n) in enumerate(zip(idx, base.shape)):
@@ -979,6 +983,11 @@ class FunctionWalker(ast.NodeVisitor):
             return func(*args, **kwargs)
         if isinstance(func, Func):
             return func.inline(self.ctx, args, kwargs)
+        if func is operator.matmul and len(args) == 2 and not kwargs:  # operator.matmul(m, n)
+            from quadrants.lang import matrix
+            return matrix.matmul(self.ctx, self.ctx.rvalue(args[0]), self.ctx.rvalue(args[1]))
+        if isinstance(func, type(operator.add)) and func in ops.PYTHON_OPERATORS and not kwargs:  # operator.add(a, b)
+            return ops.PYTHON_OPERATORS[func](*args)
         if isinstance(func, Kernel):
             self.ctx.syntax_error("a kernel cannot call another kernel; make the callee a @qd.func")
         if func in (abs, min, max, int, float, len, bool, pow, all, any):

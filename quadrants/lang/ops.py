@@ -5,6 +5,7 @@ The atomic family is generated from the core's single table of atomic ops (csrc/
 import builtins
 import itertools
 import math
+import operator
 
 from quadrants import _core
 from quadrants.lang.context import check_numeric, current, is_py_scalar, require, type_error
@@ -159,7 +160,24 @@ def bit_cast(x, dtype):
 
 @builtin
 def select(cond, a, b):
-    ctx = require("qd.select")
+    """a where cond is nonzero, else b; element-wise when any of them is a vector / matrix (a
+    scalar broadcasts). In Python scope numpy's where."""
+    ctx = current()
+    if ctx is None:
+        import numpy as np
+        return np.where(np.asarray(cond) != 0, a, b)
+    cond, a, b = ctx.rvalue(cond), ctx.rvalue(a), ctx.rvalue(b)
+    matrices = [v for v in (cond, a, b) if isinstance(v, MatrixValue)]
+    if matrices:
+        shape = matrices[0].shape
+        if any(m.shape != shape for m in matrices):
+            type_error(f"qd.select(): shapes {[m.shape for m in matrices]} differ")
+
+        def entry(v, k):
+            return v.entries[k] if isinstance(v, MatrixValue) else v
+
+        return MatrixValue([select(entry(cond, k), entry(a, k), entry(b, k))
+                            for k in range(len(matrices[0].entries))], shape)
     c = ctx.truth(cond)
     if isinstance(c, bool):
         return a if c else b
@@ -385,3 +403,56 @@ def random(dtype=float):
     if dtype.bits == 32:
         return bits if dtype is T.u32 else ctx.expr(ctx.b.bitcast(bits.stmt, dtype.core))
     return ctx.cast(bits, dtype)
+
+
+# --- the operators as functions: qd.lang.ops.add(a, b), and Python's operator module in kernels ---
+def _operator(name, pyop):
+    @builtin
+    def f(a, b):
+        ctx = current()
+        if ctx is None:
+            return pyop(a, b)
+        return ctx.binary(name, a, b, user_code=True)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"a {name} b (operator.{pyop.__name__}), in kernels and Python scope."
+    return f
+
+
+add = _operator("add", operator.add)
+sub = _operator("sub", operator.sub)
+mul = _operator("mul", operator.mul)
+truediv = _operator("div", operator.truediv)
+floordiv = _operator("floordiv", operator.floordiv)
+mod = _operator("mod", operator.mod)
+bit_and = _operator("bit_and", operator.and_)
+bit_or = _operator("bit_or", operator.or_)
+bit_xor = _operator("bit_xor", operator.xor)
+bit_shl = _operator("shl", operator.lshift)
+bit_sar = _operator("shr", operator.rshift)  # arithmetic on signed values, as `>>`
+
+
+@builtin
+def bit_shr(a, b):
+    """Logical shift right: the bits of a shifted in as unsigned (zeros enter from the top)."""
+    ctx = current()
+    if ctx is None:
+        import numpy as np
+        a = np.asarray(a)
+        return (a.view(a.dtype.str.replace("i", "u")) >> b).view(a.dtype) if a.dtype.kind == "i" else a >> b
+    a = ctx.rvalue(a)
+    if isinstance(a, Expr) and a.dtype.is_signed and not a.dtype.is_real:
+        from quadrants.lang import types as T
+        unsigned = getattr(T, f"u{a.dtype.bits}")
+        shifted = ctx.binary("shr", ctx.expr(ctx.b.bitcast(a.stmt, unsigned.core)), b)
+        return ctx.expr(ctx.b.bitcast(ctx.scalar(shifted).stmt, a.dtype.core))
+    return ctx.binary("shr", a, b)
+
+
+# operator.X(a, b) called in a kernel: the same as the operator written out
+PYTHON_OPERATORS = {operator.add: add, operator.sub: sub, operator.mul: mul, operator.truediv: truediv,
+                    operator.floordiv: floordiv, operator.mod: mod, operator.and_: bit_and, operator.or_: bit_or,
+                    operator.xor: bit_xor, operator.lshift: bit_shl, operator.rshift: bit_sar,
+                    operator.lt: _operator("lt", operator.lt), operator.le: _operator("le", operator.le),
+                    operator.gt: _operator("gt", operator.gt), operator.ge: _operator("ge", operator.ge),
+                    operator.eq: _operator("eq", operator.eq), operator.ne: _operator("ne", operator.ne)}

@@ -48,6 +48,7 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "print_kernel_llvm_ir": (False, "bool", False),
     "num_compile_threads": (4, "int", False),
     "short_circuit_operators": (False, "bool", False),  # `and` / `or` always short-circuit here
+    "real_matrix_scalarize": (True, "bool", False),  # vectors / matrices are always scalarized here
 }.items()}
 
 

@@ -855,3 +855,32 @@ def test_integer_power_with_a_negative_exponent():
     assert q(2, 10) == 1024
     with pytest.raises(qd.QuadrantsRuntimeError, match="negative exponent"):
         q(10, -1)
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_operator_functions_elementwise_select_and_logical_shift():
+    """operator.add / sub / matmul ... called in a kernel (e.g. passed in from Python) are the
+    operators; qd.lang.ops.add and friends too; qd.select works element-wise on vectors (a scalar
+    condition or operand broadcasts); qd.bit_shr shifts in zeros whatever the sign."""
+    import operator
+
+    v = qd.Vector.field(2, qd.i32, shape=4)
+    m = qd.Matrix.field(2, 2, qd.i32, shape=())
+    s = qd.field(qd.i32, shape=2)
+    A = qd.Matrix([[1, 2], [3, 4]])
+
+    @qd.kernel
+    def k(x: qd.i32):
+        a = qd.Vector([x, 2 * x])
+        v[0] = operator.add(a, qd.Vector([1, 1]))
+        v[1] = qd.lang.ops.mul(a, 3)
+        v[2] = qd.select(a > 5, a, qd.Vector([-1, -2]))
+        v[3] = qd.select(x > 100, a, 0)
+        m[None] = operator.matmul(A, A)
+        s[0] = qd.bit_shr(-x, 1)
+        s[1] = operator.sub(x, 1) if operator.lt(x, 10) else 0
+
+    k(4)
+    np.testing.assert_array_equal(v.to_numpy(), [[5, 9], [12, 24], [-1, 8], [0, 0]])
+    np.testing.assert_array_equal(m.to_numpy(), [[7, 10], [15, 22]])
+    assert list(s.to_numpy()) == [(2 ** 32 - 4) >> 1, 3]

@@ -234,6 +234,9 @@ class KernelContext:
             return _PYOPS[op](a, c)  # compile-time values: Python computes it
         if op in ("and_", "or_"):  # on truth values (x != 0; NaN is true), not on operands cast to i32
             a, c = (self.binary("ne", x, 0) if isinstance(x, Expr) else int(bool(x)) for x in (a, c))
+        if op == "pow" and isinstance(a, Expr) and a.dtype.is_real and (
+                isinstance(c, (int, np.integer)) and not isinstance(c, bool) or isinstance(c, Expr) and not c.dtype.is_real):
+            return self._float_int_pow(a, c)
         # A Python number takes the dtype of the other operand when that loses nothing.
         if is_py_scalar(a):
             a = self.const(a, self._literal_type(a, c.dtype))
@@ -250,6 +253,41 @@ class KernelContext:
             msg = "integer ** with a negative exponent"
             self.kernel_assert(self.binary("ge", c, 0), self.walker.located(msg) if self.walker else msg)
         return r
+
+    def _float_int_pow(self, x, n):
+        """float ** integer by repeated squaring, as the reference computes it: the same on every
+        backend, within a few ulps (a driver's pow(x, float(n)) was off by 1e-6 on lavapipe);
+        x ** -n is 1 / x ** n. A compile-time n is unrolled."""
+        t = x.dtype
+        if not isinstance(n, Expr):
+            k, result, base = abs(int(n)), None, x
+            while k:
+                if k & 1:
+                    result = base if result is None else self.binary("mul", result, base)
+                k >>= 1
+                if k:
+                    base = self.binary("mul", base, base)
+            result = self.const(1.0, t) if result is None else result
+            return self.binary("div", self.const(1.0, t), result) if n < 0 else result
+        unsigned = getattr(T, f"u{n.dtype.bits}")
+        negative = self.binary("lt", n, 0) if n.dtype.is_signed else None
+        magnitude = self.cast(self.expr(self.b.select(negative.stmt, self.unary("neg", n).stmt, n.stmt))
+                              if negative is not None else n, unsigned)  # -INT_MIN wraps to 2**(bits-1): right
+        r, b, e = self.new_var(self.const(1.0, t)), self.new_var(x), self.new_var(magnitude)
+        loop = self.b.begin_while()
+        done = self.b.begin_if(self.binary("eq", e, 0).stmt)
+        self.b.break_()
+        self.b.end_if(done)
+        odd = self.b.begin_if(self.binary("ne", self.binary("bit_and", e, 1), 0).stmt)
+        self.store(r, self.binary("mul", r, b))
+        self.b.end_if(odd)
+        self.store(b, self.binary("mul", b, b))
+        self.store(e, self.binary("shr", e, 1))
+        self.b.end_while(loop)
+        result = self.rvalue(r)
+        if negative is None:
+            return result
+        return self.expr(self.b.select(negative.stmt, self.binary("div", self.const(1.0, t), result).stmt, result.stmt))
 
     def _check_overflow(self, op, a, c, r):
         """debug=True: integer + - * << whose exact result does not fit prints "<Op> overflow

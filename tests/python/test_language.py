@@ -884,3 +884,43 @@ def test_operator_functions_elementwise_select_and_logical_shift():
     np.testing.assert_array_equal(v.to_numpy(), [[5, 9], [12, 24], [-1, 8], [0, 0]])
     np.testing.assert_array_equal(m.to_numpy(), [[7, 10], [15, 22]])
     assert list(s.to_numpy()) == [(2 ** 32 - 4) >> 1, 3]
+
+
+def _pow_by_squaring(x, n):
+    """numpy float32 emulation of float ** integer: binary exponentiation, 1 / r for n < 0."""
+    k, r, b = abs(n), None, x
+    while k:
+        if k & 1:
+            r = b if r is None else np.float32(r * b)
+        k >>= 1
+        if k:
+            b = np.float32(b * b)
+    r = np.float32(1) if r is None else r
+    return np.float32(1) / r if n < 0 else r
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_float_to_an_integer_power_is_repeated_squaring():
+    """x ** n with n an integer (a run-time i32 or a literal): repeated squaring, the same bits on
+    every backend (lavapipe's pow(x, float(n)) was 1e-6 off), 1 / x ** -n for negative n."""
+    xs = np.float32([-6.66, -2, -1.5, -1, -0.5, 0.5, 1, 1.5, 2, 6.66, 1e-3, 3e4])
+    ns = np.arange(-10, 11, dtype=np.int32)
+    out = np.zeros((len(xs), len(ns)), np.float32)
+    lit = np.zeros((len(xs), 2), np.float32)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), n: qd.types.ndarray(dtype=qd.i32, ndim=1),
+          out: qd.types.ndarray(dtype=qd.f32, ndim=2), lit: qd.types.ndarray(dtype=qd.f32, ndim=2)):
+        for i, j in qd.ndrange(x.shape[0], n.shape[0]):
+            out[i, j] = x[i] ** n[j]
+            if j == 0:
+                lit[i, 0] = x[i] ** 5
+                lit[i, 1] = x[i] ** -3
+
+    k(xs, ns, out, lit)
+    want = np.array([[_pow_by_squaring(x, int(n)) for n in ns] for x in xs], np.float32)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(lit, np.array([[_pow_by_squaring(x, 5), _pow_by_squaring(x, -3)] for x in xs]))
+    exact = np.power(xs.astype(np.float64)[:, None], ns[None, :].astype(np.float64)).astype(np.float32)
+    normal = (np.abs(exact) > 1e-37) & (np.abs(exact) < 1e37)  # x ** -n overflows x ** n first: 0
+    np.testing.assert_allclose(out[normal], exact[normal], rtol=2e-6)  # a few ulps of the rounded power

@@ -228,11 +228,22 @@ class Kernel:
         self.signature = inspect.signature(func)
         self.params = [_Param(n, p.annotation, func, first=(k == 0))
                        for k, (n, p) in enumerate(self.signature.parameters.items())]
-        self.returns = _return_spec(self.signature.return_annotation, func)
+        _return_spec(self.signature.return_annotation, func)  # a bad annotation: an error here
+        self._returns, self._returns_key = None, None
         self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind == "ndarray"]
         self.cache = {}
         self.generation = None
         self.num_compilations = 0
+
+    @property
+    def returns(self):
+        """The return spec, for the current qd.init: `-> float` / `-> int` (and vectors of them) take
+        its default_fp / default_ip, whenever the kernel was defined."""
+        cfg = runtime.config()
+        key = (cfg.default_ip, cfg.default_fp)
+        if self._returns_key != key:
+            self._returns, self._returns_key = _return_spec(self.signature.return_annotation, self.func), key
+        return self._returns
 
     def __get__(self, obj, objtype=None):
         """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""

@@ -924,3 +924,19 @@ def test_float_to_an_integer_power_is_repeated_squaring():
     exact = np.power(xs.astype(np.float64)[:, None], ns[None, :].astype(np.float64)).astype(np.float32)
     normal = (np.abs(exact) > 1e-37) & (np.abs(exact) < 1e37)  # x ** -n overflows x ** n first: 0
     np.testing.assert_allclose(out[normal], exact[normal], rtol=2e-6)  # a few ulps of the rounded power
+
+
+@qd.kernel
+def _first_of(x: qd.types.ndarray(ndim=1)) -> float:  # defined before any qd.init of the test
+    return x[0]
+
+
+@test(arch=[qd.cpu, qd.vulkan], default_fp=qd.f64)
+def test_python_type_return_annotations_follow_the_current_init():
+    """`-> float` takes the default_fp of the qd.init in force when the kernel runs, not of when it
+    was defined (it stayed f32: an f64 program got f32-rounded results)."""
+    if qd.cfg.arch is qd.vulkan and not qd.vulkan_caps().get("shader_float64"):
+        pytest.skip("no f64 on this device")
+    assert _first_of(np.array([0.1])) == 0.1
+    qd.init(arch=qd.cfg.arch)
+    assert _first_of(np.array([0.1], np.float32)) == float(np.float32(0.1))

@@ -68,6 +68,7 @@ class FunctionWalker(ast.NodeVisitor):
 
     def __init__(self, ctx, func, is_kernel):
         self.ctx, self.func, self.is_kernel = ctx, func, is_kernel
+        self.top_level = False  # a requires_top_level @qd.func: its top-level loops are parallel
         self.b = ctx.b
         try:
             lines, first = inspect.getsourcelines(func)
@@ -618,7 +619,7 @@ class FunctionWalker(ast.NodeVisitor):
     def range_for(self, node, bounds, grouped, step=1):
         ctx = self.ctx
         cfg, ctx.loop_config = ctx.loop_config, {}
-        parallel = self.is_kernel and self.depth == 0 and not cfg.get("serialize", False)
+        parallel = (self.is_kernel or self.top_level) and self.depth == 0 and not cfg.get("serialize", False)
         if not isinstance(step, int) or step == 0:
             ctx.syntax_error("range() step must be a nonzero compile-time integer")
         # Flatten the iteration space into one index; recover each coordinate from it.

@@ -586,11 +586,14 @@ class _Staging:
 class Func:
     """@qd.func: inlined into the calling kernel."""
 
-    def __init__(self, func):
+    def __init__(self, func, requires_top_level=False):
         func = _python_function(func, "qd.func")
         functools.update_wrapper(self, func)
         self.func = func
         self.signature = inspect.signature(func)
+        # requires_top_level: callable only at a kernel's top level (no run-time if / loop around the
+        # call); its own top-level loops are then parallel loops, each its own task (qd.algorithms).
+        self.requires_top_level = requires_top_level
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
@@ -610,6 +613,10 @@ class Func:
         except TypeError as e:
             ctx.syntax_error(f"@qd.func '{self.__name__}': {e}")
         bound.apply_defaults()
+        if self.requires_top_level and (ctx.depth != 0 or ctx.in_parallel_loop):
+            ctx.syntax_error(f"@qd.func '{self.__name__}' is decorated with requires_top_level=True and must be called "
+                             f"at the top level of a kernel (not inside a run-time if, for or while): its own "
+                             f"parallel loops are separate tasks, run one after another")
         # Inlining a call to a func already being inlined, with the same compile-time arguments,
         # would never end: run-time recursion cannot be inlined.
         try:
@@ -626,6 +633,7 @@ class Func:
         ctx.inlining.append(key)
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=False)
+            walker.top_level = self.requires_top_level
             values = {}
             for k, (name, v) in enumerate(bound.arguments.items()):
                 ann = self.signature.parameters[name].annotation
@@ -735,8 +743,12 @@ def kernel(func):
     return Kernel(_users_function(func, "qd.kernel"))
 
 
-def func(f):
-    return Func(_users_function(f, "qd.func"))
+def func(f=None, *, requires_top_level=False):
+    """@qd.func, or @qd.func(requires_top_level=True): a func called only at a kernel's top level, whose
+    top-level loops are parallel loops (a compile error naming the line when called elsewhere)."""
+    if f is None:
+        return lambda g: Func(_users_function(g, "qd.func"), requires_top_level=requires_top_level)
+    return Func(_users_function(f, "qd.func"), requires_top_level=requires_top_level)
 
 
 def real_func(f):

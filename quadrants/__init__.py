@@ -38,6 +38,7 @@ from quadrants.lang.types import (  # noqa: E402
 from quadrants import _lib  # noqa: E402
 from quadrants.lang import exception, impl  # noqa: E402,F401  (qd.lang.impl, qd.lang.exception)
 from quadrants.lang import simt  # noqa: E402  (qd.simt.block, qd.simt.grid)
+from quadrants import algorithms  # noqa: E402  (qd.algorithms: device-wide reduce, scan, select, sort)
 import sys as _sys  # noqa: E402
 
 _sys.modules.setdefault("quadrants.math", math)  # `from quadrants.math import vec4`

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 from typing_extensions import ParamSpec, TypeAlias
 
+from quadrants import algorithms as algorithms
 from quadrants import lang as lang
 from quadrants.lang import math as math
 from quadrants.lang import simt as simt
@@ -153,7 +154,10 @@ class _Kernel(Generic[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
 
 def kernel(fn: Callable[_P, _R]) -> _Kernel[_P, _R]: ...
+@overload
 def func(fn: _F) -> _F: ...
+@overload
+def func(fn: None = None, *, requires_top_level: bool = False) -> Callable[[_F], _F]: ...
 def real_func(fn: _F) -> _F: ...
 def compile(
     kernel: _Kernel[..., Any], *args: Any, arch: Arch | str | None = None, features: Sequence[str] | None = None,

@@ -1,0 +1,20 @@
+"""qd.algorithms: device-wide reduce, scan, select, sort and reduce-by-key, composed at the top level
+of the user's kernel (docs/algorithms.md)."""
+from quadrants.algorithms._scan import (
+    exclusive_scan_add, exclusive_scan_max, exclusive_scan_min, exclusive_scan_scratch_slots,
+)
+from quadrants.algorithms._select import select, select_scratch_slots
+from quadrants.algorithms._reduce import reduce_add, reduce_max, reduce_min, reduce_scratch_slots
+
+__all__ = [
+    "exclusive_scan_add",
+    "exclusive_scan_max",
+    "exclusive_scan_min",
+    "exclusive_scan_scratch_slots",
+    "select",
+    "select_scratch_slots",
+    "reduce_add",
+    "reduce_max",
+    "reduce_min",
+    "reduce_scratch_slots",
+]

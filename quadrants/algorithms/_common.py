@@ -1,0 +1,279 @@
+"""What the device-wide algorithms share: the tile shape, the dtype rules, the capacity checks and a
+few compile-time helpers the phase funcs call with kernel values (docs/algorithms.md).
+
+Every algorithm is a `@qd.func(requires_top_level=True)`: inlined at the top level of the user's
+kernel, each of its parallel loops is a task of its own (the tasks of a kernel run one after
+another, each seeing the writes of those before it), and its kernel-scope statements (the counts
+and offsets derived from the device-resident `n`) are small serial tasks between them.
+
+A phase loop runs blocks of BLOCK_DIM threads; each block owns one tile of BLOCK_DIM * items
+elements (items per thread: `items_per_thread()`, chosen per arch when the kernel compiles)."""
+import math
+
+import numpy as np
+
+from quadrants.lang import types as T
+from quadrants.lang.context import require
+from quadrants.lang.field import Field
+from quadrants.lang.kernel import Func
+from quadrants.lang.ops import builtin
+from quadrants.lang.values import Expr, NdarrayArg, Ptr, Var
+
+BLOCK_DIM = 256                # threads of a phase's block; also the radix (8-bit digits)
+MAX_LOG256 = 4                 # 256 ** 4 == 2 ** 32 already exceeds what an i32 index addresses
+SCALAR_DTYPES = (T.i32, T.u32, T.f32, T.i64, T.u64, T.f64)
+_ITEMS = {"cpu": 16}           # elements per thread of a tile, per arch (default below)
+_DEFAULT_ITEMS = 4
+
+
+def top_level_func(f):
+    """@qd.func(requires_top_level=True) for the library's own functions."""
+    return Func(f, requires_top_level=True)
+
+
+def helper_func(f):
+    """@qd.func for the library's own functions (qd.func refuses functions of the quadrants package)."""
+    return Func(f)
+
+
+def items_per_thread_for(arch_name):
+    return _ITEMS.get(arch_name, _DEFAULT_ITEMS)
+
+
+@builtin
+def items_per_thread():
+    """Compile-time int: elements each thread of a phase block handles (a tile is BLOCK_DIM of these)."""
+    return items_per_thread_for(require("qd.algorithms").arch.name)
+
+
+@builtin
+def tile_size():
+    """Compile-time int: elements of one tile."""
+    return BLOCK_DIM * items_per_thread()
+
+
+def check_depth(log256_max_n, what="log256_max_n"):
+    """The capacity exponent as a Python int in [1, 4] (a ValueError naming it otherwise)."""
+    if isinstance(log256_max_n, (bool, np.bool_)) or not isinstance(log256_max_n, (int, np.integer)):
+        raise ValueError(f"{what} must be a compile-time Python int in [1, {MAX_LOG256}], got {log256_max_n!r}")
+    d = int(log256_max_n)
+    if not 1 <= d <= MAX_LOG256:
+        raise ValueError(f"{what} = {d} is outside [1, {MAX_LOG256}]: an op compiled for log256_max_n = D handles "
+                         f"counts up to 256 ** D, and 256 ** {MAX_LOG256} = 2 ** 32 already exceeds what an i32 "
+                         f"index addresses")
+    return d
+
+
+def min_depth_for(n):
+    """The smallest log256_max_n whose capacity 256 ** D covers n (at least 1), for a host-side int n."""
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"the element count must be >= 0, got {n}")
+    d = 1
+    while 256 ** d < n:
+        d += 1
+    return d
+
+
+def check_dtype(what, dtype, allowed=SCALAR_DTYPES):
+    if not isinstance(dtype, T.DataType) or dtype not in allowed:
+        names = ", ".join(f"qd.{d}" for d in allowed)
+        raise NotImplementedError(f"qd.algorithms.{what}: dtype {dtype!r} is not supported (supported: {names})")
+    return dtype
+
+
+def scratch_dtype_for(dtype):
+    """u32 scratch stages 4-byte values, u64 scratch 8-byte ones (their bits)."""
+    return T.u32 if dtype.bits == 32 else T.u64
+
+
+def array_dtype(a):
+    """The element dtype of a field / ndarray argument, or None when it is not a plain scalar array."""
+    if isinstance(a, (Field, NdarrayArg)) and not a.element_shape:
+        return a.dtype
+    return None
+
+
+@builtin
+def check_array(what, name, a, dtype=None, scratch=False, any_element=False):
+    """Compile-time: `a` is a 1-D field or ndarray argument (of `dtype` when given); any_element: of
+    any element type (vectors, matrices, a struct field)."""
+    from quadrants.lang.struct import StructField
+    ctx = require("qd.algorithms")
+    if any_element and isinstance(a, StructField):
+        if len(a.shape) != 1:
+            ctx.type_error(f"qd.algorithms.{what}: '{name}' must be 1-D, got shape {a.shape}")
+        return None
+    if not isinstance(a, (Field, NdarrayArg)):
+        ctx.type_error(f"qd.algorithms.{what}: '{name}' must be a 1-D qd.field or qd.ndarray, got {type(a).__name__}")
+    nd = len(a.shape) if isinstance(a, Field) else a.ndim - len(a.element_shape)
+    if not any_element and a.element_shape:
+        ctx.type_error(f"qd.algorithms.{what}: '{name}' must hold scalars, got elements of shape {a.element_shape}")
+    if nd != 1:
+        ctx.type_error(f"qd.algorithms.{what}: '{name}' must be 1-D, got {nd} dimension(s)")
+    if dtype is not None and a.dtype is not dtype and not (scratch and a.dtype.bits == dtype.bits and
+                                                          not a.dtype.is_real and not a.dtype.is_signed):
+        ctx.type_error(f"qd.algorithms.{what}: '{name}' holds {a.dtype} but {dtype} is expected")
+    return None
+
+
+@builtin
+def check_scratch(what, scratch, dtype):
+    """Compile-time: scratch is a 1-D u32 (4-byte dtype) / u64 (8-byte dtype) array."""
+    want = scratch_dtype_for(dtype)
+    check_array(what, "scratch", scratch)
+    if scratch.dtype is not want:
+        require("qd.algorithms").type_error(
+            f"qd.algorithms.{what}: scratch must be a 1-D {want} array for {dtype} values (4-byte dtypes stage "
+            f"through u32 scratch, 8-byte ones through u64), got {scratch.dtype}")
+    return None
+
+
+@builtin
+def count_of(n):
+    """The live count as an i32 kernel value: `n` is a kernel value (`count[0]`), or a 0-d / 1-element
+    field or ndarray argument (read on the device)."""
+    ctx = require("qd.algorithms")
+    if isinstance(n, Field):
+        v = ctx.rvalue(ctx.element(n, [0] * len(n.shape)))
+    elif isinstance(n, NdarrayArg):
+        v = ctx.rvalue(ctx.element(n, [0] * (n.ndim - len(n.element_shape))))
+    else:
+        v = ctx.rvalue(n)
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return ctx.const(int(v), T.i32)
+    if not isinstance(v, Expr) or v.dtype.is_real:
+        ctx.type_error(f"qd.algorithms: the count n must be an integer (a device value such as count[0], or a 0-d "
+                       f"i32 field / ndarray), got {type(v).__name__}")
+    return ctx.cast(v, T.i32) if v.dtype is not T.i32 else v
+
+
+@builtin
+def identity_of(op, dtype):
+    """The op's identity as a constant of `dtype`: add 0, min the largest value (+inf), max the smallest (-inf)."""
+    from quadrants.lang.simt import reductions as R
+    ctx = require("qd.algorithms")
+    return ctx.const(R.identity(op, dtype), dtype)
+
+
+@builtin
+def combine(op, a, b):
+    """op(a, b) for op in add / min / max, in a's dtype."""
+    from quadrants.lang.simt import reductions as R
+    ctx = require("qd.algorithms")
+    return R.apply(ctx, op, ctx.scalar(a), ctx.scalar(b))
+
+
+def div_up(a, b):
+    """ceil(a / b) for a >= 0: host ints."""
+    return -(-int(a) // int(b))
+
+
+def levels(n, tile, depth):
+    """Host-side: the element counts of the staircase levels 1 .. depth-1 above n (tiles of `tile`)."""
+    out, c = [], int(n)
+    for _ in range(depth - 1):
+        c = div_up(c, tile)
+        out.append(c)
+    return out
+
+
+# The host-side scratch helpers size for tiles of BLOCK_DIM elements (the smallest any arch uses), so
+# one allocation serves every arch: a larger tile needs fewer partials.
+SIZING_TILE = BLOCK_DIM
+
+
+def is_kernel_value(v):
+    return isinstance(v, (Expr, Var, Ptr))
+
+
+def log2(x):
+    return int(math.log2(x))
+
+
+# --- arithmetic on host ints or kernel values (the *_scratch_slots helpers run in both) -----------
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _ctx_for(what):
+    from quadrants.lang.context import current
+    ctx = current()
+    if ctx is None:
+        raise TypeError(f"qd.algorithms.{what}: the count must be a Python int (or a kernel value inside a kernel)")
+    return ctx
+
+
+def k_cdiv(what, a, b):
+    """ceil(a / b), a >= 0, b a positive Python int."""
+    if _is_int(a):
+        return div_up(a, b)
+    ctx = _ctx_for(what)
+    a = ctx.scalar(a)
+    pos = ctx.binary("gt", a, 0)
+    q = ctx.binary("add", ctx.binary("floordiv", ctx.binary("sub", a, 1), b), 1)
+    return ctx.expr(ctx.b.select(pos.stmt, ctx.scalar(q).stmt, ctx.const(0, a.dtype).stmt))
+
+
+def k_add(what, a, b):
+    if _is_int(a) and _is_int(b):
+        return int(a) + int(b)
+    return _ctx_for(what).binary("add", a, b)
+
+
+def k_mul(what, a, b):
+    if _is_int(a) and _is_int(b):
+        return int(a) * int(b)
+    return _ctx_for(what).binary("mul", a, b)
+
+
+def k_max(what, a, b):
+    if _is_int(a) and _is_int(b):
+        return max(int(a), int(b))
+    return _ctx_for(what).binary("max", a, b)
+
+
+def k_count(what, n):
+    """A count argument of a sizing helper: a Python int >= 0, or a kernel value (loaded)."""
+    if _is_int(n):
+        if int(n) < 0:
+            raise ValueError(f"qd.algorithms.{what}: the element count must be >= 0, got {int(n)}")
+        return int(n)
+    ctx = _ctx_for(what)
+    return count_of(n) if not isinstance(n, (Expr, Var, Ptr)) else ctx.cast(ctx.scalar(ctx.rvalue(n)), T.i32)
+
+
+def staircase_slots(what, n, depth):
+    """Slots the partials of levels 1 .. depth-1 above n take, for tiles of SIZING_TILE."""
+    total, c = 0, n
+    for _ in range(depth - 1):
+        c = k_cdiv(what, c, SIZING_TILE)
+        total = k_add(what, total, c)
+    return total
+
+
+def depth_arg(what, n, log256_max_n):
+    """The explicit depth, or (host only) the smallest depth covering n."""
+    if log256_max_n is None:
+        if not _is_int(n):
+            raise TypeError(f"qd.algorithms.{what}: inside a kernel pass log256_max_n explicitly (deriving it from "
+                            f"the count is host-only)")
+        return min_depth_for(n)
+    return check_depth(log256_max_n)
+
+
+@builtin
+def store_count(dst, v):
+    """dst[0] = v (an i32) for a 1-element (or 0-d) field / ndarray argument `dst`."""
+    ctx = require("qd.algorithms")
+    if isinstance(dst, Field):
+        nd = len(dst.shape)
+    elif isinstance(dst, NdarrayArg):
+        nd = dst.ndim - len(dst.element_shape)
+    else:
+        ctx.type_error(f"qd.algorithms: a count output must be a 1-element qd.field or qd.ndarray, got "
+                       f"{type(dst).__name__}")
+    if nd > 1:
+        ctx.type_error("qd.algorithms: a count output must be 0-d or 1-D (1 element)")
+    ctx.store(ctx.element(dst, [0] * nd), ctx.cast(ctx.scalar(v), dst.dtype))
+    return None

@@ -1,0 +1,93 @@
+"""qd.algorithms.select: stream compaction (docs/algorithms.md).
+
+Three phases over tiles of the flags: per-tile counts of the set flags (scratch[0:c]), their
+exclusive scan (scratch[c:2c], the staircase's partials after it), then a scatter in which each
+tile re-reads its flags, ranks them with a block scan, and copies the selected elements to
+out[tile offset + rank]; the count is written between the scan and the scatter."""
+from quadrants.lang import types as T
+from quadrants.lang.context import require
+from quadrants.lang.ops import builtin
+from quadrants.lang.types import template
+
+import quadrants as qd
+from quadrants.algorithms._common import (
+    BLOCK_DIM, SIZING_TILE, check_array, check_depth, count_of, helper_func, items_per_thread, k_add, k_cdiv,
+    k_count, k_max, k_mul, staircase_slots, store_count, tile_size, top_level_func,
+)
+from quadrants.algorithms._phases import num_tiles, scan_staircase, tile_reduce
+
+
+def select_scratch_slots(N):
+    """u32 scratch slots select needs for up to N elements (any log256_max_n). Host- and kernel-callable."""
+    what = "select_scratch_slots"
+    n = k_count(what, N)
+    c = k_cdiv(what, n, SIZING_TILE)
+    # counts + their exclusive scan + that scan's staircase (at most depth 4, one slot per extra level)
+    return k_max(what, k_add(what, k_add(what, k_mul(what, c, 2), staircase_slots(what, c, 4)), 4), 1)
+
+
+select_scratch_slots._qd_builtin = True
+
+
+@helper_func
+def flag_count(flags: template(), idx):
+    return qd.select(flags[idx] != 0, 1, 0)
+
+
+@top_level_func
+def _write_total(num_out, scratch, c):
+    """num_out[0] = the scanned total of c tile counts (exclusive scan at scratch[c:2c])."""
+    total = 0
+    if c > 0:
+        total = qd.cast(scratch[c - 1], qd.i32) + qd.cast(scratch[2 * c - 1], qd.i32)
+    store_count(num_out, total)
+
+
+@top_level_func
+def _scatter(arr: template(), flags: template(), out: template(), scratch, c, n):
+    qd.loop_config(block_dim=BLOCK_DIM)
+    for i in range(num_tiles(n, tile_size()) * BLOCK_DIM):
+        t = i % BLOCK_DIM
+        tile = i // BLOCK_DIM
+        base = tile * tile_size() + t * items_per_thread()
+        cnt = 0
+        for j in qd.static(range(items_per_thread())):
+            idx = base + j
+            if idx < n:
+                cnt += flag_count(flags, idx)
+        pos = qd.simt.block.exclusive_add(cnt, BLOCK_DIM, qd.i32) + qd.cast(scratch[c + tile], qd.i32)
+        for j in qd.static(range(items_per_thread())):
+            idx = base + j
+            if idx < n:
+                if flags[idx] != 0:
+                    out[pos] = arr[idx]
+                    pos += 1
+
+
+@builtin
+def _select(arr, flags, out, num_out, scratch, n, log256_max_n):
+    ctx = require("qd.algorithms")
+    what = "select"
+    depth = check_depth(log256_max_n)
+    check_array(what, "arr", arr, any_element=True)
+    check_array(what, "flags", flags)
+    check_array(what, "out", out, any_element=True)
+    check_array(what, "scratch", scratch, T.u32)
+    if flags.dtype.is_real:
+        ctx.type_error("qd.algorithms.select: flags must be an integer array (qd.i32: 1 selects, 0 drops)")
+    n = count_of(n)
+    c = num_tiles.inline(ctx, [n, tile_size()], {})
+    c = ctx.scalar(c)
+    tile_reduce.inline(ctx, [flags, 0, "nonzero", n, scratch, 0, True, "add", T.u32, False], {})
+    scan_staircase(scratch, 0, True, scratch, c, True, scratch, ctx.binary("mul", c, 2), c, "add", T.u32,
+                   max(1, depth - 1))
+    _write_total.inline(ctx, [num_out, scratch, c], {})
+    _scatter.inline(ctx, [arr, flags, out, scratch, c, n], {})
+    return None
+
+
+@top_level_func
+def select(arr, flags, out, num_out, scratch, n, log256_max_n: template()):
+    """Copies arr[i] for every i < n with flags[i] != 0 (0 / 1 flags) to out[0:k] in input order and
+    writes k to num_out[0]. Call at the top level of a kernel."""
+    _select(arr, flags, out, num_out, scratch, n, log256_max_n)

@@ -705,4 +705,6 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     features = list(features)
     if not prog.config.subgroup_aggregation and "no_subgroup_aggregation" not in features:
         features.append("no_subgroup_aggregation")
+    if not prog.config.constant_folding and "no_constant_folding" not in features:
+        features.append("no_constant_folding")
     return Artifacts(arch, _core.compile_artifacts(builder, arch.name, list(features), bool(prog.config.fast_math)))

@@ -56,7 +56,7 @@ class Program:
         self.config = config
         self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
                                      list(config.vulkan_disable_caps), config.device, bool(config.fast_math),
-                                     bool(config.subgroup_aggregation))
+                                     bool(config.subgroup_aggregation), bool(config.constant_folding))
         offline_cache.attach(self)  # qd.init(offline_cache=..., offline_cache_file_path=...)
         self.generation = Program.next_generation
         Program.next_generation += 1

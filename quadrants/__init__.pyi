@@ -105,6 +105,7 @@ def init(
     src_ll_cache: bool = ...,
     fast_math: bool = ...,
     subgroup_aggregation: bool = ...,
+    constant_folding: bool = ...,
     advanced_optimization: bool = ...,
     ad_stack_size: int = ...,
     ad_stack_experimental_enabled: bool = ...,

@@ -68,6 +68,8 @@ struct RuntimeOptions {
   // GPU backends: atomics on a uniform address are combined over each subgroup first
   // (transforms/subgroup_atomics.cpp); false: TargetFeatures::subgroup_aggregation off.
   bool subgroup_aggregation = true;
+  // Constant folding (transforms/fold.cpp); false: TargetFeatures::constant_folding off.
+  bool constant_folding = true;
 };
 
 std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);

@@ -18,6 +18,7 @@ static_assert(std::size(kNames) == kNumCaps);
 constexpr std::string_view kSharedLimit = "max_shared_memory_bytes=";
 constexpr std::string_view kSubgroupSize = "subgroup_size=";
 constexpr const char *kNoSubgroupAggregation = "no_subgroup_aggregation";
+constexpr const char *kNoConstantFolding = "no_constant_folding";
 
 [[noreturn]] void unknown(const std::string &what) {
   std::string known;
@@ -54,9 +55,10 @@ TargetFeatures features_from_names(const std::vector<std::string> &names) {
     else if (auto bytes = number_after(kSharedLimit, name)) f.max_shared_memory_bytes = *bytes;
     else if (auto lanes = number_after(kSubgroupSize, name)) f.subgroup_size = static_cast<int>(*lanes);
     else if (name == kNoSubgroupAggregation) f.subgroup_aggregation = false;
+    else if (name == kNoConstantFolding) f.constant_folding = false;
     else if (auto c = cap_from_name(name)) f.caps.set(*c);
     else unknown("unknown feature '" + name + "': not sm_NN, gfxNNN, max_shared_memory_bytes=N, subgroup_size=N, " +
-                 kNoSubgroupAggregation + " nor a boolean device cap");
+                 kNoSubgroupAggregation + ", " + kNoConstantFolding + " nor a boolean device cap");
   }
   return f;
 }
@@ -70,6 +72,7 @@ std::vector<std::string> feature_names(const TargetFeatures &f) {
   if (f.max_shared_memory_bytes) out.push_back(std::string(kSharedLimit) + std::to_string(f.max_shared_memory_bytes));
   if (f.subgroup_size) out.push_back(std::string(kSubgroupSize) + std::to_string(f.subgroup_size));
   if (!f.subgroup_aggregation) out.push_back(kNoSubgroupAggregation);
+  if (!f.constant_folding) out.push_back(kNoConstantFolding);
   return out;
 }
 

@@ -81,11 +81,14 @@ struct TargetFeatures {
   // qd.init(subgroup_aggregation=False), named "no_subgroup_aggregation" at the Python boundary,
   // turns both off.
   bool subgroup_aggregation = true;
+  // Also the compile's: constants folded (transforms/fold.cpp); qd.init(constant_folding=False),
+  // "no_constant_folding" at the Python boundary, turns it off.
+  bool constant_folding = true;
   bool has(Cap c) const { return caps.has(c); }
 };
 
 // The Python boundary. Features by name: capability names, "sm_90", "gfx942",
-// "max_shared_memory_bytes=N", "subgroup_size=N" and "no_subgroup_aggregation"; an unknown name is a RuntimeError listing the known ones.
+// "max_shared_memory_bytes=N", "subgroup_size=N", "no_subgroup_aggregation" and "no_constant_folding"; an unknown name is a RuntimeError listing the known ones.
 TargetFeatures features_from_names(const std::vector<std::string> &names);
 std::vector<std::string> feature_names(const TargetFeatures &f);
 // Capabilities to hide (qd.init(vulkan_disable_caps=...)): names of capabilities only.

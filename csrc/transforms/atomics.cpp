@@ -200,6 +200,10 @@ void decide_atomics(KernelIR &k, const Target &target) {
 
 void run_passes(KernelIR &k, const Target &target) {
   Backend backend = target.backend;
+  // First: every pass after it sees constants, and legalization never expands the language's
+  // // % ** or the math library (on GPUs) for them.
+  bool fold = target.features.constant_folding;
+  if (fold) fold_constants(k);
   demote_local_atomics(k);
   if (k.debug) insert_bounds_checks(k);
   offload(k);
@@ -212,6 +216,7 @@ void run_passes(KernelIR &k, const Target &target) {
   batch_compactions(k, target);
   aggregate_subgroup_atomics(k, target);
   legalize(k, target);
+  if (fold) fold_constants(k);  // the constant operands of its expansions (safe divisors, shift ranges)
   plan_shared_memory(k, target);
 }
 

@@ -5,6 +5,13 @@
 
 namespace qd {
 
+// Constant folding (transforms/fold.cpp): pure operations on constants become constants, with the
+// value the cpu backend computes at run time bit for bit (the language's semantics as legalization
+// writes them, f32 in float, math functions by the C library's calls); IEEE-exact identities
+// (x * 1.0, x + -0.0, integer x * 0, ...) drop their operation; what folding leaves unused goes.
+// Run first and again after legalization; off with qd.init(constant_folding=False).
+void fold_constants(KernelIR &k);
+
 // Splits the kernel body into tasks: each outermost non-serialised range-for is a parallel task,
 // the code between them serial tasks. Top-level variables move to a temps buffer, since tasks run
 // as separate functions; pure values used across tasks are recomputed where used.

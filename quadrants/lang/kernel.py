@@ -787,6 +787,8 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
     features = list(features)
     if not prog.config.subgroup_aggregation and "no_subgroup_aggregation" not in features:
         features.append("no_subgroup_aggregation")
+    if not prog.config.constant_folding and "no_constant_folding" not in features:
+        features.append("no_constant_folding")
     if _crumb.on:
         _crumb.begin(_crumb.record(f"compiling kernel {kernel.__name__} ({_crumb.where(kernel.func)}) for {arch.name} "
                                    f"(qd.compile: code only, no device)"))

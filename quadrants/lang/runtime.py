@@ -61,7 +61,7 @@ class Program:
         try:
             self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
                                          list(config.vulkan_disable_caps), config.device, bool(config.fast_math),
-                                         bool(config.subgroup_aggregation))
+                                         bool(config.subgroup_aggregation), bool(config.constant_folding))
         finally:
             if _crumb.on:
                 _crumb.end()

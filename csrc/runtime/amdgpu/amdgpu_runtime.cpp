@@ -66,6 +66,7 @@ std::unique_ptr<Runtime> create_amdgpu_runtime(const RuntimeOptions &options) {
   auto calls = std::make_unique<HipCalls>(device_ordinal(options, "amdgpu"));
   TargetFeatures f{.amdgpu_gfx = amdgpu_gfx({})};
   f.subgroup_aggregation = options.subgroup_aggregation;
+  f.constant_folding = options.constant_folding;
   return std::make_unique<AmdgpuRuntime>(std::move(calls), f);
 }
 

@@ -110,6 +110,7 @@ class CpuRuntime : public Runtime {
         features_(cpu_features()) {
     features_.caps.bits &= ~o.disabled_caps.bits;
     features_.subgroup_aggregation = o.subgroup_aggregation;  // the cpu has batched compaction (compaction.cpp)
+    features_.constant_folding = o.constant_folding;
   }
 
   Backend backend() const override { return Backend::Cpu; }

@@ -82,6 +82,7 @@ std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
   // The device's own shared-memory limit (with the opt-in), which kernels are checked against.
   f.max_shared_memory_bytes = calls->dev.attribute(kAttrMaxSharedPerBlockOptin);
   f.subgroup_aggregation = options.subgroup_aggregation;
+  f.constant_folding = options.constant_folding;
   return std::make_unique<CudaRuntime>(std::move(calls), f);
 }
 

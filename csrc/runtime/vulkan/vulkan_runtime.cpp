@@ -64,6 +64,7 @@ class VulkanRuntime : public Runtime {
     features_.max_shared_memory_bytes = caps.max_shared_memory_bytes;
     features_.subgroup_size = static_cast<int>(caps.subgroup_size);
     features_.subgroup_aggregation = o.subgroup_aggregation;
+    features_.constant_folding = o.constant_folding;
     target_.backend = Backend::Vulkan;
     target_.features = features_;
     target_.device_features = true;

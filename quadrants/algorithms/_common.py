@@ -6,8 +6,8 @@ kernel, each of its parallel loops is a task of its own (the tasks of a kernel r
 another, each seeing the writes of those before it), and its kernel-scope statements (the counts
 and offsets derived from the device-resident `n`) are small serial tasks between them.
 
-A phase loop runs blocks of BLOCK_DIM threads; each block owns one tile of BLOCK_DIM * items
-elements (items per thread: `items_per_thread()`, chosen per arch when the kernel compiles)."""
+The phase loops walk *tiles* of `tile_size()` elements (4096 on the cpu, 1024 on GPUs): see
+_phases.py for their shapes."""
 import math
 
 import numpy as np
@@ -22,8 +22,8 @@ from quadrants.lang.values import Expr, NdarrayArg, Ptr, Var
 BLOCK_DIM = 256                # threads of a phase's block; also the radix (8-bit digits)
 MAX_LOG256 = 4                 # 256 ** 4 == 2 ** 32 already exceeds what an i32 index addresses
 SCALAR_DTYPES = (T.i32, T.u32, T.f32, T.i64, T.u64, T.f64)
-_ITEMS = {"cpu": 16}           # elements per thread of a tile, per arch (default below)
-_DEFAULT_ITEMS = 4
+_TILE = {"cpu": 4096}          # elements of a tile, per arch (default below); at least 256
+_DEFAULT_TILE = 1024
 
 
 def top_level_func(f):
@@ -36,20 +36,21 @@ def helper_func(f):
     return Func(f)
 
 
-def items_per_thread_for(arch_name):
-    return _ITEMS.get(arch_name, _DEFAULT_ITEMS)
-
-
-@builtin
-def items_per_thread():
-    """Compile-time int: elements each thread of a phase block handles (a tile is BLOCK_DIM of these)."""
-    return items_per_thread_for(require("qd.algorithms").arch.name)
+def tile_size_for(arch_name):
+    return _TILE.get(arch_name, _DEFAULT_TILE)
 
 
 @builtin
 def tile_size():
-    """Compile-time int: elements of one tile."""
-    return BLOCK_DIM * items_per_thread()
+    """Compile-time int: elements of one tile (cpu: one loop iteration's; GPUs: one subgroup's, or one
+    block's of BLOCK_DIM threads in the sort)."""
+    return tile_size_for(require("qd.algorithms").arch.name)
+
+
+@builtin
+def items_per_thread():
+    """Compile-time int: elements per thread of a BLOCK_DIM-thread tile (GPU sort)."""
+    return tile_size() // BLOCK_DIM
 
 
 def check_depth(log256_max_n, what="log256_max_n"):

@@ -1,112 +1,233 @@
 """The phase loops the algorithms are composed of, and the staircase that chains them.
 
-Each phase is a `requires_top_level` func holding one parallel loop (one task) over tiles: a block of
-BLOCK_DIM threads per tile of `tile_size()` elements. A *source* or *destination* is a 1-D array
-plus an offset and a flag `slot`: slot arrays are the caller's u32 / u64 scratch, holding a value's
-bits (qd.bit_cast), the others are the user's arrays of the value's dtype.
+Each phase is a `requires_top_level` func holding one parallel loop (one task) over *tiles* of
+`tile_size()` consecutive elements. Two shapes of tile, chosen by arch when the kernel compiles:
+
+- cpu: a tile is one iteration of the parallel loop, a serial loop over its elements (the worker
+  threads take tiles; no block machinery, the loops vectorize where they can);
+- GPUs (vulkan, cuda, amdgpu, metal): a tile is one subgroup, which walks it in rounds of
+  group_size() consecutive elements (coalesced), combining each round with subgroup shuffles and
+  carrying the running value from round to round. No shared memory and no barriers.
+
+A *source* or *destination* is a 1-D array plus an offset and a flag `slot`: slot arrays are the
+caller's u32 / u64 scratch holding a value's bits (qd.bit_cast), the others the user's arrays of the
+value's dtype (slot == "nonzero": a user array read as 1 where nonzero, else 0).
 
 The staircase (`scan_staircase`, `reduce_staircase`) is built at compile time for a capacity of
 256 ** depth: level 0 is the input (count n), level l + 1 holds one partial per tile of level l,
-ceil(c_l / tile) of them, stored one level after another in scratch from `part_off` on. With tiles
-of at least 256 elements, level depth - 1 has at most 256 entries: one tile."""
+ceil(c_l / tile) of them, stored one level after another in scratch from `part_off` on. Tiles have at
+least 256 elements, so level depth - 1 has at most 256 entries: one tile."""
 from quadrants.lang import types as T
 from quadrants.lang.context import require
 from quadrants.lang.ops import builtin
+from quadrants.lang.simt import reductions as R
+from quadrants.lang.simt import subgroup as _subgroup
 from quadrants.lang.types import template
 
 import quadrants as qd
-from quadrants.algorithms._common import (
-    BLOCK_DIM, combine, helper_func, identity_of, items_per_thread, scratch_dtype_for, tile_size, top_level_func,
-)
+from quadrants.algorithms._common import combine, identity_of, tile_size, top_level_func
+
+GPU_BLOCK_DIM = 128   # threads of a GPU phase block (a multiple of every subgroup size); no block collectives
 
 
 @builtin
-def slot_dtype(dtype):
-    return scratch_dtype_for(dtype)
+def on_cpu():
+    return require("qd.algorithms").arch.name == "cpu"
 
 
-@helper_func
-def load(a: template(), off, slot: template(), i, dtype: template()):
+@builtin
+def group_size():
+    return _subgroup.group_size()
+
+
+@builtin
+def rounds_per_tile():
+    """GPU: rounds of group_size() elements in a tile."""
+    return tile_size() // _subgroup.group_size()
+
+
+@builtin
+def load(a, off, slot, i, dtype):
     """Element i of a source: the bits of a scratch slot, or the user's element converted to dtype
     (slot == "nonzero": 1 where the user's element is nonzero, else 0)."""
-    if qd.static(isinstance(slot, str)):
-        return qd.select(a[off + i] != 0, qd.cast(1, dtype), qd.cast(0, dtype))
-    elif qd.static(slot):
-        return qd.bit_cast(a[off + i], dtype)
-    else:
-        return qd.cast(a[off + i], dtype)
+    ctx = require("qd.algorithms")
+    if slot == "head":  # 1 where element i heads a run of equal keys (reduce_by_key)
+        from quadrants.algorithms._reduce_by_key import head_flag
+        return ctx.cast(head_flag(a, ctx.binary("add", off, i)), dtype)
+    v = ctx.rvalue(ctx.element(a, [ctx.binary("add", off, i)]))
+    if isinstance(slot, str):
+        return ctx.cast(ctx.binary("ne", v, 0), dtype)
+    if slot:
+        return ctx.expr(ctx.b.bitcast(v.stmt, dtype.core)) if v.dtype is not dtype else v
+    return ctx.cast(v, dtype) if v.dtype is not dtype else v
 
 
-@helper_func
-def store(a: template(), off, slot: template(), i, v, dtype: template()):
-    if qd.static(slot):
-        a[off + i] = qd.bit_cast(qd.cast(v, dtype), slot_dtype(dtype))
-    else:
-        a[off + i] = qd.cast(v, dtype)
+@builtin
+def store(a, off, slot, i, v, dtype):
+    ctx = require("qd.algorithms")
+    v = ctx.scalar(v)
+    v = ctx.cast(v, dtype) if v.dtype is not dtype else v
+    if slot and a.dtype is not dtype:
+        v = ctx.expr(ctx.b.bitcast(v.stmt, a.dtype.core))
+    ctx.store(ctx.element(a, [ctx.binary("add", off, i)]), v)
+    return None
 
 
-@helper_func
-def num_tiles(count, tile: template()):
-    """ceil(count / tile) for 0 <= count (without count + tile - 1 overflowing)."""
-    return qd.select(count > 0, (count - 1) // tile + 1, 0)
+def _tiles(ctx, count, tile):
+    """ceil(count / tile) as a kernel value (count >= 0, without count + tile - 1 overflowing)."""
+    pos = ctx.binary("gt", count, 0)
+    q = ctx.binary("add", ctx.binary("floordiv", ctx.binary("sub", count, 1), tile), 1)
+    return ctx.expr(ctx.b.select(pos.stmt, ctx.scalar(q).stmt, ctx.const(0, T.i32).stmt))
 
 
+@builtin
+def num_tiles(count, tile):
+    """ceil(count / tile) for 0 <= count."""
+    return _tiles(require("qd.algorithms"), count, tile)
+
+
+@builtin
+def reassoc_combine(op, a, b):
+    """op(a, b); a float sum may be reassociated by the compiler (several accumulators, vectorized)."""
+    ctx = require("qd.algorithms")
+    r = combine(op, a, b)
+    if op == "add" and r.dtype.is_real:
+        ctx.b.mark_reassoc(r.stmt)
+    return r
+
+
+# --- subgroup building blocks (GPU tiles) ---------------------------------------------------------
+@builtin
+def lane():
+    return R.lane_id(require("qd.algorithms"))
+
+
+@builtin
+def sg_reduce(v, op, dtype):
+    """op over the subgroup's values, on lane 0 (the other lanes: partial values)."""
+    ctx = require("qd.algorithms")
+    return R.reduce_tiled(ctx, ctx.cast(ctx.scalar(v), dtype), op, _subgroup.log2_group_size())
+
+
+@builtin
+def sg_exclusive(v, op, dtype):
+    ctx = require("qd.algorithms")
+    return R.exclusive_scan_tiled(ctx, ctx.cast(ctx.scalar(v), dtype), op, R.identity(op, dtype),
+                                  _subgroup.log2_group_size())
+
+
+@builtin
+def sg_last(v):
+    """The value of the subgroup's last lane, on every lane."""
+    ctx = require("qd.algorithms")
+    return R.shuffle(ctx, "shuffle", ctx.scalar(v), _subgroup.group_size() - 1)
+
+
+@builtin
+def sg_first(v):
+    ctx = require("qd.algorithms")
+    return R.shuffle(ctx, "shuffle", ctx.scalar(v), 0)
+
+
+@builtin
+def sg_shuffle_up(v, k):
+    """The value of lane - k (lanes below k: their own)."""
+    ctx = require("qd.algorithms")
+    return R.shuffle(ctx, "shuffle_up", ctx.scalar(v), k)
+
+
+# --- phases -------------------------------------------------------------------------------------
 @top_level_func
-def tile_reduce(src: template(), src_off, src_slot: template(), count, dst: template(), dst_off,
-                dst_slot: template(), op: template(), dtype: template(), one_tile_at_least: template()):
-    """dst[dst_off + t] = op over tile t of src[src_off : src_off + count] (striped: thread k reads
-    elements k, k + BLOCK_DIM, ... of its tile); one_tile_at_least: an empty source gives the identity."""
+def _tile_reduce_cpu(src: template(), src_off, src_slot: template(), count, dst: template(), dst_off,
+                     dst_slot: template(), op: template(), dtype: template(), one_tile_at_least: template()):
     tiles = num_tiles(count, tile_size())
     if qd.static(one_tile_at_least):
         tiles = qd.max(tiles, 1)
-    qd.loop_config(block_dim=BLOCK_DIM)
-    for i in range(tiles * BLOCK_DIM):
-        t = i % BLOCK_DIM
-        tile = i // BLOCK_DIM
-        base = tile * tile_size() + t
+    for tile in range(tiles):
         acc = identity_of(op, dtype)
-        for j in qd.static(range(items_per_thread())):
-            idx = base + j * BLOCK_DIM
+        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), count)):
+            acc = reassoc_combine(op, acc, load(src, src_off, src_slot, idx, dtype))
+        store(dst, dst_off, dst_slot, tile, acc, dtype)
+
+
+@top_level_func
+def _tile_reduce_gpu(src: template(), src_off, src_slot: template(), count, dst: template(), dst_off,
+                     dst_slot: template(), op: template(), dtype: template(), one_tile_at_least: template()):
+    tiles = num_tiles(count, tile_size())
+    if qd.static(one_tile_at_least):
+        tiles = qd.max(tiles, 1)
+    qd.loop_config(block_dim=GPU_BLOCK_DIM)
+    for i in range(tiles * group_size()):
+        tile = i // group_size()
+        ln = lane()
+        base = tile * tile_size()
+        rounds = qd.min(rounds_per_tile(), (count - base + group_size() - 1) // group_size())
+        acc = identity_of(op, dtype)
+        for r in range(rounds):
+            idx = base + r * group_size() + ln
             if idx < count:
                 acc = combine(op, acc, load(src, src_off, src_slot, idx, dtype))
-        total = qd.simt.block.reduce(acc, BLOCK_DIM, op, dtype)
-        if t == 0:
+        total = sg_reduce(acc, op, dtype)
+        if ln == 0:
             store(dst, dst_off, dst_slot, tile, total, dtype)
 
 
 @top_level_func
-def tile_scan(src: template(), src_off, src_slot: template(), dst: template(), dst_off, dst_slot: template(), count,
-              parent: template(), parent_off, has_parent: template(), op: template(), dtype: template()):
-    """Exclusive scan of each tile of src[src_off : src_off + count] into dst, each tile started at
-    parent[parent_off + tile] (a slot array) when has_parent, else at the identity. Blocked: thread k
-    owns elements k * items .. (k + 1) * items - 1 of its tile. src and dst may be the same slots."""
-    qd.loop_config(block_dim=BLOCK_DIM)
-    for i in range(num_tiles(count, tile_size()) * BLOCK_DIM):
-        t = i % BLOCK_DIM
-        tile = i // BLOCK_DIM
-        base = tile * tile_size() + t * items_per_thread()
-        ident = identity_of(op, dtype)
-        acc = ident
-        for j in qd.static(range(items_per_thread())):
-            idx = base + j
-            if idx < count:
-                acc = combine(op, acc, load(src, src_off, src_slot, idx, dtype))
-        run = qd.simt.block.exclusive_scan(acc, BLOCK_DIM, op, ident, dtype)
+def _tile_scan_cpu(src: template(), src_off, src_slot: template(), dst: template(), dst_off, dst_slot: template(),
+                   count, parent: template(), parent_off, has_parent: template(), op: template(),
+                   dtype: template()):
+    for tile in range(num_tiles(count, tile_size())):
+        run = identity_of(op, dtype)
         if qd.static(has_parent):
-            run = combine(op, load(parent, parent_off, True, tile, dtype), run)
-        for j in qd.static(range(items_per_thread())):
-            idx = base + j
+            run = load(parent, parent_off, True, tile, dtype)
+        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), count)):
+            v = load(src, src_off, src_slot, idx, dtype)
+            store(dst, dst_off, dst_slot, idx, run, dtype)
+            run = combine(op, run, v)
+
+
+@top_level_func
+def _tile_scan_gpu(src: template(), src_off, src_slot: template(), dst: template(), dst_off, dst_slot: template(),
+                   count, parent: template(), parent_off, has_parent: template(), op: template(),
+                   dtype: template()):
+    qd.loop_config(block_dim=GPU_BLOCK_DIM)
+    for i in range(num_tiles(count, tile_size()) * group_size()):
+        tile = i // group_size()
+        ln = lane()
+        base = tile * tile_size()
+        rounds = qd.min(rounds_per_tile(), (count - base + group_size() - 1) // group_size())
+        carry = identity_of(op, dtype)
+        if qd.static(has_parent):
+            carry = load(parent, parent_off, True, tile, dtype)
+        for r in range(rounds):
+            idx = base + r * group_size() + ln
+            v = identity_of(op, dtype)
             if idx < count:
                 v = load(src, src_off, src_slot, idx, dtype)
-                store(dst, dst_off, dst_slot, idx, run, dtype)
-                run = combine(op, run, v)
+            ex = sg_exclusive(v, op, dtype)
+            if idx < count:
+                store(dst, dst_off, dst_slot, idx, combine(op, carry, ex), dtype)
+            carry = combine(op, carry, sg_last(combine(op, ex, v)))
 
 
-def _tiles(ctx, count, tile):
-    """ceil(count / tile) as a kernel value (count >= 0)."""
-    pos = ctx.binary("gt", count, 0)
-    q = ctx.binary("add", ctx.binary("floordiv", ctx.binary("sub", count, 1), tile), 1)
-    return ctx.expr(ctx.b.select(pos.stmt, ctx.scalar(q).stmt, ctx.const(0, T.i32).stmt))
+@builtin
+def tile_reduce(src, src_off, src_slot, count, dst, dst_off, dst_slot, op, dtype, one_tile_at_least):
+    """dst[dst_off + t] = op over tile t of src[src_off : src_off + count]; one_tile_at_least: an
+    empty source still writes the identity to dst[dst_off]."""
+    ctx = require("qd.algorithms")
+    f = _tile_reduce_cpu if ctx.arch.name == "cpu" else _tile_reduce_gpu
+    return f.inline(ctx, [src, src_off, src_slot, count, dst, dst_off, dst_slot, op, dtype, one_tile_at_least], {})
+
+
+@builtin
+def tile_scan(src, src_off, src_slot, dst, dst_off, dst_slot, count, parent, parent_off, has_parent, op, dtype):
+    """Exclusive scan of each tile of src[src_off : src_off + count] into dst, each tile started at
+    parent[parent_off + tile] (a slot array) when has_parent, else at the identity. src and dst may
+    be the same slots (each element is read before it is written)."""
+    ctx = require("qd.algorithms")
+    f = _tile_scan_cpu if ctx.arch.name == "cpu" else _tile_scan_gpu
+    return f.inline(ctx, [src, src_off, src_slot, dst, dst_off, dst_slot, count, parent, parent_off, has_parent, op,
+                          dtype], {})
 
 
 def _staircase_levels(ctx, n, part_off, depth):
@@ -129,28 +250,26 @@ def scan_staircase(src, src_off, src_slot, dst, dst_off, dst_slot, scratch, part
     below = [(n, src, src_off, src_slot)] + [(c, scratch, off, True) for c, off in lv]
     for l in range(1, depth):  # upsweep: tile partials of level l - 1 into level l
         c, a, off, slot = below[l - 1]
-        tile_reduce.inline(ctx, [a, off, slot, c, scratch, below[l][2], True, op, dtype, False], {})
+        tile_reduce(a, off, slot, c, scratch, below[l][2], True, op, dtype, False)
     for l in reversed(range(depth)):  # the top level in place, then each level from its parent
         c, a, off, slot = below[l]
         to, to_off, to_slot = (dst, dst_off, dst_slot) if l == 0 else (scratch, off, True)
         if l == depth - 1:
-            tile_scan.inline(ctx, [a, off, slot, to, to_off, to_slot, c, scratch, 0, False, op, dtype], {})
+            tile_scan(a, off, slot, to, to_off, to_slot, c, scratch, 0, False, op, dtype)
         else:
-            tile_scan.inline(ctx, [a, off, slot, to, to_off, to_slot, c, scratch, below[l + 1][2], True, op, dtype],
-                             {})
+            tile_scan(a, off, slot, to, to_off, to_slot, c, scratch, below[l + 1][2], True, op, dtype)
     return None
 
 
 @builtin
 def reduce_staircase(src, src_off, src_slot, dst, dst_off, dst_slot, scratch, part_off, n, op, dtype, depth):
-    """dst[dst_off] = op over the n elements of src (identity for n == 0), n <= 256 ** depth."""
+    """dst[dst_off] = op over the n elements of src (the identity for n == 0), n <= 256 ** depth."""
     ctx = require("qd.algorithms")
     lv = _staircase_levels(ctx, n, part_off, depth)
     below = [(n, src, src_off, src_slot)] + [(c, scratch, off, True) for c, off in lv]
     for l in range(1, depth):
         c, a, off, slot = below[l - 1]
-        tile_reduce.inline(ctx, [a, off, slot, c, scratch, below[l][2], True, op, dtype, False], {})
+        tile_reduce(a, off, slot, c, scratch, below[l][2], True, op, dtype, False)
     c, a, off, slot = below[depth - 1]
-    # the top level is one tile; launched even for n == 0, which writes the identity
-    tile_reduce.inline(ctx, [a, off, slot, c, dst, dst_off, dst_slot, op, dtype, True], {})
+    tile_reduce(a, off, slot, c, dst, dst_off, dst_slot, op, dtype, True)  # one tile, written even for n == 0
     return None

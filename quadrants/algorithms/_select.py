@@ -2,8 +2,9 @@
 
 Three phases over tiles of the flags: per-tile counts of the set flags (scratch[0:c]), their
 exclusive scan (scratch[c:2c], the staircase's partials after it), then a scatter in which each
-tile re-reads its flags, ranks them with a block scan, and copies the selected elements to
-out[tile offset + rank]; the count is written between the scan and the scatter."""
+tile re-reads its flags and copies the selected elements to out[tile offset + rank] (cpu: a serial
+walk; GPUs: a subgroup scan per round of the tile); the count is written between the scan and the
+scatter."""
 from quadrants.lang import types as T
 from quadrants.lang.context import require
 from quadrants.lang.ops import builtin
@@ -11,10 +12,12 @@ from quadrants.lang.types import template
 
 import quadrants as qd
 from quadrants.algorithms._common import (
-    BLOCK_DIM, SIZING_TILE, check_array, check_depth, count_of, helper_func, items_per_thread, k_add, k_cdiv,
-    k_count, k_max, k_mul, staircase_slots, store_count, tile_size, top_level_func,
+    SIZING_TILE, check_array, check_depth, count_of, k_add, k_cdiv, k_count, k_max, k_mul, staircase_slots,
+    store_count, tile_size, top_level_func,
 )
-from quadrants.algorithms._phases import num_tiles, scan_staircase, tile_reduce
+from quadrants.algorithms._phases import (
+    GPU_BLOCK_DIM, group_size, lane, num_tiles, rounds_per_tile, scan_staircase, sg_exclusive, sg_last, tile_reduce,
+)
 
 
 def select_scratch_slots(N):
@@ -29,9 +32,10 @@ def select_scratch_slots(N):
 select_scratch_slots._qd_builtin = True
 
 
-@helper_func
-def flag_count(flags: template(), idx):
-    return qd.select(flags[idx] != 0, 1, 0)
+@builtin
+def flag_count(flags, idx):
+    ctx = require("qd.algorithms")
+    return ctx.cast(ctx.binary("ne", ctx.rvalue(ctx.element(flags, [idx])), 0), T.i32)
 
 
 @top_level_func
@@ -44,24 +48,40 @@ def _write_total(num_out, scratch, c):
 
 
 @top_level_func
-def _scatter(arr: template(), flags: template(), out: template(), scratch, c, n):
-    qd.loop_config(block_dim=BLOCK_DIM)
-    for i in range(num_tiles(n, tile_size()) * BLOCK_DIM):
-        t = i % BLOCK_DIM
-        tile = i // BLOCK_DIM
-        base = tile * tile_size() + t * items_per_thread()
-        cnt = 0
-        for j in qd.static(range(items_per_thread())):
-            idx = base + j
+def _scatter_cpu(arr: template(), flags: template(), out: template(), scratch, c, n):
+    for tile in range(num_tiles(n, tile_size())):
+        pos = qd.cast(scratch[c + tile], qd.i32)
+        # this tile's outputs end where the next tile's begin (the total after the last tile)
+        end = qd.cast(scratch[c - 1], qd.i32) + qd.cast(scratch[2 * c - 1], qd.i32)
+        if tile + 1 < c:
+            end = qd.cast(scratch[c + tile + 1], qd.i32)
+        # branch-free: every element is written at pos, which advances only past selected ones, so
+        # an unselected element's write is overwritten by the next selected one; the writes at the
+        # tile's end (another tile's first output) are skipped
+        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n)):
+            if pos < end:
+                out[pos] = arr[idx]
+            pos += flag_count(flags, idx)
+
+
+@top_level_func
+def _scatter_gpu(arr: template(), flags: template(), out: template(), scratch, c, n):
+    qd.loop_config(block_dim=GPU_BLOCK_DIM)
+    for i in range(num_tiles(n, tile_size()) * group_size()):
+        tile = i // group_size()
+        ln = lane()
+        base = tile * tile_size()
+        rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
+        pos = qd.cast(scratch[c + tile], qd.i32)
+        for r in range(rounds):
+            idx = base + r * group_size() + ln
+            f = 0
             if idx < n:
-                cnt += flag_count(flags, idx)
-        pos = qd.simt.block.exclusive_add(cnt, BLOCK_DIM, qd.i32) + qd.cast(scratch[c + tile], qd.i32)
-        for j in qd.static(range(items_per_thread())):
-            idx = base + j
-            if idx < n:
-                if flags[idx] != 0:
-                    out[pos] = arr[idx]
-                    pos += 1
+                f = flag_count(flags, idx)
+            ex = sg_exclusive(f, "add", qd.i32)
+            if f != 0:
+                out[pos + ex] = arr[idx]
+            pos += sg_last(ex + f)
 
 
 @builtin
@@ -76,13 +96,13 @@ def _select(arr, flags, out, num_out, scratch, n, log256_max_n):
     if flags.dtype.is_real:
         ctx.type_error("qd.algorithms.select: flags must be an integer array (qd.i32: 1 selects, 0 drops)")
     n = count_of(n)
-    c = num_tiles.inline(ctx, [n, tile_size()], {})
+    c = num_tiles(n, tile_size())
     c = ctx.scalar(c)
-    tile_reduce.inline(ctx, [flags, 0, "nonzero", n, scratch, 0, True, "add", T.u32, False], {})
+    tile_reduce(flags, 0, "nonzero", n, scratch, 0, True, "add", T.u32, False)
     scan_staircase(scratch, 0, True, scratch, c, True, scratch, ctx.binary("mul", c, 2), c, "add", T.u32,
                    max(1, depth - 1))
     _write_total.inline(ctx, [num_out, scratch, c], {})
-    _scatter.inline(ctx, [arr, flags, out, scratch, c, n], {})
+    (_scatter_cpu if ctx.arch.name == "cpu" else _scatter_gpu).inline(ctx, [arr, flags, out, scratch, c, n], {})
     return None
 
 

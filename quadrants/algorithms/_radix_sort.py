@@ -1,0 +1,277 @@
+"""qd.algorithms.sort: LSB radix sort of 32- / 64-bit keys, optionally carrying values (docs/algorithms.md).
+
+8-bit digits, one pass per digit below end_bit, each of three phases over tiles of the keys:
+  1. histogram: each tile counts its digits and writes the counts digit-major to
+     scratch[d * tiles + tile];
+  2. an exclusive scan of those 256 * tiles counts in place (the staircase, its partials after them):
+     entry (d, tile) becomes where tile's first key of digit d goes;
+  3. a stable scatter: each tile walks its keys in order and writes each key (and value) at its
+     digit's counter, which then moves on by one.
+On the cpu a tile is one iteration of a loop of one-thread blocks, which counts and scatters
+serially (the bins / counters in the block's shared array). On GPUs a tile is one subgroup, which
+walks it in rounds of group_size() keys: shared atomics on the subgroup's own bins for the
+histogram; for the scatter the lanes holding the same digit find each other with one ballot per
+digit bit (match-any), take their ranks among them from the ballot, and the last of them moves the
+digit's shared counter.
+The keys ping-pong between keys and tmp_keys; an odd number of passes ends with a copy back.
+
+The digits come from an order-preserving map of the key's bits to an unsigned integer (computed on
+the fly, the keys themselves move unchanged): unsigned keys as they are, signed ones with the sign
+bit flipped, floats with the sign bit flipped on positives and every bit on negatives, -0.0 mapped
+as +0.0 and every NaN above +inf. The order is therefore numpy's np.sort(kind="stable") /
+np.argsort(kind="stable"): -0.0 and +0.0 equal (input order kept), NaNs last in input order."""
+from quadrants.lang import types as T
+from quadrants.lang.context import require
+from quadrants.lang.ops import builtin
+from quadrants.lang.types import template
+
+import quadrants as qd
+from quadrants.algorithms._collectives import shared
+from quadrants.lang.simt import subgroup as _subgroup
+from quadrants.algorithms._common import (
+    BLOCK_DIM, SCALAR_DTYPES, SIZING_TILE, check_array, check_depth, check_dtype, count_of, depth_arg, helper_func,
+    items_per_thread, k_add, k_cdiv, k_count, k_max, k_mul, min_depth_for, staircase_slots, tile_size,
+    top_level_func,
+)
+from quadrants.algorithms._phases import group_size, lane, num_tiles, rounds_per_tile, scan_staircase
+
+RADIX_BITS = 8
+RADIX = 1 << RADIX_BITS
+SORT_BLOCK_DIM = 64  # GPU: threads of a block; each subgroup has RADIX shared counters
+
+
+def _min_log256_for_n(n):
+    """The smallest log256_max_n whose capacity 256 ** D covers n (at least 1)."""
+    return min_depth_for(n)
+
+
+def sort_scratch_slots(N, log256_max_n=None):
+    """u32 scratch slots sort needs for up to N keys compiled for log256_max_n (the same for every
+    key width). Host- and kernel-callable; without log256_max_n (host only) the smallest depth."""
+    what = "sort_scratch_slots"
+    n = k_count(what, N)
+    depth = depth_arg(what, n, log256_max_n)
+    m = k_mul(what, k_cdiv(what, n, SIZING_TILE), RADIX)  # the tile histograms
+    return k_max(what, k_add(what, m, staircase_slots(what, m, depth)), 1)
+
+
+sort_scratch_slots._qd_builtin = True
+
+
+@builtin
+def _on_cpu():
+    return require("qd.algorithms").arch.name == "cpu"
+
+
+@builtin
+def _bits_dtype(key_dtype):
+    return T.u32 if key_dtype.bits == 32 else T.u64
+
+
+@builtin
+def ordered_bits(k, key_dtype):
+    """The key's bits mapped to an unsigned integer whose order is the keys' (see the module doc)."""
+    ctx = require("qd.algorithms")
+    U, bits = _bits_dtype(key_dtype), key_dtype.bits
+    c = lambda v: ctx.const(v, U)  # noqa: E731
+    sel = lambda p, a, b: ctx.expr(ctx.b.select(p.stmt, a.stmt, b.stmt))  # noqa: E731
+    k = ctx.scalar(k)
+    b = ctx.expr(ctx.b.bitcast(k.stmt, U.core)) if k.dtype is not U else k
+    sign = 1 << (bits - 1)
+    if key_dtype.is_real:
+        inf = 0x7F800000 if bits == 32 else 0x7FF0000000000000
+        mag = ctx.binary("bit_and", b, c(sign - 1))
+        b = ctx.binary("bit_xor", b, sel(ctx.binary("ge", b, c(sign)), c((1 << bits) - 1), c(sign)))
+        b = sel(ctx.binary("eq", mag, c(0)), c(sign), b)                  # -0.0 sorts as +0.0
+        b = sel(ctx.binary("gt", mag, c(inf)), c((1 << bits) - 1), b)     # every NaN after +inf
+    elif key_dtype.is_signed:
+        b = ctx.binary("bit_xor", b, c(sign))
+    return b
+
+
+@builtin
+def digit(k, key_dtype, shift):
+    """Digit (i32) of the key's ordered bits at bit `shift` (compile-time)."""
+    ctx = require("qd.algorithms")
+    U = _bits_dtype(key_dtype)
+    b = ordered_bits(k, key_dtype)
+    d = ctx.binary("bit_and", ctx.binary("shr", b, ctx.const(shift, U)), ctx.const(RADIX - 1, U))
+    return ctx.cast(d, T.i32)
+
+
+@top_level_func
+def _histogram_cpu(src: template(), n, scratch: template(), key_dtype: template(), shift: template()):
+    nt = num_tiles(n, tile_size())
+    qd.loop_config(block_dim=1)  # a tile per iteration; the bins are the worker's
+    for tile in range(nt):
+        hist = shared("digits", RADIX, qd.i32)
+        for d in range(RADIX):
+            hist[d] = 0
+        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n)):
+            hist[digit(src[idx], key_dtype, shift)] += 1
+        for d in range(RADIX):
+            scratch[d * nt + tile] = qd.cast(hist[d], qd.u32)
+
+
+@builtin
+def _sg_bins():
+    """Elements of the per-block shared bins: RADIX per subgroup of the block."""
+    return (SORT_BLOCK_DIM // _subgroup.group_size()) * RADIX
+
+
+@helper_func
+def _sg_sync():
+    qd.simt.subgroup.mem_fence()
+    qd.simt.subgroup.sync()
+
+
+@top_level_func
+def _histogram_gpu(src: template(), n, scratch: template(), key_dtype: template(), shift: template()):
+    nt = num_tiles(n, tile_size())
+    qd.loop_config(block_dim=SORT_BLOCK_DIM)
+    for i in range(nt * group_size()):
+        tile = i // group_size()
+        ln = lane()
+        hist = shared("sg_digits", _sg_bins(), qd.i32)
+        hb = (qd.simt.block.thread_idx() // group_size()) * RADIX  # this subgroup's bins
+        for d in range(ln, RADIX, group_size()):
+            hist[hb + d] = 0
+        _sg_sync()
+        base = tile * tile_size()
+        rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
+        for r in range(rounds):
+            idx = base + r * group_size() + ln
+            if idx < n:
+                qd.atomic_add(hist[hb + digit(src[idx], key_dtype, shift)], 1)
+        _sg_sync()
+        for d in range(ln, RADIX, group_size()):
+            scratch[d * nt + tile] = qd.cast(hist[hb + d], qd.u32)
+
+
+@top_level_func
+def _scatter_cpu(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(), n,
+                 scratch: template(), key_dtype: template(), shift: template()):
+    nt = num_tiles(n, tile_size())
+    qd.loop_config(block_dim=1)
+    for tile in range(nt):
+        off = shared("digits", RADIX, qd.i32)
+        for d in range(RADIX):
+            off[d] = qd.cast(scratch[d * nt + tile], qd.i32)
+        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n)):  # in order: stable
+            k = src[idx]
+            d = digit(k, key_dtype, shift)
+            pos = off[d]
+            off[d] = pos + 1
+            dst[pos] = k
+            if qd.static(has_values):
+                dst_v[pos] = src_v[idx]
+
+
+@builtin
+def _lanes_below(ln):
+    """u64 mask of the lanes below ln."""
+    ctx = require("qd.algorithms")
+    one = ctx.const(1, T.u64)
+    return ctx.binary("sub", ctx.binary("shl", one, ctx.cast(ln, T.u64)), one)
+
+
+@top_level_func
+def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(), n,
+                 scratch: template(), key_dtype: template(), shift: template()):
+    nt = num_tiles(n, tile_size())
+    qd.loop_config(block_dim=SORT_BLOCK_DIM)
+    for i in range(nt * group_size()):
+        tile = i // group_size()
+        ln = lane()
+        off = shared("sg_digits", _sg_bins(), qd.i32)
+        hb = (qd.simt.block.thread_idx() // group_size()) * RADIX
+        for dd in range(ln, RADIX, group_size()):
+            off[hb + dd] = qd.cast(scratch[dd * nt + tile], qd.i32)
+        _sg_sync()
+        base = tile * tile_size()
+        below = _lanes_below(ln)
+        rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
+        for r in range(rounds):  # round r: elements base + r * group_size() + lane, in lane order
+            idx = base + r * group_size() + ln
+            valid = idx < n
+            k = qd.cast(0, key_dtype)
+            d = 0
+            if valid:
+                k = src[idx]
+                d = digit(k, key_dtype, shift)
+            # the lanes holding my digit (match-any from one ballot per digit bit)
+            peers = qd.simt.subgroup.ballot(valid)
+            for b in qd.static(range(RADIX_BITS)):
+                bit = (d >> b) & 1
+                m = qd.simt.subgroup.ballot(bit)
+                peers &= qd.select(bit != 0, m, ~m)
+            start = 0
+            if valid:
+                start = off[hb + d]
+            _sg_sync()  # every lane has read its counter before the last of its peers moves it
+            if valid:
+                pos = start + qd.cast(qd.math.popcnt(peers & below), qd.i32)
+                dst[pos] = k
+                if qd.static(has_values):
+                    dst_v[pos] = src_v[idx]
+                if (peers >> qd.cast(ln + 1, qd.u64)) == 0:  # the last lane with this digit
+                    off[hb + d] = start + qd.cast(qd.math.popcnt(peers), qd.i32)
+            _sg_sync()
+
+
+@top_level_func
+def _copy(src: template(), dst: template(), n):
+    for i in range(n):
+        dst[i] = src[i]
+
+
+@builtin
+def _sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype, has_values, end_bit, log256_max_n):
+    ctx = require("qd.algorithms")
+    what = "sort"
+    check_dtype(what, key_dtype)
+    depth = check_depth(log256_max_n)
+    if not isinstance(has_values, (bool, int)):
+        raise ValueError(f"qd.algorithms.sort: has_values must be a compile-time bool, got {has_values!r}")
+    has_values = bool(has_values)
+    if isinstance(end_bit, bool) or not isinstance(end_bit, int) or end_bit % RADIX_BITS or \
+            not RADIX_BITS <= end_bit <= key_dtype.bits:
+        raise ValueError(f"qd.algorithms.sort: end_bit must be a compile-time multiple of {RADIX_BITS} in "
+                         f"[{RADIX_BITS}, {key_dtype.bits}] for {key_dtype} keys, got {end_bit!r}")
+    check_array(what, "keys", keys, key_dtype)
+    check_array(what, "tmp_keys", tmp_keys, key_dtype)
+    if tmp_keys is keys:
+        raise ValueError("qd.algorithms.sort: tmp_keys must be a distinct buffer from keys")
+    if has_values:
+        check_array(what, "values", values)
+        check_array(what, "tmp_values", tmp_values, values.dtype)
+        check_dtype(what, values.dtype)
+        if tmp_values is values:
+            raise ValueError("qd.algorithms.sort: tmp_values must be a distinct buffer from values")
+    check_array(what, "scratch", scratch, T.u32)
+    n = count_of(n)
+    nt = ctx.scalar(num_tiles(n, tile_size()))
+    m = ctx.binary("mul", nt, RADIX)
+    scatter = _scatter_cpu if ctx.arch.name == "cpu" else _scatter_gpu
+    bufs = [(keys, values), (tmp_keys, tmp_values)]
+    passes = end_bit // RADIX_BITS
+    for p in range(passes):
+        (src, src_v), (dst, dst_v) = bufs[p % 2], bufs[(p + 1) % 2]
+        shift = p * RADIX_BITS
+        (_histogram_cpu if ctx.arch.name == "cpu" else _histogram_gpu).inline(ctx, [src, n, scratch, key_dtype, shift], {})
+        scan_staircase(scratch, 0, True, scratch, 0, True, scratch, m, m, "add", T.u32, depth)
+        scatter.inline(ctx, [src, dst, src_v, dst_v, has_values, n, scratch, key_dtype, shift], {})
+    if passes % 2:
+        _copy.inline(ctx, [tmp_keys, keys, n], {})
+        if has_values:
+            _copy.inline(ctx, [tmp_values, values, n], {})
+    return None
+
+
+@top_level_func
+def sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype: template(), has_values: template(),
+         end_bit: template(), log256_max_n: template()):
+    """Sorts keys[0:n] ascending in place, stably (values[0:n] along when has_values; for a keys-only
+    sort pass keys / tmp_keys as values / tmp_values). n: a 0-d i32 ndarray / field (or a device
+    value). Call at the top level of a kernel."""
+    _sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype, has_values, end_bit, log256_max_n)

@@ -14,6 +14,7 @@ import numpy as np
 
 from quadrants.lang import types as T
 from quadrants.lang.context import require
+from quadrants.lang.exception import QuadrantsCompilationError
 from quadrants.lang.field import Field
 from quadrants.lang.kernel import Func
 from quadrants.lang.ops import builtin
@@ -24,6 +25,29 @@ MAX_LOG256 = 4                 # 256 ** 4 == 2 ** 32 already exceeds what an i32
 SCALAR_DTYPES = (T.i32, T.u32, T.f32, T.i64, T.u64, T.f64)
 _TILE = {"cpu": 4096}          # elements of a tile, per arch (default below); at least 256
 _DEFAULT_TILE = 1024
+
+
+class AlgorithmsValueError(QuadrantsCompilationError, ValueError):
+    """An invalid compile-time argument of a qd.algorithms op (a ValueError naming the kernel line)."""
+
+
+class AlgorithmsNotImplementedError(QuadrantsCompilationError, NotImplementedError):
+    """A dtype (or other argument) qd.algorithms does not support yet, named at the kernel line."""
+
+
+def _located(msg):
+    from quadrants.lang.context import current
+    ctx = current()
+    return ctx.walker.located(msg) if ctx is not None and ctx.walker is not None else msg
+
+
+def value_error(msg):
+    """ValueError on the host; in a kernel a ValueError that is also a QuadrantsCompilationError
+    naming the call's line."""
+    from quadrants.lang.context import current
+    if current() is None:
+        raise ValueError(msg)
+    raise AlgorithmsValueError(_located(msg))
 
 
 def top_level_func(f):
@@ -56,10 +80,10 @@ def items_per_thread():
 def check_depth(log256_max_n, what="log256_max_n"):
     """The capacity exponent as a Python int in [1, 4] (a ValueError naming it otherwise)."""
     if isinstance(log256_max_n, (bool, np.bool_)) or not isinstance(log256_max_n, (int, np.integer)):
-        raise ValueError(f"{what} must be a compile-time Python int in [1, {MAX_LOG256}], got {log256_max_n!r}")
+        value_error(f"{what} must be a compile-time Python int in [1, {MAX_LOG256}], got {log256_max_n!r}")
     d = int(log256_max_n)
     if not 1 <= d <= MAX_LOG256:
-        raise ValueError(f"{what} = {d} is outside [1, {MAX_LOG256}]: an op compiled for log256_max_n = D handles "
+        value_error(f"{what} = {d} is outside [1, {MAX_LOG256}]: an op compiled for log256_max_n = D handles "
                          f"counts up to 256 ** D, and 256 ** {MAX_LOG256} = 2 ** 32 already exceeds what an i32 "
                          f"index addresses")
     return d
@@ -79,7 +103,11 @@ def min_depth_for(n):
 def check_dtype(what, dtype, allowed=SCALAR_DTYPES):
     if not isinstance(dtype, T.DataType) or dtype not in allowed:
         names = ", ".join(f"qd.{d}" for d in allowed)
-        raise NotImplementedError(f"qd.algorithms.{what}: dtype {dtype!r} is not supported (supported: {names})")
+        msg = f"qd.algorithms.{what}: dtype {dtype!r} is not supported (supported: {names})"
+        from quadrants.lang.context import current
+        if current() is None:
+            raise NotImplementedError(msg)
+        raise AlgorithmsNotImplementedError(_located(msg))
     return dtype
 
 

@@ -28,6 +28,7 @@ from quadrants.lang.types import template
 import quadrants as qd
 from quadrants.algorithms._collectives import shared
 from quadrants.lang.simt import subgroup as _subgroup
+from quadrants.algorithms._common import value_error
 from quadrants.algorithms._common import (
     BLOCK_DIM, SCALAR_DTYPES, SIZING_TILE, check_array, check_depth, check_dtype, count_of, depth_arg, helper_func,
     items_per_thread, k_add, k_cdiv, k_count, k_max, k_mul, min_depth_for, staircase_slots, tile_size,
@@ -232,22 +233,22 @@ def _sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype, has_values,
     check_dtype(what, key_dtype)
     depth = check_depth(log256_max_n)
     if not isinstance(has_values, (bool, int)):
-        raise ValueError(f"qd.algorithms.sort: has_values must be a compile-time bool, got {has_values!r}")
+        value_error(f"qd.algorithms.sort: has_values must be a compile-time bool, got {has_values!r}")
     has_values = bool(has_values)
     if isinstance(end_bit, bool) or not isinstance(end_bit, int) or end_bit % RADIX_BITS or \
             not RADIX_BITS <= end_bit <= key_dtype.bits:
-        raise ValueError(f"qd.algorithms.sort: end_bit must be a compile-time multiple of {RADIX_BITS} in "
+        value_error(f"qd.algorithms.sort: end_bit must be a compile-time multiple of {RADIX_BITS} in "
                          f"[{RADIX_BITS}, {key_dtype.bits}] for {key_dtype} keys, got {end_bit!r}")
     check_array(what, "keys", keys, key_dtype)
     check_array(what, "tmp_keys", tmp_keys, key_dtype)
     if tmp_keys is keys:
-        raise ValueError("qd.algorithms.sort: tmp_keys must be a distinct buffer from keys")
+        value_error("qd.algorithms.sort: tmp_keys must be a distinct buffer from keys")
     if has_values:
         check_array(what, "values", values)
         check_array(what, "tmp_values", tmp_values, values.dtype)
         check_dtype(what, values.dtype)
         if tmp_values is values:
-            raise ValueError("qd.algorithms.sort: tmp_values must be a distinct buffer from values")
+            value_error("qd.algorithms.sort: tmp_values must be a distinct buffer from values")
     check_array(what, "scratch", scratch, T.u32)
     n = count_of(n)
     nt = ctx.scalar(num_tiles(n, tile_size()))

@@ -3,6 +3,7 @@ from quadrants.lang.context import require
 from quadrants.lang.ops import builtin
 from quadrants.lang.types import template
 
+from quadrants.algorithms._common import value_error
 from quadrants.algorithms._common import (
     check_array, check_depth, check_dtype, check_scratch, count_of, depth_arg, k_count, k_max, staircase_slots,
     top_level_func,
@@ -30,7 +31,7 @@ def _scan(what, arr, out, scratch, n, op, dtype, log256_max_n):
     check_array(what, "arr", arr, dtype)
     check_array(what, "out", out, dtype)
     if out is arr or getattr(out, "buffer", object()) == getattr(arr, "buffer", None):
-        raise ValueError(f"qd.algorithms.{what}: out must be a distinct buffer from arr (no in-place scan)")
+        value_error(f"qd.algorithms.{what}: out must be a distinct buffer from arr (no in-place scan)")
     check_scratch(what, scratch, dtype)
     scan_staircase(arr, 0, False, out, 0, False, scratch, 0, count_of(n), op, dtype, depth)
     return None

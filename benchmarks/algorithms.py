@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""qd.algorithms against NumPy and against a copy of the same bytes (the memory-speed yardstick),
+on each arch in one run (docs/algorithms.md, "Speed").
+
+    python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan]
+
+For n = 2**log2n elements, each op runs in a kernel of its own, timed from launch to qd.sync()
+(best of `repeat` after a warm-up that also compiles):
+  exclusive_scan_add (u32)      vs a u32 copy (n read, n written) and np.cumsum
+  select (f32, half the flags)  vs a copy reading the values and the flags and writing n values,
+                                   np.flatnonzero and boolean indexing (a[flags != 0])
+  sort (u32 keys)               vs np.sort (and the copy); key-value (u32 keys, u32 values) vs np.argsort
+  reduce_add (f32)              vs np.sum
+  reduce_by_key_add (i32)       vs np.add.reduceat (runs of 1..8 equal keys, heads precomputed for numpy)
+Each result is checked against NumPy's. Prints ms, ns per element and the ratios.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import best_of  # noqa: E402
+
+import quadrants as qd  # noqa: E402
+import quadrants.algorithms as A  # noqa: E402
+
+
+def nd(dtype):
+    return qd.types.ndarray(dtype, ndim=1)
+
+
+def bench_arch(arch, n, repeat, rng):
+    qd.init(arch=getattr(qd, arch))
+    D = max(1, A._reduce._reduce_depth_for_n(n))
+    u32, f32, i32 = qd.u32, qd.f32, qd.i32
+    keys_h = rng.integers(0, 2 ** 32, n, dtype=np.uint32)
+    vals_h = rng.standard_normal(n).astype(np.float32)
+    flags_h = (rng.random(n) < 0.5).astype(np.int32)
+    run_keys_h = np.repeat(np.arange(n), rng.integers(1, 9, n))[:n].astype(np.int32)
+    ones_h = rng.integers(0, 10, n).astype(np.int32)
+
+    a, b, tmp = (qd.ndarray(u32, (n,)) for _ in range(3))
+    fa, fo = qd.ndarray(f32, (n,)), qd.ndarray(f32, (n,))
+    flags, num = qd.ndarray(i32, (n,)), qd.ndarray(i32, (1,))
+    va, vt = qd.ndarray(u32, (n,)), qd.ndarray(u32, (n,))
+    rk, rv, rko, rvo = (qd.ndarray(i32, (n,)) for _ in range(4))
+    fsum = qd.ndarray(f32, (1,))
+    slots = max(A.sort_scratch_slots(n, D), A.select_scratch_slots(n), A.exclusive_scan_scratch_slots(n, D),
+                A.reduce_by_key_scratch_slots(n))
+    scratch = qd.ndarray(u32, (slots,))
+    a.from_numpy(keys_h)
+    fa.from_numpy(vals_h)
+    flags.from_numpy(flags_h)
+    rk.from_numpy(run_keys_h)
+    rv.from_numpy(ones_h)
+
+    @qd.kernel
+    def copy(x: nd(u32), y: nd(u32), m: qd.i32):
+        for i in range(m):
+            y[i] = x[i]
+
+    @qd.kernel
+    def copy_select_bytes(x: nd(f32), f: nd(i32), y: nd(f32), m: qd.i32):
+        for i in range(m):
+            y[i] = x[i] if f[i] != 0 else 0.0
+
+    @qd.kernel
+    def scan(x: nd(u32), y: nd(u32), s: nd(u32), m: qd.i32):
+        A.exclusive_scan_add(x, y, s, m, u32, D)
+
+    @qd.kernel
+    def select(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), s: nd(u32), m: qd.i32):
+        A.select(x, f, y, k, s, m, D)
+
+    @qd.kernel
+    def sort_keys(k: nd(u32), t: nd(u32), s: nd(u32), m: qd.i32):
+        A.sort(k, t, k, t, s, m, u32, False, 32, D)
+
+    @qd.kernel
+    def sort_kv(k: nd(u32), t: nd(u32), v: nd(u32), tv: nd(u32), s: nd(u32), m: qd.i32):
+        A.sort(k, t, v, tv, s, m, u32, True, 32, D)
+
+    @qd.kernel
+    def reduce(x: nd(f32), o: nd(f32), s: nd(u32), m: qd.i32):
+        A.reduce_add(x, o, s, m, f32, D)
+
+    @qd.kernel
+    def rbk(ki: nd(i32), vi: nd(i32), ko: nd(i32), vo: nd(i32), nr: nd(i32), s: nd(u32), m: qd.i32):
+        A.reduce_by_key_add(ki, vi, ko, vo, nr, s, m, i32, D)
+
+    sync = qd.sync
+    t = {}
+    t["copy u32"] = best_of(lambda: copy(a, b, n), repeat, sync)
+    t["copy select bytes"] = best_of(lambda: copy_select_bytes(fa, flags, fo, n), repeat, sync)
+    t["exclusive_scan_add u32"] = best_of(lambda: scan(a, b, scratch, n), repeat, sync)
+    want = np.concatenate([np.zeros(1, np.uint32), np.cumsum(keys_h, dtype=np.uint32)[:-1]])
+    assert np.array_equal(b.to_numpy(), want), "scan"
+    t["select f32"] = best_of(lambda: select(fa, flags, fo, num, scratch, n), repeat, sync)
+    k = num.to_numpy()[0]
+    assert np.array_equal(fo.to_numpy()[:k], vals_h[flags_h != 0]), "select"
+    t["sort u32 keys"] = best_of(lambda: sort_keys(a, tmp, scratch, n), repeat, sync, reset=lambda: a.from_numpy(keys_h))
+    assert np.array_equal(a.to_numpy(), np.sort(keys_h)), "sort"
+
+    def reset_kv():
+        a.from_numpy(keys_h)
+        va.from_numpy(np.arange(n, dtype=np.uint32))
+
+    t["sort u32 key-value"] = best_of(lambda: sort_kv(a, tmp, va, vt, scratch, n), repeat, sync, reset=reset_kv)
+    assert np.array_equal(va.to_numpy(), np.argsort(keys_h, kind="stable")), "sort key-value"
+    t["reduce_add f32"] = best_of(lambda: reduce(fa, fsum, scratch, n), repeat, sync)
+    assert abs(fsum.to_numpy()[0] - vals_h.astype(np.float64).sum()) < 1e-3 * np.abs(vals_h).sum()
+    t["reduce_by_key_add i32"] = best_of(lambda: rbk(rk, rv, rko, rvo, num, scratch, n), repeat, sync)
+    starts = np.flatnonzero(np.concatenate([[True], run_keys_h[1:] != run_keys_h[:-1]]))
+    r = num.to_numpy()[0]
+    assert r == len(starts) and np.array_equal(rvo.to_numpy()[:r], np.add.reduceat(ones_h, starts)), "rbk"
+    qd.reset()
+    return t
+
+
+def bench_numpy(n, repeat, rng):
+    keys_h = rng.integers(0, 2 ** 32, n, dtype=np.uint32)
+    vals_h = rng.standard_normal(n).astype(np.float32)
+    flags_h = (rng.random(n) < 0.5).astype(np.int32)
+    run_keys_h = np.repeat(np.arange(n), rng.integers(1, 9, n))[:n].astype(np.int32)
+    ones_h = rng.integers(0, 10, n).astype(np.int32)
+    starts = np.flatnonzero(np.concatenate([[True], run_keys_h[1:] != run_keys_h[:-1]]))
+    out = np.empty_like(keys_h)
+    t = {}
+    t["np.copyto u32"] = best_of(lambda: np.copyto(out, keys_h), repeat)
+    t["np.cumsum u32"] = best_of(lambda: np.cumsum(keys_h, dtype=np.uint32, out=out), repeat)
+    t["np.flatnonzero"] = best_of(lambda: np.flatnonzero(flags_h), repeat)
+    t["a[flags != 0]"] = best_of(lambda: vals_h[flags_h != 0], repeat)
+    t["np.sort u32"] = best_of(lambda: np.sort(keys_h), repeat)
+    t["np.argsort u32 (stable)"] = best_of(lambda: np.argsort(keys_h, kind="stable"), repeat)
+    t["np.sum f32"] = best_of(lambda: np.sum(vals_h), repeat)
+    t["np.add.reduceat i32"] = best_of(lambda: np.add.reduceat(ones_h, starts), repeat)
+    return t
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--log2n", type=int, default=22)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--arch", default="cpu,vulkan")
+    args = p.parse_args()
+    n = 1 << args.log2n
+    rng = np.random.default_rng(0)
+    npt = bench_numpy(n, args.repeat, rng)
+    print(f"n = 2^{args.log2n} = {n}; best of {args.repeat}; ms (ns per element)")
+    for name, s in npt.items():
+        print(f"  numpy  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
+    for arch in args.arch.split(","):
+        if not qd.is_arch_available(getattr(qd, arch)):
+            print(f"{arch}: not available")
+            continue
+        t = bench_arch(arch, n, args.repeat, np.random.default_rng(0))
+        print(f"{arch}:")
+        for name, s in t.items():
+            print(f"  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
+        ratios = [
+            ("exclusive_scan / copy", t["exclusive_scan_add u32"] / t["copy u32"], "goal <= 1.5"),
+            ("exclusive_scan / np.cumsum", t["exclusive_scan_add u32"] / npt["np.cumsum u32"], ""),
+            ("select / copy (same bytes)", t["select f32"] / t["copy select bytes"], "goal <= 1.5"),
+            ("select / np.flatnonzero", t["select f32"] / npt["np.flatnonzero"], ""),
+            ("select / a[flags != 0]", t["select f32"] / npt["a[flags != 0]"], ""),
+            ("sort keys / np.sort", t["sort u32 keys"] / npt["np.sort u32"], "cpu goal < 1"),
+            ("sort keys / copy", t["sort u32 keys"] / t["copy u32"], ""),
+            ("sort key-value / np.argsort", t["sort u32 key-value"] / npt["np.argsort u32 (stable)"], ""),
+            ("reduce_add / np.sum", t["reduce_add f32"] / npt["np.sum f32"], ""),
+            ("reduce_by_key / np.add.reduceat", t["reduce_by_key_add i32"] / npt["np.add.reduceat i32"], ""),
+        ]
+        for name, r, goal in ratios:
+            print(f"  {name:34s} {r:7.2f}x  {goal}")
+
+
+if __name__ == "__main__":
+    main()

@@ -36,8 +36,12 @@ from quadrants.algorithms._common import (
 )
 from quadrants.algorithms._phases import group_size, lane, num_tiles, rounds_per_tile, scan_staircase
 
+import os as _os
 RADIX_BITS = 8
+MIN_CPU_SORT_TILE = 65536
+MAX_CPU_RADIX_BITS = 8
 RADIX = 1 << RADIX_BITS
+CPU_RADIX_BITS = 8  # cpu digits (11-bit digits, 3 passes for 32-bit keys, measured slower: 2048 streams)
 SORT_BLOCK_DIM = 64  # GPU: threads of a block; each subgroup has RADIX shared counters
 
 
@@ -52,11 +56,33 @@ def sort_scratch_slots(N, log256_max_n=None):
     what = "sort_scratch_slots"
     n = k_count(what, N)
     depth = depth_arg(what, n, log256_max_n)
-    m = k_mul(what, k_cdiv(what, n, SIZING_TILE), RADIX)  # the tile histograms
+    # the tile histograms: 256 bins per tile of >= 256 keys (GPUs), 2048 per tile of >= 65536 (cpu)
+    m = k_max(what, k_mul(what, k_cdiv(what, n, SIZING_TILE), RADIX),
+              k_mul(what, k_cdiv(what, n, MIN_CPU_SORT_TILE), 1 << MAX_CPU_RADIX_BITS))
     return k_max(what, k_add(what, m, staircase_slots(what, m, depth)), 1)
 
 
 sort_scratch_slots._qd_builtin = True
+
+
+@builtin
+def sort_tile():
+    """GPUs: keys per tile of the sort, the scans' tile."""
+    return tile_size()
+
+
+def _cpu_workers(ctx):
+    return int(getattr(ctx.config, "cpu_max_num_threads", 0) or _os.cpu_count() or 1)
+
+
+@builtin
+def cpu_sort_tile(n):
+    """cpu: keys per tile, a run-time value: n split into about 4 tiles per worker thread, and at
+    least MIN_CPU_SORT_TILE (a tile's output for each digit is then a long run: the scatter's
+    writes are closer to sequential than with small tiles)."""
+    ctx = require("qd.algorithms")
+    per = ctx.binary("floordiv", ctx.binary("add", n, 4 * _cpu_workers(ctx) - 1), 4 * _cpu_workers(ctx))
+    return ctx.binary("max", per, MIN_CPU_SORT_TILE)
 
 
 @builtin
@@ -91,26 +117,27 @@ def ordered_bits(k, key_dtype):
 
 
 @builtin
-def digit(k, key_dtype, shift):
-    """Digit (i32) of the key's ordered bits at bit `shift` (compile-time)."""
+def digit(k, key_dtype, shift, width=RADIX_BITS):
+    """Digit (i32) of `width` bits of the key's ordered bits at bit `shift` (both compile-time)."""
     ctx = require("qd.algorithms")
     U = _bits_dtype(key_dtype)
     b = ordered_bits(k, key_dtype)
-    d = ctx.binary("bit_and", ctx.binary("shr", b, ctx.const(shift, U)), ctx.const(RADIX - 1, U))
+    d = ctx.binary("bit_and", ctx.binary("shr", b, ctx.const(shift, U)), ctx.const((1 << width) - 1, U))
     return ctx.cast(d, T.i32)
 
 
 @top_level_func
-def _histogram_cpu(src: template(), n, scratch: template(), key_dtype: template(), shift: template()):
-    nt = num_tiles(n, tile_size())
+def _histogram_cpu(src: template(), n, tile_keys, scratch: template(), key_dtype: template(), shift: template(),
+                   width: template()):
+    nt = (n + tile_keys - 1) // tile_keys
     qd.loop_config(block_dim=1)  # a tile per iteration; the bins are the worker's
     for tile in range(nt):
-        hist = shared("digits", RADIX, qd.i32)
-        for d in range(RADIX):
+        hist = shared("digits", 1 << CPU_RADIX_BITS, qd.i32)
+        for d in range(1 << width):
             hist[d] = 0
-        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n)):
-            hist[digit(src[idx], key_dtype, shift)] += 1
-        for d in range(RADIX):
+        for idx in range(tile * tile_keys, qd.min(tile * tile_keys + tile_keys, n)):
+            hist[digit(src[idx], key_dtype, shift, width)] += 1
+        for d in range(1 << width):
             scratch[d * nt + tile] = qd.cast(hist[d], qd.u32)
 
 
@@ -128,7 +155,7 @@ def _sg_sync():
 
 @top_level_func
 def _histogram_gpu(src: template(), n, scratch: template(), key_dtype: template(), shift: template()):
-    nt = num_tiles(n, tile_size())
+    nt = num_tiles(n, sort_tile())
     qd.loop_config(block_dim=SORT_BLOCK_DIM)
     for i in range(nt * group_size()):
         tile = i // group_size()
@@ -138,7 +165,7 @@ def _histogram_gpu(src: template(), n, scratch: template(), key_dtype: template(
         for d in range(ln, RADIX, group_size()):
             hist[hb + d] = 0
         _sg_sync()
-        base = tile * tile_size()
+        base = tile * sort_tile()
         rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
         for r in range(rounds):
             idx = base + r * group_size() + ln
@@ -151,16 +178,16 @@ def _histogram_gpu(src: template(), n, scratch: template(), key_dtype: template(
 
 @top_level_func
 def _scatter_cpu(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(), n,
-                 scratch: template(), key_dtype: template(), shift: template()):
-    nt = num_tiles(n, tile_size())
+                 tile_keys, scratch: template(), key_dtype: template(), shift: template(), width: template()):
+    nt = (n + tile_keys - 1) // tile_keys
     qd.loop_config(block_dim=1)
     for tile in range(nt):
-        off = shared("digits", RADIX, qd.i32)
-        for d in range(RADIX):
+        off = shared("digits", 1 << CPU_RADIX_BITS, qd.i32)
+        for d in range(1 << width):
             off[d] = qd.cast(scratch[d * nt + tile], qd.i32)
-        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n)):  # in order: stable
+        for idx in range(tile * tile_keys, qd.min(tile * tile_keys + tile_keys, n)):  # in order: stable
             k = src[idx]
-            d = digit(k, key_dtype, shift)
+            d = digit(k, key_dtype, shift, width)
             pos = off[d]
             off[d] = pos + 1
             dst[pos] = k
@@ -179,7 +206,7 @@ def _lanes_below(ln):
 @top_level_func
 def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(), n,
                  scratch: template(), key_dtype: template(), shift: template()):
-    nt = num_tiles(n, tile_size())
+    nt = num_tiles(n, sort_tile())
     qd.loop_config(block_dim=SORT_BLOCK_DIM)
     for i in range(nt * group_size()):
         tile = i // group_size()
@@ -189,7 +216,7 @@ def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: tem
         for dd in range(ln, RADIX, group_size()):
             off[hb + dd] = qd.cast(scratch[dd * nt + tile], qd.i32)
         _sg_sync()
-        base = tile * tile_size()
+        base = tile * sort_tile()
         below = _lanes_below(ln)
         rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
         for r in range(rounds):  # round r: elements base + r * group_size() + lane, in lane order
@@ -251,17 +278,27 @@ def _sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype, has_values,
             value_error("qd.algorithms.sort: tmp_values must be a distinct buffer from values")
     check_array(what, "scratch", scratch, T.u32)
     n = count_of(n)
-    nt = ctx.scalar(num_tiles(n, tile_size()))
-    m = ctx.binary("mul", nt, RADIX)
-    scatter = _scatter_cpu if ctx.arch.name == "cpu" else _scatter_gpu
+    cpu = ctx.arch.name == "cpu"
+    tile_keys = ctx.scalar(cpu_sort_tile(n)) if cpu else sort_tile()
+    nt = ctx.scalar(num_tiles(n, tile_keys))
+    bits = CPU_RADIX_BITS if cpu else RADIX_BITS
+    m = ctx.binary("mul", nt, 1 << bits)
     bufs = [(keys, values), (tmp_keys, tmp_values)]
-    passes = end_bit // RADIX_BITS
+    passes = -(-end_bit // bits)
     for p in range(passes):
         (src, src_v), (dst, dst_v) = bufs[p % 2], bufs[(p + 1) % 2]
-        shift = p * RADIX_BITS
-        (_histogram_cpu if ctx.arch.name == "cpu" else _histogram_gpu).inline(ctx, [src, n, scratch, key_dtype, shift], {})
-        scan_staircase(scratch, 0, True, scratch, 0, True, scratch, m, m, "add", T.u32, depth)
-        scatter.inline(ctx, [src, dst, src_v, dst_v, has_values, n, scratch, key_dtype, shift], {})
+        shift = p * bits
+        width = min(bits, end_bit - shift)
+        if cpu:
+            _histogram_cpu.inline(ctx, [src, n, tile_keys, scratch, key_dtype, shift, width], {})
+            mw = ctx.binary("mul", nt, 1 << width)
+            scan_staircase(scratch, 0, True, scratch, 0, True, scratch, mw, mw, "add", T.u32, depth)
+            _scatter_cpu.inline(ctx, [src, dst, src_v, dst_v, has_values, n, tile_keys, scratch, key_dtype, shift,
+                                      width], {})
+        else:
+            _histogram_gpu.inline(ctx, [src, n, scratch, key_dtype, shift], {})
+            scan_staircase(scratch, 0, True, scratch, 0, True, scratch, m, m, "add", T.u32, depth)
+            _scatter_gpu.inline(ctx, [src, dst, src_v, dst_v, has_values, n, scratch, key_dtype, shift], {})
     if passes % 2:
         _copy.inline(ctx, [tmp_keys, keys, n], {})
         if has_values:

@@ -100,7 +100,8 @@ def bench_arch(arch, n, repeat, rng):
     t["select f32"] = best_of(lambda: select(fa, flags, fo, num, scratch, n), repeat, sync)
     k = num.to_numpy()[0]
     assert np.array_equal(fo.to_numpy()[:k], vals_h[flags_h != 0]), "select"
-    t["sort u32 keys"] = best_of(lambda: sort_keys(a, tmp, scratch, n), repeat, sync, reset=lambda: a.from_numpy(keys_h))
+    t["sort u32 keys"] = best_of(lambda: sort_keys(a, tmp, scratch, n), repeat, sync,
+                                 reset=lambda: a.from_numpy(keys_h))
     assert np.array_equal(a.to_numpy(), np.sort(keys_h)), "sort"
 
     def reset_kv():

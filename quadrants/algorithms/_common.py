@@ -8,8 +8,6 @@ and offsets derived from the device-resident `n`) are small serial tasks between
 
 The phase loops walk *tiles* of `tile_size()` elements (4096 on the cpu, 1024 on GPUs): see
 _phases.py for their shapes."""
-import math
-
 import numpy as np
 
 from quadrants.lang import types as T
@@ -20,7 +18,6 @@ from quadrants.lang.kernel import Func
 from quadrants.lang.ops import builtin
 from quadrants.lang.values import Expr, NdarrayArg, Ptr, Var
 
-BLOCK_DIM = 256                # threads of a phase's block; also the radix (8-bit digits)
 MAX_LOG256 = 4                 # 256 ** 4 == 2 ** 32 already exceeds what an i32 index addresses
 SCALAR_DTYPES = (T.i32, T.u32, T.f32, T.i64, T.u64, T.f64)
 _TILE = {"cpu": 4096}          # elements of a tile, per arch (default below); at least 256
@@ -66,15 +63,8 @@ def tile_size_for(arch_name):
 
 @builtin
 def tile_size():
-    """Compile-time int: elements of one tile (cpu: one loop iteration's; GPUs: one subgroup's, or one
-    block's of BLOCK_DIM threads in the sort)."""
+    """Compile-time int: elements of one tile (cpu: one loop iteration's; GPUs: one subgroup's)."""
     return tile_size_for(require("qd.algorithms").arch.name)
-
-
-@builtin
-def items_per_thread():
-    """Compile-time int: elements per thread of a BLOCK_DIM-thread tile (GPU sort)."""
-    return tile_size() // BLOCK_DIM
 
 
 def check_depth(log256_max_n, what="log256_max_n"):
@@ -114,13 +104,6 @@ def check_dtype(what, dtype, allowed=SCALAR_DTYPES):
 def scratch_dtype_for(dtype):
     """u32 scratch stages 4-byte values, u64 scratch 8-byte ones (their bits)."""
     return T.u32 if dtype.bits == 32 else T.u64
-
-
-def array_dtype(a):
-    """The element dtype of a field / ndarray argument, or None when it is not a plain scalar array."""
-    if isinstance(a, (Field, NdarrayArg)) and not a.element_shape:
-        return a.dtype
-    return None
 
 
 @builtin
@@ -198,26 +181,11 @@ def div_up(a, b):
     return -(-int(a) // int(b))
 
 
-def levels(n, tile, depth):
-    """Host-side: the element counts of the staircase levels 1 .. depth-1 above n (tiles of `tile`)."""
-    out, c = [], int(n)
-    for _ in range(depth - 1):
-        c = div_up(c, tile)
-        out.append(c)
-    return out
+# The host-side scratch helpers size for tiles of 256 elements (no arch uses smaller ones), so one
+# allocation serves every arch: a larger tile needs fewer partials.
+SIZING_TILE = 256
 
 
-# The host-side scratch helpers size for tiles of BLOCK_DIM elements (the smallest any arch uses), so
-# one allocation serves every arch: a larger tile needs fewer partials.
-SIZING_TILE = BLOCK_DIM
-
-
-def is_kernel_value(v):
-    return isinstance(v, (Expr, Var, Ptr))
-
-
-def log2(x):
-    return int(math.log2(x))
 
 
 # --- arithmetic on host ints or kernel values (the *_scratch_slots helpers run in both) -----------

@@ -23,15 +23,15 @@ np.argsort(kind="stable"): -0.0 and +0.0 equal (input order kept), NaNs last in 
 from quadrants.lang import types as T
 from quadrants.lang.context import require
 from quadrants.lang.ops import builtin
+from quadrants.lang.simt import subgroup as _subgroup
 from quadrants.lang.types import template
 
 import quadrants as qd
 from quadrants.algorithms._collectives import shared
-from quadrants.lang.simt import subgroup as _subgroup
 from quadrants.algorithms._common import value_error
 from quadrants.algorithms._common import (
-    BLOCK_DIM, SCALAR_DTYPES, SIZING_TILE, check_array, check_depth, check_dtype, count_of, depth_arg, helper_func,
-    items_per_thread, k_add, k_cdiv, k_count, k_max, k_mul, min_depth_for, staircase_slots, tile_size,
+    SIZING_TILE, check_array, check_depth, check_dtype, count_of, depth_arg, helper_func, k_add, k_cdiv, k_count,
+    k_max, k_mul, min_depth_for, staircase_slots, tile_size,
     top_level_func,
 )
 from quadrants.algorithms._phases import group_size, lane, num_tiles, rounds_per_tile, scan_staircase

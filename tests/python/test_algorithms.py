@@ -165,7 +165,8 @@ def test_exclusive_scan(dtype):
                 assert (err <= tol * unit_roundoff(dtype) + 1e-300).all(), f"add {kind} n={n}: {err.max()}"
             else:  # modulo 2**bits: the unsigned views' sums wrap alike
                 u = f"u{dtype.bits // 8}"
-                want = np.concatenate([np.zeros(1, np.uint64), np.cumsum(x.view(u).astype(np.uint64), dtype=np.uint64)[:-1]])[:n]
+                sums = np.cumsum(x.view(u).astype(np.uint64), dtype=np.uint64)
+                want = np.concatenate([np.zeros(1, np.uint64), sums[:-1]])[:n]
                 want = want.astype(u)
                 np.testing.assert_array_equal(got_add[:n].view(u), want, err_msg=f"add {kind} n={n}")
 

@@ -242,7 +242,7 @@ def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: tem
                 dst[pos] = k
                 if qd.static(has_values):
                     dst_v[pos] = src_v[idx]
-                if (peers >> qd.cast(ln + 1, qd.u64)) == 0:  # the last lane with this digit
+                if (peers & ~(below | (below + qd.u64(1)))) == 0:  # no peer above me: the last with this digit
                     off[hb + d] = start + qd.cast(qd.math.popcnt(peers), qd.i32)
             _sg_sync()
 

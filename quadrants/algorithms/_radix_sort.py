@@ -196,11 +196,33 @@ def _scatter_cpu(src: template(), dst: template(), src_v: template(), dst_v: tem
 
 
 @builtin
+def _mask_dtype():
+    """Lane masks: u32 for subgroups of up to 32 lanes, else u64."""
+    return T.u32 if _subgroup.group_size() <= 32 else T.u64
+
+
+@builtin
 def _lanes_below(ln):
-    """u64 mask of the lanes below ln."""
+    """The mask of the lanes below ln."""
     ctx = require("qd.algorithms")
-    one = ctx.const(1, T.u64)
-    return ctx.binary("sub", ctx.binary("shl", one, ctx.cast(ln, T.u64)), one)
+    M = _mask_dtype()
+    one = ctx.const(1, M)
+    return ctx.binary("sub", ctx.binary("shl", one, ctx.cast(ln, M)), one)
+
+
+@builtin
+def _match_by_ballots():
+    """How the scatter finds the lanes holding the same digit: one ballot per digit bit, or (Metal,
+    whose ballots are 64-bit values it lacks before MSL 2.2) OR-ing lane bits into shared masks."""
+    return require("qd.algorithms").arch.name != "metal" and not _os.environ.get("QD_ALGORITHMS_SHARED_MATCH")
+
+
+@builtin
+def _match_masks():
+    """The shared lane masks of the shared-mask match (None with ballots)."""
+    if _match_by_ballots():
+        return None
+    return shared("sg_masks", _sg_bins(), _mask_dtype())
 
 
 @top_level_func
@@ -212,9 +234,12 @@ def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: tem
         tile = i // group_size()
         ln = lane()
         off = shared("sg_digits", _sg_bins(), qd.i32)
+        masks = _match_masks()
         hb = (qd.simt.block.thread_idx() // group_size()) * RADIX
         for dd in range(ln, RADIX, group_size()):
             off[hb + dd] = qd.cast(scratch[dd * nt + tile], qd.i32)
+            if qd.static(not _match_by_ballots()):
+                masks[hb + dd] = 0
         _sg_sync()
         base = tile * sort_tile()
         below = _lanes_below(ln)
@@ -227,23 +252,33 @@ def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: tem
             if valid:
                 k = src[idx]
                 d = digit(k, key_dtype, shift)
-            # the lanes holding my digit (match-any from one ballot per digit bit)
-            peers = qd.simt.subgroup.ballot(valid)
-            for b in qd.static(range(RADIX_BITS)):
-                bit = (d >> b) & 1
-                m = qd.simt.subgroup.ballot(bit)
-                peers &= qd.select(bit != 0, m, ~m)
+            # the lanes holding my digit (match-any)
+            peers = qd.cast(0, _mask_dtype())
+            if qd.static(_match_by_ballots()):  # one ballot per digit bit
+                peers = qd.cast(qd.simt.subgroup.ballot(valid), _mask_dtype())
+                for b in qd.static(range(RADIX_BITS)):
+                    bit = (d >> b) & 1
+                    m = qd.cast(qd.simt.subgroup.ballot(bit), _mask_dtype())
+                    peers &= qd.select(bit != 0, m, ~m)
+            else:  # each lane ORs its bit into its digit's mask of the subgroup
+                if valid:
+                    qd.atomic_or(masks[hb + d], below + qd.cast(1, _mask_dtype()))
+                _sg_sync()
+                if valid:
+                    peers = masks[hb + d]
             start = 0
             if valid:
                 start = off[hb + d]
-            _sg_sync()  # every lane has read its counter before the last of its peers moves it
+            _sg_sync()  # every lane has read its counter (and mask) before the last of its peers moves it
             if valid:
                 pos = start + qd.cast(qd.math.popcnt(peers & below), qd.i32)
                 dst[pos] = k
                 if qd.static(has_values):
                     dst_v[pos] = src_v[idx]
-                if (peers & ~(below | (below + qd.u64(1)))) == 0:  # no peer above me: the last with this digit
+                if (peers & ~(below | (below + qd.cast(1, _mask_dtype())))) == 0:  # the last lane of this digit
                     off[hb + d] = start + qd.cast(qd.math.popcnt(peers), qd.i32)
+                    if qd.static(not _match_by_ballots()):
+                        masks[hb + d] = 0
             _sg_sync()
 
 

@@ -655,3 +655,47 @@ def test_deprecated_entry_points():
         np.testing.assert_array_equal(arr.to_numpy(), np.cumsum(x))
         with pytest.raises(RuntimeError, match="Only qd.i32"):
             ex.run(make(qd.f32, 5000))
+
+
+@test_utils.test(arch=[qd.vulkan, qd.cuda, qd.amdgpu, qd.metal])
+def test_sort_shared_mask_match(monkeypatch):
+    """The GPU scatter's other way of finding the lanes with the same digit (shared masks, Metal's:
+    its ballots are 64-bit), forced here on the arch at hand."""
+    monkeypatch.setenv("QD_ALGORITHMS_SHARED_MATCH", "1")
+    N = 9000
+
+    @qd.kernel
+    def run(keys: nd(qd.f32), tmp: nd(qd.f32), vals: nd(qd.u32), tmp_vals: nd(qd.u32), scratch: nd(qd.u32),
+            n: qd.i32):
+        A.sort(keys, tmp, vals, tmp_vals, scratch, n, qd.f32, True, 32, 2)
+
+    rng = np.random.default_rng(11)
+    host = sort_inputs(rng, qd.f32, N)
+    keys, tmp = qd.ndarray(qd.f32, (N,)), qd.ndarray(qd.f32, (N,))
+    vals, tmp_vals = qd.ndarray(qd.u32, (N,)), qd.ndarray(qd.u32, (N,))
+    keys.from_numpy(host)
+    vals.from_numpy(np.arange(N, dtype=np.uint32))
+    run(keys, tmp, vals, tmp_vals, qd.ndarray(qd.u32, (A.sort_scratch_slots(N, 2),)), N)
+    np.testing.assert_array_equal(vals.to_numpy(), np.argsort(host, kind="stable").astype(np.uint32))
+
+
+@test_utils.test(arch=qd.cpu)
+def test_emitted_for_the_gpu_arches():
+    """qd.compile without a device: PTX (cuda), AMDGCN (amdgpu) and MSL (metal, 32-bit dtypes) for
+    the GPU forms of the ops."""
+    def ops(dt):
+        @qd.kernel
+        def k(a: nd(dt), b: nd(dt), f: nd(qd.i32), c: nd(qd.i32), v: nd(qd.u32), tv: nd(qd.u32),
+              s: nd(qd.u32 if dt.bits == 32 else qd.u64), s32: nd(qd.u32), n: qd.i32):
+            A.exclusive_scan_min(a, b, s, n, dt, 2)
+            A.select(a, f, b, c, s32, n, 2)
+            A.sort(a, b, v, tv, s32, n, dt, True, dt.bits, 2)
+            A.reduce_by_key_add(a, f, b, c, c, s32, n, qd.i32, 2)
+        return k
+
+    for arch, dt, artefact in (("cuda", qd.u64, "ptx"), ("amdgpu", qd.f64, "amdgcn"), ("metal", qd.f32, "msl")):
+        a = qd.ndarray(dt, (8,))
+        i, u = qd.ndarray(qd.i32, (8,)), qd.ndarray(qd.u32, (8,))
+        s = qd.ndarray(qd.u32 if dt.bits == 32 else qd.u64, (8,))
+        art = qd.compile(ops(dt), a, a, i, i, u, u, s, u, 8, arch=arch)
+        assert len(getattr(art, artefact)) > 1000, arch

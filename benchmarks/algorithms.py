@@ -5,7 +5,7 @@ on each arch in one run (docs/algorithms.md, "Speed").
     python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan]
 
 For n = 2**log2n elements, each op runs in a kernel of its own, timed from launch to qd.sync()
-(best of `repeat` after a warm-up that also compiles):
+(each op warmed up, which also compiles, then all run in turn `repeat` times; the best of each):
   exclusive_scan_add (u32)      vs a u32 copy (n read, n written) and np.cumsum
   select (f32, half the flags)  vs a copy reading the values and the flags and writing n values,
                                    np.flatnonzero and boolean indexing (a[flags != 0])
@@ -17,11 +17,12 @@ Each result is checked against NumPy's. Prints ms, ns per element and the ratios
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import best_of  # noqa: E402
+from timing import best_of  # noqa: E402  (NumPy's)
 
 import quadrants as qd  # noqa: E402
 import quadrants.algorithms as A  # noqa: E402
@@ -29,6 +30,28 @@ import quadrants.algorithms as A  # noqa: E402
 
 def nd(dtype):
     return qd.types.ndarray(dtype, ndim=1)
+
+
+def interleaved(cases, repeat, sync=qd.sync):
+    """Best time of each case, the cases run in turn `repeat` times (the machine may be shared: a
+    busy moment then slows all of them alike); each is warmed up (and compiled) first."""
+    best = {}
+    for name, (fn, reset) in cases.items():
+        if reset is not None:
+            reset()
+        fn()
+        sync()
+        best[name] = float("inf")
+    for _ in range(repeat):
+        for name, (fn, reset) in cases.items():
+            if reset is not None:
+                reset()
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
 
 def bench_arch(arch, n, repeat, rng):
@@ -41,7 +64,7 @@ def bench_arch(arch, n, repeat, rng):
     run_keys_h = np.repeat(np.arange(n), rng.integers(1, 9, n))[:n].astype(np.int32)
     ones_h = rng.integers(0, 10, n).astype(np.int32)
 
-    a, b, tmp = (qd.ndarray(u32, (n,)) for _ in range(3))
+    a, b, tmp, sk = (qd.ndarray(u32, (n,)) for _ in range(4))  # sk: the sorts' keys
     fa, fo = qd.ndarray(f32, (n,)), qd.ndarray(f32, (n,))
     flags, num = qd.ndarray(i32, (n,)), qd.ndarray(i32, (1,))
     va, vt = qd.ndarray(u32, (n,)), qd.ndarray(u32, (n,))
@@ -90,29 +113,40 @@ def bench_arch(arch, n, repeat, rng):
     def rbk(ki: nd(i32), vi: nd(i32), ko: nd(i32), vo: nd(i32), nr: nd(i32), s: nd(u32), m: qd.i32):
         A.reduce_by_key_add(ki, vi, ko, vo, nr, s, m, i32, D)
 
-    sync = qd.sync
-    t = {}
-    t["copy u32"] = best_of(lambda: copy(a, b, n), repeat, sync)
-    t["copy select bytes"] = best_of(lambda: copy_select_bytes(fa, flags, fo, n), repeat, sync)
-    t["exclusive_scan_add u32"] = best_of(lambda: scan(a, b, scratch, n), repeat, sync)
-    want = np.concatenate([np.zeros(1, np.uint32), np.cumsum(keys_h, dtype=np.uint32)[:-1]])
-    assert np.array_equal(b.to_numpy(), want), "scan"
-    t["select f32"] = best_of(lambda: select(fa, flags, fo, num, scratch, n), repeat, sync)
-    k = num.to_numpy()[0]
-    assert np.array_equal(fo.to_numpy()[:k], vals_h[flags_h != 0]), "select"
-    t["sort u32 keys"] = best_of(lambda: sort_keys(a, tmp, scratch, n), repeat, sync,
-                                 reset=lambda: a.from_numpy(keys_h))
-    assert np.array_equal(a.to_numpy(), np.sort(keys_h)), "sort"
+    def reset_keys():
+        sk.from_numpy(keys_h)
 
     def reset_kv():
-        a.from_numpy(keys_h)
+        sk.from_numpy(keys_h)
         va.from_numpy(np.arange(n, dtype=np.uint32))
 
-    t["sort u32 key-value"] = best_of(lambda: sort_kv(a, tmp, va, vt, scratch, n), repeat, sync, reset=reset_kv)
+    cases = {
+        "copy u32": (lambda: copy(a, b, n), None),
+        "copy select bytes": (lambda: copy_select_bytes(fa, flags, fo, n), None),
+        "exclusive_scan_add u32": (lambda: scan(a, b, scratch, n), None),
+        "select f32": (lambda: select(fa, flags, fo, num, scratch, n), None),
+        "sort u32 keys": (lambda: sort_keys(sk, tmp, scratch, n), reset_keys),
+        "sort u32 key-value": (lambda: sort_kv(sk, tmp, va, vt, scratch, n), reset_kv),
+        "reduce_add f32": (lambda: reduce(fa, fsum, scratch, n), None),
+        "reduce_by_key_add i32": (lambda: rbk(rk, rv, rko, rvo, num, scratch, n), None),
+    }
+    t = interleaved(cases, repeat)
+    # the results of the last runs, against NumPy's
+    scan(a, b, scratch, n)
+    want = np.concatenate([np.zeros(1, np.uint32), np.cumsum(keys_h, dtype=np.uint32)[:-1]])
+    assert np.array_equal(b.to_numpy(), want), "scan"
+    select(fa, flags, fo, num, scratch, n)
+    k = num.to_numpy()[0]
+    assert np.array_equal(fo.to_numpy()[:k], vals_h[flags_h != 0]), "select"
+    reset_keys()
+    sort_keys(sk, tmp, scratch, n)
+    assert np.array_equal(sk.to_numpy(), np.sort(keys_h)), "sort"
+    reset_kv()
+    sort_kv(sk, tmp, va, vt, scratch, n)
     assert np.array_equal(va.to_numpy(), np.argsort(keys_h, kind="stable")), "sort key-value"
-    t["reduce_add f32"] = best_of(lambda: reduce(fa, fsum, scratch, n), repeat, sync)
+    reduce(fa, fsum, scratch, n)
     assert abs(fsum.to_numpy()[0] - vals_h.astype(np.float64).sum()) < 1e-3 * np.abs(vals_h).sum()
-    t["reduce_by_key_add i32"] = best_of(lambda: rbk(rk, rv, rko, rvo, num, scratch, n), repeat, sync)
+    rbk(rk, rv, rko, rvo, num, scratch, n)
     starts = np.flatnonzero(np.concatenate([[True], run_keys_h[1:] != run_keys_h[:-1]]))
     r = num.to_numpy()[0]
     assert r == len(starts) and np.array_equal(rvo.to_numpy()[:r], np.add.reduceat(ones_h, starts)), "rbk"

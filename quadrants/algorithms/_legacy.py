@@ -40,6 +40,40 @@ def _sort_kernel(keys_field, values_field):
     return _sort_kernels[key]
 
 
+def _copy_in_impl(src: template(), dst: _ND, n: qd.i32, off: template()):
+    for i in range(n):
+        dst[i] = src[i + off]
+
+
+def _copy_out_impl(src: _ND, dst: template(), n: qd.i32, off: template()):
+    for i in range(n):
+        dst[i + off] = src[i]
+
+
+_copy_in, _copy_out = Kernel(_copy_in_impl), Kernel(_copy_out_impl)
+
+
+class _ZeroBased:
+    """A field with an offset (qd.field(..., offset=)) staged in an ndarray indexed from 0, and
+    written back on exit; any other array as it is."""
+
+    def __init__(self, a):
+        self.a = a
+        self.off = a.offset[0] if isinstance(a, Field) and a.offset else 0
+
+    def __enter__(self):
+        if not self.off:
+            return self.a
+        self.buf = ndarray(self.a.dtype, shape=self.a.shape)
+        _copy_in(self.a, self.buf, self.a.shape[0], self.off)
+        return self.buf
+
+    def __exit__(self, *exc):
+        if self.off and exc[0] is None:
+            _copy_out(self.buf, self.a, self.a.shape[0], self.off)
+        return False
+
+
 def _check_1d(name, a):
     if not isinstance(a, (Field, Ndarray)) or len(a.shape) != 1 or getattr(a, "element_shape", ()):
         raise TypeError(f"qd.algorithms.parallel_sort: {name} must be a 1-D qd.field or qd.ndarray of scalars, "
@@ -72,11 +106,13 @@ def parallel_sort(keys, values=None):
     tmp_keys = ndarray(kd, shape=(N,))
     scratch = ndarray(T.u32, shape=(sort_scratch_slots(N, depth),))
     if values is None:
-        k = _sort_kernel(isinstance(keys, Field), isinstance(keys, Field))
-        k(keys, tmp_keys, keys, tmp_keys, scratch, N, kd, False, kd.bits, depth)
+        with _ZeroBased(keys) as k0:
+            k = _sort_kernel(isinstance(k0, Field), isinstance(k0, Field))
+            k(k0, tmp_keys, k0, tmp_keys, scratch, N, kd, False, kd.bits, depth)
     else:
-        k = _sort_kernel(isinstance(keys, Field), isinstance(values, Field))
-        k(keys, tmp_keys, values, ndarray(vd, shape=(N,)), scratch, N, kd, True, kd.bits, depth)
+        with _ZeroBased(keys) as k0, _ZeroBased(values) as v0:
+            k = _sort_kernel(isinstance(k0, Field), isinstance(v0, Field))
+            k(k0, tmp_keys, v0, ndarray(vd, shape=(N,)), scratch, N, kd, True, kd.bits, depth)
 
 
 def _inclusive_impl(arr: template(), tmp: _ND, scratch: _ND, n: qd.i32, depth: template()):
@@ -121,5 +157,6 @@ class PrefixSumExecutor:
             raise ValueError(f"qd.algorithms.PrefixSumExecutor.run: input_arr has {input_arr.shape[0]} elements, "
                              f"fewer than the executor's length {self.sorting_length}")
         if self.sorting_length:
-            k = _inclusive_kernel if isinstance(input_arr, Field) else _inclusive_nd_kernel
-            k(input_arr, self._tmp, self._scratch, self.sorting_length, self._depth)
+            with _ZeroBased(input_arr) as a:
+                k = _inclusive_kernel if isinstance(a, Field) else _inclusive_nd_kernel
+                k(a, self._tmp, self._scratch, self.sorting_length, self._depth)

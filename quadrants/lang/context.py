@@ -367,6 +367,8 @@ class KernelContext:
             return StructValue(base.type, {k: self.element(f, indices) for k, f in base.fields.items()})
         if isinstance(base, Field):
             buf, dtype, elem, name, nd = self.field_buffer(base), base.dtype, base.element_shape, base.name, len(base.shape)
+            if base.offset and len(indices) == nd:  # qd.field(..., offset=): x[offset] is element 0
+                indices = [self.binary("sub", i, o) for i, o in zip(indices, base.offset)]
         elif not isinstance(base, NdarrayArg):  # a qd.simt.block.SharedArray
             buf, dtype, elem, name, nd = base.buffer, base.dtype, base.element_shape, base.name, len(base.shape)
         else:

@@ -49,7 +49,7 @@ _as_shape = as_shape
 class Field(RuntimeArray):
     """qd.field(dtype, shape): a dense array of `dtype`, with an element shape for vector/matrix fields."""
 
-    def __init__(self, dtype, shape=None, element_shape=(), name=None):
+    def __init__(self, dtype, shape=None, element_shape=(), name=None, offset=None):
         self.dtype = T.to_dtype(dtype)
         self.element_shape = as_shape(element_shape, "the vector/matrix size")
         self.id = next(_ids)
@@ -57,8 +57,11 @@ class Field(RuntimeArray):
         self._shape = None
         self._program = None
         self.handle = None
+        self.offset = None  # per axis, the index of the first element (qd.field(..., offset=)); None: zeros
         if shape is not None:
             self._place(_as_shape(shape))
+        if offset is not None:
+            self.offset = _as_offset(offset, self._shape)
 
     def _place(self, shape):
         python_scope("creating a field")
@@ -92,21 +95,46 @@ class Field(RuntimeArray):
 
     def __getitem__(self, key):
         self._check()
-        return self._read_element(key)
+        return self._read_element(self._unoffset(key))
 
     def __setitem__(self, key, value):
         self._check()
-        self._write_element(key, value)
+        self._write_element(self._unoffset(key), value)
+
+    def _unoffset(self, key):
+        """A Python-scope index of a field with an offset, as the position in its buffer."""
+        if not self.offset:
+            return key
+        items = key if isinstance(key, tuple) else (key,)
+        if len(items) != len(self.offset) or not all(hasattr(k, "__index__") and not isinstance(k, bool)
+                                                     for k in items):
+            return key  # the usual errors
+        return tuple(operator.index(k) - o for k, o in zip(items, self.offset))
 
     def __repr__(self):
         return f"<qd.field {self.name} {self.dtype} shape={self._shape} element={self.element_shape}>"
 
 
-def field(dtype, shape=None, name=None):
-    """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape)."""
+def _as_offset(offset, shape):
+    """offset= of qd.field: an int (1-D) or a tuple of ints, one per axis."""
+    if shape is None:
+        raise ValueError("qd.field: offset= needs shape=")
+    items = tuple(offset) if isinstance(offset, (tuple, list)) else (offset,)
+    if len(items) != len(shape) or any(isinstance(o, (bool, np.bool_)) or not hasattr(o, "__index__")
+                                       for o in items):
+        raise ValueError(f"qd.field: offset must be {len(shape)} int(s), one per axis of shape {shape}, got "
+                         f"{offset!r}")
+    items = tuple(operator.index(o) for o in items)
+    return items if any(items) else None
+
+
+def field(dtype, shape=None, name=None, offset=None):
+    """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape).
+    offset=: the index of the first element per axis (x[offset] is the first; `for i in x` runs
+    offset .. offset + shape - 1)."""
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
-        return Field(dtype.dtype, shape, element_shape=dtype.shape, name=name)
-    return Field(dtype, shape, name=name)
+        return Field(dtype.dtype, shape, element_shape=dtype.shape, name=name, offset=offset)
+    return Field(dtype, shape, name=name, offset=offset)
 
 
 # Axes for qd.root.dense(qd.i, n), qd.root.dense(qd.ij, (n, m)).

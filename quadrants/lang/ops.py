@@ -196,7 +196,7 @@ def grouped_impl(ctx, x, grouped=True):
     if isinstance(x, LoopGroup):
         return LoopGroup(x.bounds, grouped=grouped)
     if isinstance(x, Field):
-        bounds = [(0, n) for n in x.shape]
+        bounds = [(o, o + n) for n, o in zip(x.shape, x.offset or (0,) * len(x.shape))]
     elif type(x).__name__ == "StructField":
         bounds = [(0, n) for n in x.shape]
     elif isinstance(x, NdarrayArg):

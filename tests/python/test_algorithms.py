@@ -699,3 +699,44 @@ def test_emitted_for_the_gpu_arches():
         s = qd.ndarray(qd.u32 if dt.bits == 32 else qd.u64, (8,))
         art = qd.compile(ops(dt), a, a, i, i, u, u, s, u, 8, arch=arch)
         assert len(getattr(art, artefact)) > 1000, arch
+
+
+@test_utils.test(arch=[qd.cpu, qd.vulkan, qd.cuda, qd.amdgpu, qd.metal])
+def test_fields_with_offsets():
+    """qd.field(..., offset=o): x[o] is the first element, in kernels and in Python scope, `for i in x`
+    runs o .. o + n - 1; the deprecated entry points take such fields (the reference's
+    test_scan_with_offset / test_sort_with_offset)."""
+    N = 3000
+    for off in (-23333, -1, 0, 7):
+        x = qd.field(qd.i32, N, offset=off)
+        y = qd.field(qd.f32, shape=(4, 5), offset=(off, -2))
+
+        @qd.kernel
+        def fill():
+            for i in x:
+                x[i] = (i * 7919) % 1000
+            for i, j in y:
+                y[i, j] = i * 10.0 + j
+
+        fill()
+        h = x.to_numpy()
+        np.testing.assert_array_equal(h, ((np.arange(N) + off) * 7919) % 1000)
+        assert x[off] == h[0] and x[off + N - 1] == h[-1]
+        x[off + 5] = -4
+        assert x.to_numpy()[5] == -4
+        assert y[off + 3, 2] == (off + 3) * 10.0 + 2
+        with pytest.raises(IndexError):
+            x[off + N]
+        x.from_numpy(h)
+        with pytest.warns(DeprecationWarning):
+            A.PrefixSumExecutor(N).run(x)
+        np.testing.assert_array_equal(x.to_numpy(), np.cumsum(h))
+        vals = qd.field(qd.i32, N, offset=-off)
+        x.from_numpy(h)
+        vals.from_numpy(np.arange(N, dtype=np.int32))
+        with pytest.warns(DeprecationWarning):
+            A.parallel_sort(x, vals)
+        np.testing.assert_array_equal(x.to_numpy(), np.sort(h))
+        np.testing.assert_array_equal(vals.to_numpy(), np.argsort(h, kind="stable"))
+    with pytest.raises(ValueError, match="offset"):
+        qd.field(qd.i32, (3, 4), offset=1)

@@ -118,6 +118,9 @@ def check_array(what, name, a, dtype=None, scratch=False, any_element=False):
         return None
     if not isinstance(a, (Field, NdarrayArg)):
         ctx.type_error(f"qd.algorithms.{what}: '{name}' must be a 1-D qd.field or qd.ndarray, got {type(a).__name__}")
+    if isinstance(a, Field) and a.offset:
+        ctx.type_error(f"qd.algorithms.{what}: '{name}' is a field with an offset ({a.offset}); the ops index their "
+                       f"arrays from 0 (the deprecated parallel_sort / PrefixSumExecutor take such fields)")
     nd = len(a.shape) if isinstance(a, Field) else a.ndim - len(a.element_shape)
     if not any_element and a.element_shape:
         ctx.type_error(f"qd.algorithms.{what}: '{name}' must hold scalars, got elements of shape {a.element_shape}")

@@ -740,3 +740,13 @@ def test_fields_with_offsets():
         np.testing.assert_array_equal(vals.to_numpy(), np.argsort(h, kind="stable"))
     with pytest.raises(ValueError, match="offset"):
         qd.field(qd.i32, (3, 4), offset=1)
+    shifted = qd.field(qd.i32, 16, offset=4)
+    out = qd.field(qd.i32, 1)
+    scratch = qd.field(qd.u32, 16)
+
+    @qd.kernel
+    def on_shifted():
+        A.reduce_add(shifted, out, scratch, 16, qd.i32, 1)
+
+    with pytest.raises(qd.QuadrantsTypeError, match="offset"):
+        on_shifted()

@@ -6,26 +6,36 @@ binary arithmetic, casts, bit casts, comparisons (chains too), `and`/`or`/`not`,
 `a if c else b`, locals (annotated or not, reassigned, augmented), `if`/`else`, serial
 `for i in range(a, b, step)` loops with `break` / `continue`, `while` loops with `break`, atomics on
 ndarray cells at random indices and on kernel variables whose old values are used, and augmented
-assignments on memory (atomic or plain). Many cases are batched into one kernel (iteration i of one
-parallel loop runs case i). `Contended` adds kernels where many iterations update a few cells
+assignments on memory (atomic or plain). Cases also read Python-scope values captured as globals
+(Python numbers, typed scalars, `qd.Vector` / `qd.Matrix` with or without a dtype, struct values):
+locals set from them are reassigned as a whole or per component in nested serial loops and
+branches (conditions on run-time data), in the kernel and in @qd.func helpers, and their final
+values are stored (`Capture`). Many cases are batched into one kernel (iteration i of one parallel
+loop runs case i); a generated kernel that fails to compile is a failure too (the batch is split
+to the case the error names). `Contended` adds kernels where many iterations update a few cells
 (ndarrays, fields, kernel-scope variables): final values and returned old values are checked.
+`Layout` adds fields laid out by nested `qd.root.dense()` calls over axes in random order (an axis
+used twice, qd.ij-style calls), filled through struct-fors and read through explicit indices.
 
 The reference (`Reference`) interprets the same program in CPython/numpy with the semantics of
 docs/language.md and docs/atomics.md: wrap-around integers at the dtype width, Python `//` and `%`
 (numpy's floor_divide / remainder, which follow CPython, computed in the operand dtype), shifts by
 the width or more give 0 or the sign, minNum/maxNum for float min/max, IEEE arithmetic correctly
 rounded in the operand's dtype (f32 in numpy float32, not float64), and the transcendental
-functions within a tolerance (`math_ok`). Results the docs leave unspecified (integer division by
-zero, a float that does not fit the integer it is converted to, a NaN's bits, the sign of
-min(+0.0, -0.0)) are tracked (`Unspec`, `Alts`): such values are not compared, and a case whose
-control flow would depend on one is regenerated; both are counted.
+functions within a tolerance (`math_ok`); a captured value behaves as the same value written in the
+kernel; a field's indices are its axes in axis order, each the product of its sizes. Results the
+docs leave unspecified (integer division by zero, a float that does not fit the integer it is
+converted to, a NaN's bits, the sign of min(+0.0, -0.0)) are tracked (`Unspec`, `Alts`): such
+values are not compared, and a case whose control flow would depend on one is regenerated; both
+are counted.
 
 Known limits (of drivers or of the language) are in ONE table, `LIMITS`: the generator steers
 around those of the arch it generates for and counts every case where it did, per reason. Known
 bugs being fixed are in `KNOWN_BUGS`: the reference tags each value with the bug classes it depends
-on, so each mismatch is either attributed to an open row or reported as new.
+on (a case that fails to compile: the classes of its constructs), so each mismatch is either
+attributed to an open row or reported as new.
 
-`benchmarks/fuzz.py` is the command line (long runs, shrinking to minimal kernels);
+`benchmarks/fuzz.py` is the command line (long runs, shrinking to minimal kernels and layouts);
 tests/python/test_fuzz_differential.py the bounded run in the test suite.
 """
 import collections
@@ -125,17 +135,46 @@ LIMITS = [
 # it depends on (data or control flow; `op_tags`); a mismatch whose value carries the tag of a row
 # open on that arch belongs to that row. test_fuzz_differential.py fails on any other mismatch and
 # has one test per row, expected to fail on the row's arches (xfail, not strict) until the fix lands:
-# then remove the arch from the row. FUZZ_FINDINGS.md has a shrunk kernel for each.
+# then remove the arch from the row. `benchmarks/fuzz.py --shrink-known` prints a shrunk kernel for each.
 ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
-# None open: the last rows (vulkan float_special, float_rounding, int_float_rounding) were fixed in
-# issue 8 (IEEE SPIR-V, SignedZeroInfNanPreserve on integer widths, llvmpipe's zero-operand folds:
-# docs/backends.md); op_tags still tags those classes, for a row a new backend may need.
-KNOWN_BUGS: dict = {}
+# The last vulkan rows (float_special, float_rounding, int_float_rounding) were fixed in issue 8 (IEEE
+# SPIR-V, SignedZeroInfNanPreserve on integer widths, llvmpipe's zero-operand folds: docs/backends.md);
+# op_tags still tags those classes, for a row a new backend may need. Open: the rows the captured-value
+# cases found (issue 26). A row with `errors` also explains a generated kernel that fails to compile
+# with a matching message when the case uses the row's constructs (construct_tags).
+KNOWN_BUGS: dict = {
+    "captured_dtype": dict(
+        arches=ALL_ARCHES, errors=r"bit_cast needs types of equal width",  # (a local of the wrong width)
+        why="a typed Python-scope value loses its dtype in kernels: a local set from a struct value gets i32/f32 "
+            "members whatever the struct type declares (ST = qd.types.struct(m=qd.u8); b = ST(m=250) captured; "
+            "b.m += 10 gives 260, not 4), as do locals from qd.Vector(..., dt=qd.i8) / qd.types.vector(2, qd.f64)"
+            "(...) / qd.i16(5); their elements take a literal's type next to an operand (the same value written "
+            "in the kernel keeps its dtype)"),
+    "struct_recapture": dict(
+        arches=ALL_ARCHES, errors=r"cannot assign PyStruct to a struct",
+        why="assigning a Python-scope struct value to an existing struct local (b = st where b already is a "
+            "struct) raises QuadrantsTypeError 'cannot assign PyStruct to a struct' (the first b = st works; "
+            "vectors and matrices work)"),
+    "const_float_int_poison": dict(
+        arches=["cpu"], trait=True,  # (a case trait: every mismatch of a case with such a cast)
+        why="a float constant converted to an integer type it does not fit (qd.cast(qd.f64(-7.25), qd.u8)) is "
+            "LLVM poison on the cpu: a select on it loses both (equal) arms and a short-circuit `or` on it "
+            "branches on poison, so the enclosing `if` takes the wrong branch; the docs leave only the "
+            "converted value unspecified"),
+    "atomic_on_func_param": dict(
+        arches=ALL_ARCHES, errors=r"non-writable target as the first operand of qd\.atomic",
+        why="qd.atomic_add(a, 1) on a @qd.func's (unannotated, scalar) parameter raises QuadrantsSyntaxError "
+            "'cannot use a non-writable target', though `a += 1` works and the docs make parameters assignable "
+            "copies"),
+}
 
 
-def known_classes(tags, arch):
-    """The KNOWN_BUGS rows open on the arch that a value with these tags depends on."""
-    return sorted(name for name in tags if name in KNOWN_BUGS and arch in KNOWN_BUGS[name]["arches"])
+def known_classes(tags, arch, error=None):
+    """The KNOWN_BUGS rows open on the arch that a value with these tags depends on (for a kernel that
+    failed to compile, with the error text: the rows whose `errors` pattern it matches)."""
+    import re
+    return sorted(name for name in tags if name in KNOWN_BUGS and arch in KNOWN_BUGS[name]["arches"] and
+                  (error is None or re.search(KNOWN_BUGS[name].get("errors", "(?!)"), error)))
 
 
 def active_limits(arch):
@@ -443,6 +482,9 @@ class Case:
         self.inputs = {t: [] for t in DTYPES}     # values read by `in` leaves
         self.scratch = {t: [] for t in DTYPES}    # initial scratch cells
         self.nout = {t: 0 for t in DTYPES}        # output cells
+        self.caps = {}                            # name -> Capture (Python-scope values the kernel reads)
+        self.stypes = {}                          # struct type name -> (members, source line)
+        self.nfuncs = 0                           # @qd.func helpers (statements `call`)
         self.traits = set()
         self.avoided = set()
 
@@ -452,9 +494,81 @@ class Case:
         c.inputs = {t: list(v) for t, v in self.inputs.items()}
         c.scratch = {t: list(v) for t, v in self.scratch.items()}
         c.nout = dict(self.nout)
+        c.caps, c.stypes, c.nfuncs = dict(self.caps), dict(self.stypes), self.nfuncs
         c.traits = set(self.traits)
         c.avoided = set(self.avoided)
         return c
+
+
+# --- Python-scope values captured by the kernel ----------------------------------------------------
+# A case may read globals made outside any kernel: Python numbers and typed scalars (`qd.i16(-5)`),
+# `qd.Vector` / `qd.Matrix` (untyped, `dt=`, or `qd.types.vector(n, t)(...)`), and struct values
+# (`qd.types.struct(...)(...)`). Locals are set from them (`p = G1`, `q = G2.v`; statement `clet`),
+# reassigned as a whole (`p = p + G1`, `p = G3`, `p *= s`, `p = p @ M`, `b = G2`; statement `cset`)
+# or per component (`p[1] = ...`, `b.m += ...`: plain set / aug on the component's name), in serial
+# loops and branches, in the kernel and in @qd.func helpers (statement `call`), and their final
+# values are stored. The reference's rule: a captured value behaves as the same value written in
+# the kernel: a Python number (and an untyped vector's element) is a literal (a local of its own
+# takes default_ip / default_fp, next to an operand it takes that operand's type); a typed value
+# keeps its dtype (KNOWN_BUGS 'captured_dtype' where the implementation differs).
+class Capture:
+    """One Python-scope value. comps: suffix ('', '[1]', '[0, 1]', '.m', '.v[0]') -> (declared dtype,
+    or None for a Python number, value); groups: suffix -> shape of its vectors / matrices ('' the
+    whole value; 'struct' for a whole struct)."""
+
+    def __init__(self, name, kind, comps, groups, src, stype=None):
+        self.name, self.kind, self.comps, self.groups, self.src, self.stype = name, kind, comps, groups, src, stype
+
+    def group(self, gsuf):
+        """The components of a group, as (suffix relative to the group, declared dtype, value)."""
+        return [(suf[len(gsuf):], d, v) for suf, (d, v) in self.comps.items()
+                if gsuf == "" or suf.startswith(gsuf + "[")]
+
+
+def default_type(v):
+    """The dtype a Python number takes as a local of its own (`x = 5`, `x = 2.5`)."""
+    if isinstance(v, (float, np.floating)):
+        return DEFAULT_FP
+    return next(t for t in (DEFAULT_IP, "i64", "u64") if _fits(int(v), t))
+
+
+def py_number(v):
+    return float(v) if isinstance(v, (float, np.floating)) else int(v)
+
+
+def result_dtype(op, ta, tb):
+    t = promoted(ta, tb)
+    return DEFAULT_FP if op == "/" and is_int(t) else t
+
+
+def _suffix(ix):
+    return "[" + ", ".join(str(i) for i in ix) + "]"
+
+
+def _val_src(v):
+    return str(int(v)) if isinstance(v, (int, np.integer)) else _float_src(v)
+
+
+def case_tags(case):
+    """KNOWN_BUGS rows (with `trait`) that explain every value of a case: its traits that name one."""
+    return frozenset(t for t in case.traits if t in KNOWN_BUGS and KNOWN_BUGS[t].get("trait"))
+
+
+def construct_tags(case):
+    """KNOWN_BUGS classes a case's constructs touch (for a case that fails to compile)."""
+    tags = set(case_tags(case))
+    params = {p for s in walk_stmts(case.stmts) if s.kind == "call" for p in s.op[0]}
+    for s in walk_stmts(case.stmts):
+        if s.kind == "atomic" and s.exprs[0].kind == "var" and s.exprs[0].name in params:
+            tags.add("atomic_on_func_param")
+        if s.kind == "cset" and s.op[:2] == ("cap", "struct"):
+            tags.add("struct_recapture")
+        # a dtype the implementation gets wrong may make a later construct invalid (qd.bit_cast's widths)
+        caps = [n for e in s.exprs + list(s.val[2] if s.kind == "cset" and s.val else []) for n in walk_exprs(e)
+                if n.kind == "cap"]
+        if any(n.op for n in caps) or (s.kind == "clet" and any(tag for _, _, tag in s.dtype)):
+            tags.add("captured_dtype")
+    return tags
 
 
 def walk_exprs(e):
@@ -510,6 +624,10 @@ class Generator:
         self.arch = arch
         self.limits = active_limits(arch) if arch else set()
         self._verdicts = {}
+        self.in_func = False   # generating a @qd.func body: no ndarrays in scope
+        self.focus = None      # a compound local the statements being generated mostly reassign
+        self.whole_only = False  # this case assigns vector / matrix / struct locals only as a whole
+        self.caps_on = "captured" not in self.off
 
     def avoid(self, limit):
         """Whether to steer around LIMITS row `limit` on this arch (counted in the case)."""
@@ -538,8 +656,10 @@ class Generator:
     def leaf(self, t):
         r = self.rng.random()
         vars_ = [n for n, vt in self.scope_vars() if vt == t]
-        if vars_ and r < 0.3:
+        if vars_ and r < (0.5 if self.in_func else 0.3):
             return E("var", t, name=self.rng.choice(vars_))
+        if self.in_func:  # no ndarrays in a func (nor in a layout kernel's values)
+            return E("const", t, val=random_value(self.rng, t))
         if r < 0.55:
             idx = len(self.case.inputs[t])
             self.case.inputs[t].append(random_value(self.rng, t))
@@ -552,7 +672,7 @@ class Generator:
         """e converted to dtype t where promotion gave it another dtype."""
         if e.dtype == t:
             return e
-        if e.kind == "lit":  # a cast of a Python number is a compile-time conversion: use a typed leaf
+        if e.kind in ("lit", "cap"):  # a cast of a Python number is a compile-time conversion: use a typed leaf
             return self.leaf(t)
         return E("cast", t, args=[e])
 
@@ -627,6 +747,8 @@ class Generator:
             b = E("lit", literal_type(lit, a.dtype), val=lit)
             if isinstance(lit, int) and lit >= 2 ** 63:  # LIMITS: u64_literal_over_2pow63
                 b = E("const", a.dtype, val=v)
+            if self.caps_on and rng.random() < 0.35:  # a captured number, or a captured value's element
+                b = self.cap_read(a.dtype, op)
         elif r < 0.4:
             b = self.expr(self.pick_dtype(ints_only=op in ("&", "|", "^")), depth - 1)
         else:
@@ -675,17 +797,35 @@ class Generator:
     # statements ---------------------------------------------------------------------------------
     def scope_vars(self, writable=False):
         return [(n, t) for scope in self.scopes for n, t in scope.items()
-                if not (writable and n in self.readonly)]
+                if not n.startswith("@") and not (writable and (n in self.readonly or self.frozen(n)))]
+
+    def frozen(self, name):
+        """A component of a compound local in a case whose compounds are assigned only as a whole."""
+        return self.whole_only and ("[" in name or "." in name)
 
     def new_name(self):
         self.nvars += 1
         return f"v{self.nvars}"
 
     def stmt(self, depth, in_loop):
+        """One statement, or (captured values, funcs) a short list of them."""
         rng = self.rng
+        if self.caps_on:
+            focus = self.focus if self.focus and ("@" + self.focus) in self.scope_names() else None
+            if focus and rng.random() < 0.4:
+                return self.cset_stmt(focus)
+            r = rng.random()
+            if r < 0.045:
+                return self.capture_scenario(depth, in_loop)
+            if r < 0.07 and self.scope_compounds():
+                return self.cset_stmt()
+            if r < 0.085 and depth > 0 and not self.in_func:
+                return self.call_stmt(depth)
         r = rng.random()
         vars_ = self.scope_vars(writable=True)
         if r < 0.25 or not vars_:
+            if self.caps_on and rng.random() < 0.08:  # a local from a captured number or element
+                return self.cap_let()
             t = self.pick_dtype()
             e = self.expr(t, 3)
             name = self.new_name()
@@ -697,18 +837,10 @@ class Generator:
             e = self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 3)
             return S("set", name=name, exprs=[e])
         if r < 0.43:
-            name, t = rng.choice(vars_)
-            ops = ["+", "-", "*", "//", "%", "min", "max"] + (["&", "|", "^", "<<", ">>"] if is_int(t) else ["/"])
-            op = rng.choice(ops)
-            if op in ("&", "|", "^", "<<", ">>"):
-                et = t if op in ("&", "|", "^") or rng.random() < 0.5 else rng.choice(INTS)
-                e = self.exact(self.expr(et, 2), et)
-            else:
-                e = self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 2)
-                if "float_floordiv_mod" in self.off and op in ("//", "%") and not is_int(promoted(t, e.dtype)):
-                    op = "+"
-            return S("aug", name=name, op=op, exprs=[e])
+            return self.aug_stmt(*rng.choice(vars_))
         if r < 0.6:
+            if self.in_func:
+                return self.aug_stmt(*rng.choice(vars_))
             t = self.pick_dtype()
             e = self.expr(t, 4)
             st = t if rng.random() < 0.8 else self.pick_dtype()
@@ -721,39 +853,373 @@ class Generator:
             self.case.nout[st] += 1
             return S("store", dtype=st, val=slot, exprs=[e])
         if r < 0.75:
+            if self.in_func and rng.random() < 0.9:  # (KNOWN_BUGS atomic_on_func_param: kept rare)
+                return self.aug_stmt(*rng.choice(vars_))
             return self.atomic_stmt(vars_)
         if r < 0.82 and in_loop:
             return S("if", exprs=[self.cond(2)], body=[S(rng.choice(["break", "continue"]))], orelse=[])
         if depth <= 0:
-            return self.stmt(0, in_loop) if rng.random() < 0.5 else S("store", dtype="i32",
-                                                                        val=self._slot("i32"),
-                                                                        exprs=[self.expr("i32", 2)])
+            if rng.random() < 0.5 or self.in_func:
+                return self.stmt(0, in_loop)
+            return S("store", dtype="i32", val=self._slot("i32"), exprs=[self.expr("i32", 2)])
         if r < 0.88:
-            c = self.cond(2)
-            body = self.block(depth - 1, in_loop, rng.randint(1, 4))
-            orelse = self.block(depth - 1, in_loop, rng.randint(0, 3))
-            return S("if", exprs=[c], body=body, orelse=orelse)
+            return self.if_stmt(depth, in_loop)
         if r < 0.95:
-            name = self.new_name()
-            def bound():
-                if rng.random() < 0.6:
-                    return E("const", "i32", val=np.int32(rng.randint(-3, 5)))
-                return E("bin", "i32", "%", [self.exact(self.expr("i32", 1), "i32"), E("lit", "i32", val=6)])
-            r2 = rng.random()
-            bounds = [bound()] if r2 < 0.5 else [bound(), bound()]
-            step = rng.choice([1, 2, 3, -1, -2]) if r2 > 0.75 else None  # range(a, b, step): a constant step
-            self.scopes.append({name: "i32"})
-            self.readonly.add(name)
-            body = self.block(depth - 1, "for", rng.randint(1, 4), new_scope=False)
-            self.scopes.pop()
-            return S("for", name=name, exprs=bounds, body=body, val=step)
+            return self.for_stmt(depth)
+        return self.while_stmt(depth)
+
+    def aug_stmt(self, name, t):
+        rng = self.rng
+        ops = ["+", "-", "*", "//", "%", "min", "max"] + (["&", "|", "^", "<<", ">>"] if is_int(t) else ["/"])
+        op = rng.choice(ops)
+        if op in ("&", "|", "^", "<<", ">>"):
+            et = t if op in ("&", "|", "^") or rng.random() < 0.5 else rng.choice(INTS)
+            e = self.exact(self.expr(et, 2), et)
+        else:
+            e = self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 2)
+            if "float_floordiv_mod" in self.off and op in ("//", "%") and not is_int(promoted(t, e.dtype)):
+                op = "+"
+        return S("aug", name=name, op=op, exprs=[e])
+
+    def if_stmt(self, depth, in_loop):
+        c = self.cond(2)
+        body = self.block(depth - 1, in_loop, self.rng.randint(1, 4))
+        orelse = self.block(depth - 1, in_loop, self.rng.randint(0, 3))
+        return S("if", exprs=[c], body=body, orelse=orelse)
+
+    def for_stmt(self, depth):
+        rng = self.rng
         name = self.new_name()
-        limit = rng.randint(1, 6)
+
+        def bound():
+            if rng.random() < 0.6:
+                return E("const", "i32", val=np.int32(rng.randint(-3, 5)))
+            return E("bin", "i32", "%", [self.exact(self.expr("i32", 1), "i32"), E("lit", "i32", val=6)])
+        r2 = rng.random()
+        bounds = [bound()] if r2 < 0.5 else [bound(), bound()]
+        step = rng.choice([1, 2, 3, -1, -2]) if r2 > 0.75 else None  # range(a, b, step): a constant step
+        self.scopes.append({name: "i32"})
+        self.readonly.add(name)
+        body = self.block(depth - 1, "for", rng.randint(1, 4), new_scope=False)
+        self.scopes.pop()
+        return S("for", name=name, exprs=bounds, body=body, val=step)
+
+    def while_stmt(self, depth):
+        name = self.new_name()
+        limit = self.rng.randint(1, 6)
         self.scopes.append({})
         self.readonly.add(name)
-        body = self.block(depth - 1, "while", rng.randint(1, 3), new_scope=False)
+        body = self.block(depth - 1, "while", self.rng.randint(1, 3), new_scope=False)
         self.scopes.pop()
         return S("while", name=name, val=limit, exprs=[self.cond(2)], body=body)
+
+    # captured Python-scope values ----------------------------------------------------------------
+    def scope_names(self):
+        return {n for scope in self.scopes for n in scope}
+
+    def scope_compounds(self):
+        """(name, layout) of the vector / matrix / struct locals in scope."""
+        return [(n[1:], lay) for scope in self.scopes for n, lay in scope.items() if n.startswith("@")]
+
+    def bind_compound(self, name, lay):
+        for suf, t in lay["comps"]:
+            self.scopes[-1][name + suf] = t
+        self.scopes[-1]["@" + name] = lay
+
+    def cap_value(self, decl, cls):
+        """A component's value: of dtype decl, or (decl None) a Python number of class cls."""
+        rng = self.rng
+        if decl is not None:
+            return random_value(rng, decl)
+        if cls == "int":
+            return int(random_value(rng, "i32"))
+        return float(random_value(rng, rng.choice(["f32", "f32", "f64", "f16"])))
+
+    def new_capture(self, kind=None, shape=None, cls=None, stype=None):
+        """A new Python-scope value of the case (a global of the kernel's module)."""
+        rng, case = self.rng, self.case
+        kind = kind or rng.choice(["scalar", "vector", "vector", "matrix", "struct", "struct"])
+        name = f"G{len(case.caps) + 1}"
+        comps, groups = {}, {}
+        if kind == "scalar":
+            decl = self.pick_dtype() if rng.random() < 0.4 else None
+            v = self.cap_value(decl, cls or rng.choice(["int", "float"]))
+            comps[""] = (decl, v)
+            src = f"qd.{decl}({_val_src(v)})" if decl else _val_src(v)
+        elif kind in ("vector", "matrix"):
+            shape = shape or ((rng.choice([2, 2, 3, 3, 4]),) if kind == "vector" else
+                              rng.choice([(2, 2), (2, 2), (2, 3), (3, 2), (3, 3)]))
+            kind = "vector" if len(shape) == 1 else "matrix"
+            decl = None
+            if rng.random() < 0.4:
+                decl = self.pick_dtype()
+                if cls and (cls == "int") != is_int(decl):
+                    decl = rng.choice(INTS if cls == "int" else FLOATS)
+            c = cls or (("int" if is_int(decl) else "float") if decl else rng.choice(["int", "float"]))
+            vals = {ix: self.cap_value(decl, c) for ix in np.ndindex(*shape)}
+            comps = {_suffix(ix): (decl, v) for ix, v in vals.items()}
+            groups[""] = shape
+            if len(shape) == 1:
+                items = ", ".join(_val_src(v) for v in vals.values())
+                src = f"qd.Vector([{items}])" if not decl else rng.choice(
+                    [f"qd.Vector([{items}], dt=qd.{decl})", f"qd.types.vector({shape[0]}, qd.{decl})({items})"])
+            else:
+                rows = ", ".join("[" + ", ".join(_val_src(vals[(i, j)]) for j in range(shape[1])) + "]"
+                                 for i in range(shape[0]))
+                src = rng.choice([f"qd.Matrix([{rows}], dt=qd.{decl})",
+                                  f"qd.types.matrix({shape[0]}, {shape[1]}, qd.{decl})([{rows}])"]) \
+                    if decl else f"qd.Matrix([{rows}])"
+        else:
+            if stype is None and case.stypes and rng.random() < 0.4:
+                stype = rng.choice(sorted(case.stypes))
+            if stype is None:
+                stype = f"ST{len(case.stypes) + 1}"
+                members = []
+                for mname in rng.sample(["a", "m", "v", "w", "q"], rng.randint(1, 3)):
+                    t = rng.choice(["i32", "f32", "i32", "f32"] + DTYPES)
+                    members.append((mname, t, rng.choice([(), (), (), (2,), (2,), (3,), (2, 2)])))
+                tsrc = ", ".join(f"{m}=qd.{t}" if not sh else f"{m}=qd.types.vector({sh[0]}, qd.{t})" if len(sh) == 1
+                                 else f"{m}=qd.types.matrix({sh[0]}, {sh[1]}, qd.{t})" for m, t, sh in members)
+                case.stypes[stype] = (members, f"{{p}}{stype} = qd.types.struct({tsrc})")
+            members = case.stypes[stype][0]
+            kw = []
+            for m, t, sh in members:
+                if not sh:
+                    v = self.cap_value(t, None)
+                    comps[f".{m}"] = (t, v)
+                    kw.append(f"{m}={_val_src(v)}")
+                    continue
+                vals = {ix: self.cap_value(t, None) for ix in np.ndindex(*sh)}
+                comps.update({f".{m}{_suffix(ix)}": (t, v) for ix, v in vals.items()})
+                groups[f".{m}"] = sh
+                if len(sh) == 1:
+                    kw.append(f"{m}=qd.Vector([{', '.join(_val_src(v) for v in vals.values())}], dt=qd.{t})")
+                else:
+                    rows = ", ".join("[" + ", ".join(_val_src(vals[(i, j)]) for j in range(sh[1])) + "]"
+                                     for i in range(sh[0]))
+                    kw.append(f"{m}=qd.Matrix([{rows}], dt=qd.{t})")
+            groups[""] = "struct"
+            src = f"{{p}}{stype}({', '.join(kw)})"
+        cap = Capture(name, kind, comps, groups, f"{{p}}{name} = {src}", stype if kind == "struct" else None)
+        case.caps[name] = cap
+        return cap
+
+    def cap_operand(self, cap, suf, other, op):
+        """A captured number or element as the operand of `op` next to a value of dtype `other`:
+        a Python number takes a literal's type; a typed one keeps its dtype (the implementation
+        takes it as a literal: tagged where that changes the operation's type)."""
+        decl, v = cap.comps[suf]
+        lit_t = literal_type(py_number(v), other)
+        if decl is None:
+            return E("cap", lit_t, val=(cap.name, suf))
+        tag = "captured_dtype" if result_dtype(op, other, decl) != result_dtype(op, other, lit_t) else None
+        return E("cap", decl, op=tag, val=(cap.name, suf))
+
+    def cap_read(self, other, op):
+        rng = self.rng
+        caps = list(self.case.caps.values())
+        cap = rng.choice(caps) if caps and rng.random() < 0.6 else self.new_capture()
+        suf = rng.choice(sorted(cap.comps))
+        if isinstance(cap.comps[suf][1], (int, np.integer)) and abs(int(cap.comps[suf][1])) >= 2 ** 53 and \
+                not is_int(other):
+            return E("lit", literal_type(1, other), val=1)  # (kept exact: the front end goes through a double)
+        return self.cap_operand(cap, suf, other, op)
+
+    def cap_let(self):
+        """v = G (a captured number) or v = G[i] / G.m (an element): a local of the literal's type, or of
+        the typed value's dtype."""
+        rng = self.rng
+        caps = list(self.case.caps.values())
+        cap = rng.choice(caps) if caps and rng.random() < 0.5 else self.new_capture("scalar")
+        suf = rng.choice(sorted(cap.comps))
+        decl, v = cap.comps[suf]
+        t = decl or default_type(v)
+        tag = "captured_dtype" if decl and decl != default_type(v) else None
+        name = self.new_name()
+        self.scopes[-1][name] = t
+        return S("let", name=name, exprs=[E("cap", t, op=tag, val=(cap.name, suf))])
+
+    def clet_stmt(self):
+        """p = G (a vector, matrix or struct made outside the kernel), or q = G.v (a struct's member)."""
+        rng = self.rng
+        caps = [c for c in self.case.caps.values() if c.kind != "scalar"]
+        cap = rng.choice(caps) if caps and rng.random() < 0.4 else \
+            self.new_capture(rng.choice(["vector", "matrix", "struct", "struct"]))
+        gsuf = ""
+        if cap.kind == "struct" and len(cap.groups) > 1 and rng.random() < 0.3:
+            gsuf = rng.choice(sorted(g for g in cap.groups if g))
+        comps, lcomps = [], []
+        for suf, decl, v in cap.group(gsuf):
+            t = decl or default_type(v)
+            tag = "captured_dtype" if decl and decl != default_type(v) else None
+            comps.append((suf, t, tag))
+            lcomps.append((suf, t))
+        if gsuf:
+            lay = {"comps": lcomps, "groups": {"": cap.groups[gsuf]}, "stype": None}
+        else:
+            lay = {"comps": lcomps, "groups": dict(cap.groups), "stype": cap.stype}
+        name = self.new_name()
+        self.bind_compound(name, lay)
+        return S("clet", name=name, dtype=tuple(comps), val=(cap.name, gsuf))
+
+    def cset_stmt(self, name=None):
+        """A compound local (or one of its vectors / matrices) assigned as a whole, or one component."""
+        rng = self.rng
+        compounds = self.scope_compounds()
+        if name is None:
+            name, lay = rng.choice(compounds)
+        else:
+            lay = dict(compounds)[name]
+        if rng.random() < 0.25 and not self.whole_only:  # one component: p[1] = e, b.m += e
+            suf, t = rng.choice(lay["comps"])
+            if rng.random() < 0.5:
+                return S("set", name=name + suf, exprs=[self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 3)])
+            return self.aug_stmt(name + suf, t)
+        gsuf, shape = rng.choice(sorted(lay["groups"].items()))
+        if lay["groups"].get("") == "struct" and (shape == "struct" or self.whole_only) and rng.random() < 0.95:
+            # b = G2 on a struct: rare (KNOWN_BUGS struct_recapture); b.v = ... or b.m += ... instead, or
+            # (components stored only as a whole in this case) some other statement
+            members = sorted(g for g in lay["groups"] if g)
+            if self.whole_only:
+                prev, self.focus = self.focus, None
+                out = self.stmt(0, None)
+                self.focus = prev
+                return out
+            if not members:
+                suf, t = rng.choice(lay["comps"])
+                return self.aug_stmt(name + suf, t)
+            gsuf = rng.choice(members)
+            shape = lay["groups"][gsuf]
+        elif lay["groups"].get("") == "struct" and self.whole_only:
+            gsuf, shape = "", "struct"
+        targets = tuple((name + suf, t) for suf, t in lay["comps"] if gsuf == "" or suf.startswith(gsuf + "["))
+        tname = name + gsuf
+        if shape == "struct":  # b = G: another value of the same struct type
+            same = [c for c in self.case.caps.values() if c.stype == lay["stype"]]
+            cap = rng.choice(same) if same and rng.random() < 0.5 else self.new_capture("struct", stype=lay["stype"])
+            src = [E("cap", d, val=(cap.name, suf)) for suf, d, _ in cap.group("")]
+            return S("cset", name=tname, dtype=targets, op=("cap", "struct"), val=(cap.name, "", src))
+        tcls = "int" if is_int(targets[0][1]) else "float"
+        same_shape = [(c, g) for c in self.case.caps.values() for g, sh in c.groups.items() if sh == shape]
+
+        def pick_src(cls=None):
+            ok = [(c, g) for c, g in same_shape if cls is None or
+                  all(("int" if (d and is_int(d)) or (d is None and isinstance(v, int)) else "float") == cls
+                      for _, d, v in c.group(g))]
+            if ok and rng.random() < 0.6:
+                return rng.choice(ok)
+            return self.new_capture("vector" if len(shape) == 1 else "matrix", shape=shape, cls=cls), ""
+
+        def operands(cap, g, op):
+            return [self.cap_operand(cap, g + suf, t, op) for (suf, _, _), (_, t) in zip(cap.group(g), targets)]
+        r = rng.random()
+        square_int = len(shape) == 2 and shape[0] == shape[1] and tcls == "int"
+        if square_int and r < 0.12:  # p = p @ G (integers: exact in any order)
+            cap, g = pick_src("int")
+            return S("cset", name=tname, dtype=targets, op=("matmul", rng.random() < 0.5, "cap"),
+                     val=(cap.name, g, [self.cap_operand(cap, g + suf, targets[0][1], "*")
+                                        for suf, _, _ in cap.group(g)]))
+        if r < 0.3:  # p = G
+            cap, g = pick_src(tcls)
+            src = [E("cap", d or literal_type(py_number(v), t), val=(cap.name, g + suf))
+                   for (suf, d, v), (_, t) in zip(cap.group(g), targets)]
+            return S("cset", name=tname, dtype=targets, op=("cap",), val=(cap.name, g, src))
+        srck = rng.choice(["cap", "cap", "scalar", "scalar", "self"])
+        form = "aug" if srck != "self" and not self.whole_only and rng.random() < 0.3 else "bin"
+        ops = ["+", "-", "*"] + (["min", "max"] if form == "bin" else [])
+        exprs, val = [], None
+        if srck == "scalar":
+            st = targets[0][1] if rng.random() < 0.6 else self.pick_dtype()
+            exprs = [self.expr(st, 2)]
+            scls = "int" if is_int(exprs[0].dtype) else "float"
+        elif srck == "cap":
+            cap, g = pick_src(tcls if rng.random() < 0.7 else None)
+            scls = "int" if all((d and is_int(d)) or (d is None and isinstance(v, int)) for _, d, v in cap.group(g)) \
+                else "float"
+        else:
+            scls = tcls
+        if tcls == "int" and scls == "int":
+            ops += ["//", "%", "&", "|", "^"]
+        elif "float_floordiv_mod" not in self.off:
+            ops += ["//", "%", "/"]
+        else:
+            ops += ["/"]
+        op = rng.choice(ops)
+        if srck == "cap":
+            val = (cap.name, g, operands(cap, g, op))
+        fop = ("bin", op, rng.random() < 0.4, srck) if form == "bin" else ("aug", op, srck)
+        return S("cset", name=tname, dtype=targets, op=fop, exprs=exprs, val=val)
+
+    def sweep(self, name):
+        """Stores of every component of a compound local (its final values)."""
+        lay = dict(self.scope_compounds()).get(name)
+        if lay is None or self.in_func:
+            return []
+        return [S("store", dtype=t, val=self._slot(t), exprs=[E("var", t, name=name + suf)]) for suf, t in lay["comps"]]
+
+    def capture_scenario(self, depth, in_loop):
+        """p = G, then a loop or branch that mostly reassigns p (nested loops and branches below it,
+        conditions on run-time data), then p's final values stored."""
+        out = [self.clet_stmt()]
+        name = out[0].name
+        prev, self.focus = self.focus, name
+        kind = self.rng.choice(["for", "for", "while", "if"])
+        d = max(depth, 1)
+        out.append(self.for_stmt(d) if kind == "for" else self.while_stmt(d) if kind == "while" else
+                   self.if_stmt(d, in_loop))
+        if self.rng.random() < 0.3:
+            out += self._as_list(self.cset_stmt(name))
+        self.focus = prev
+        return out + self.sweep(name)
+
+    def call_stmt(self, depth):
+        """r = f(args): a @qd.func whose body sets locals from captured values and reassigns them in
+        loops and branches; it returns one of them (a vector, matrix or struct) or a scalar."""
+        rng = self.rng
+        args = [self.expr(self.pick_dtype(), 2) for _ in range(rng.randint(1, 3))]
+        params = [self.new_name() for _ in args]
+        cargs = []
+        compounds = self.scope_compounds()
+        if compounds and rng.random() < 0.4:
+            cn, lay = rng.choice(compounds)
+            cargs.append((self.new_name(), cn, lay))
+        saved = self.scopes, self.in_func, self.focus
+        self.scopes = [{p: a.dtype for p, a in zip(params, args)}]
+        for pn, _, lay in cargs:
+            self.bind_compound(pn, lay)
+        self.in_func, self.focus = True, None
+        body = []
+        for _ in range(rng.randint(1, 2)):
+            body += self.capture_scenario(depth - 1, None) if rng.random() < 0.6 else \
+                self._as_list(self.stmt(depth - 1, None))
+        fcomps = self.scope_compounds()
+        if fcomps and rng.random() < 0.7:
+            rn, rlay = rng.choice(fcomps)
+            ret = S("return", name=rn, dtype=tuple(rlay["comps"]))
+        else:
+            rlay = None
+            ret = S("return", exprs=[self.expr(self.pick_dtype(), 3)])
+        body.append(ret)
+        self.scopes, self.in_func, self.focus = saved
+        name = self.new_name()
+        if rlay is not None:
+            self.bind_compound(name, {"comps": list(rlay["comps"]), "groups": dict(rlay["groups"]),
+                                      "stype": rlay["stype"]})
+            out = [S("call", name=name, dtype=tuple(rlay["comps"]), exprs=args, body=body, val=self.case.nfuncs,
+                     op=(tuple(params), tuple((pn, cn, tuple(s for s, _ in lay["comps"])) for pn, cn, lay in cargs)))]
+            out += self.sweep(name)
+        else:
+            t = ret.exprs[0].dtype
+            self.scopes[-1][name] = t
+            out = [S("call", name=name, dtype=None, exprs=args, body=body, val=self.case.nfuncs,
+                     op=(tuple(params), tuple((pn, cn, tuple(s for s, _ in lay["comps"])) for pn, cn, lay in cargs))),
+                   S("store", dtype=t, val=self._slot(t), exprs=[E("var", t, name=name)])]
+        self.case.nfuncs += 1
+        return out
+
+    @staticmethod
+    def _as_list(s):
+        return s if isinstance(s, list) else [s]
 
     def _slot(self, t):
         self.case.nout[t] += 1
@@ -761,7 +1227,7 @@ class Generator:
 
     def atomic_stmt(self, vars_):
         rng = self.rng
-        on_var = rng.random() < 0.25 and vars_
+        on_var = (rng.random() < 0.25 or self.in_func) and vars_
         if on_var:
             name, t = rng.choice(vars_)
             target = E("var", t, name=name)
@@ -798,7 +1264,9 @@ class Generator:
     def block(self, depth, in_loop, n, new_scope=True):
         if new_scope:
             self.scopes.append({})
-        out = [self.stmt(depth, in_loop) for _ in range(n)]
+        out = []
+        for _ in range(n):
+            out += self._as_list(self.stmt(depth, in_loop))
         if new_scope:
             self.scopes.pop()
         return out
@@ -809,8 +1277,14 @@ class Generator:
         self.scopes, self.nvars, self.readonly = [{}], 0, set()
         for t in ATOMIC_MEM_DTYPES:
             self.case.scratch[t] = [random_value(self.rng, t) for _ in range(SCRATCH)]
+        self.in_func, self.focus = False, None
+        # half the cases assign their compound locals only as a whole (p = p + G, p = G3, b = G2), the
+        # others per component too (p[1] = e, b.m += e, p += G, b.v = ...)
+        self.whole_only = self.caps_on and self.rng.random() < 0.5
+        if self.whole_only:
+            self.case.traits.add("whole_only")
         n = size or self.rng.randint(*self.nstmts)
-        self.case.stmts = [self.stmt(2, False) for _ in range(n)]
+        self.case.stmts = self.block(2, False, n, new_scope=False)
         return self.case
 
 
@@ -904,8 +1378,10 @@ class Reference:
         self.iters = 0
         self.ctl = [frozenset()]  # tags of the conditions the current statement depends on
         self.acc = []             # per enclosing loop: tags of every condition evaluated in it
+        self.sticky = {}          # variable -> tags of its declaration (a dtype the implementation gets wrong)
 
     def run(self):
+        self.case.traits -= {"loop_iters_65535", "const_float_int_poison"}  # recomputed (a shrunk copy may lose them)
         self.block(self.case.stmts, [{}])
         if self.iters > 65535:
             self.case.traits.add("loop_iters_65535")
@@ -922,7 +1398,7 @@ class Reference:
         for scope in reversed(env):
             if name in scope:
                 t = scope[name][0]
-                scope[name] = (t, self.conv(v, t), tags | self.ctl[-1])
+                scope[name] = (t, self.conv(v, t), tags | self.ctl[-1] | self.sticky.get(name, frozenset()))
                 return
         raise AssertionError(name)
 
@@ -947,7 +1423,11 @@ class Reference:
             return self.case.inputs[e.dtype][e.val], frozenset()
         if k == "var":
             _, v, tags = self.lookup(env, e.name)
-            return v, tags
+            return v, tags | self.sticky.get(e.name, frozenset())
+        if k == "cap":  # a captured number or element: of the node's dtype (a literal's, or its own)
+            decl, v = self.case.caps[e.val[0]].comps[e.val[1]]
+            return (make(e.dtype, v) if decl is None else convert(v, e.dtype)), \
+                frozenset([e.op] if e.op else [])
         if k == "load":
             i, itags = self.index(env, e.args[0])
             return self.mem[("sc", e.dtype)][i], itags | self.tags[("sc", e.dtype)][i]
@@ -962,6 +1442,9 @@ class Reference:
             r = lift(lambda x, y, z: binary("and", binary(e.op[0], x, y), binary(e.op[1], y, z)), *args)
         elif k == "cast":
             r = self.conv(args[0], e.dtype)
+            if isinstance(r, Unspec) and is_int(e.dtype) and not is_int(e.args[0].dtype) and \
+                    not any(n.kind in ("var", "in", "load") for n in walk_exprs(e.args[0])):
+                self.case.traits.add("const_float_int_poison")  # (KNOWN_BUGS: the whole case)
         elif k == "bitcast":
             r = lift(lambda x: bit_cast(x, e.dtype), args[0])
         elif k == "select":
@@ -999,7 +1482,8 @@ class Reference:
             return
         for s in walk_stmts(stmts):
             names = [s.name] if s.kind in ("set", "aug") else \
-                [s.exprs[0].name] if s.kind == "atomic" and s.exprs[0].kind == "var" else []
+                [s.exprs[0].name] if s.kind == "atomic" and s.exprs[0].kind == "var" else \
+                [n for n, _ in s.dtype] if s.kind == "cset" else []
             for n in names:
                 for scope in reversed(env):
                     if n in scope:
@@ -1028,12 +1512,84 @@ class Reference:
         if itags:  # a write at an index that depends on a known bug may land on any cell
             self.tags[(kind, t)] = [x | itags for x in self.tags[(kind, t)]]
 
+    def compound_set(self, s, env):
+        """A vector / matrix / struct local (or a group of its components) assigned as a whole:
+        every new component is computed from the old values, then all are assigned."""
+        targets, form = s.dtype, s.op
+        src = s.val[2] if s.val else None
+        cur = [E("var", t, name=n) for n, t in targets]
+        if form[0] == "matmul":
+            n = math.isqrt(len(targets))
+            a, b = (src, cur) if form[1] else (cur, src)
+            exprs = []
+            for i in range(n):
+                for j in range(n):
+                    acc = None
+                    for k in range(n):
+                        x, y = a[i * n + k], b[k * n + j]
+                        term = E("bin", result_dtype("*", x.dtype, y.dtype), "*", [x, y])
+                        acc = term if acc is None else \
+                            E("bin", result_dtype("+", acc.dtype, term.dtype), "+", [acc, term])
+                    exprs.append(acc)
+        elif form[0] == "cap":
+            exprs = src
+        else:
+            op, srck = form[1], form[-1]
+            exprs = []
+            for idx, c in enumerate(cur):
+                other = src[idx] if srck == "cap" else s.exprs[0] if srck == "scalar" else c
+                x, y = (other, c) if form[0] == "bin" and form[2] else (c, other)
+                exprs.append(E("bin", result_dtype(op, x.dtype, y.dtype), op, [x, y]))
+        vals = [self.ev(env, e) for e in exprs]
+        for (n, _), (v, tags) in zip(targets, vals):
+            self.assign(env, n, v, tags)
+
+    def call(self, s, env):
+        """r = f(args): the func's parameters are copies of the arguments; its body runs in its own
+        scope; r is what it returns (a scalar, or every component of a compound local)."""
+        params, cparams = s.op
+        fenv = [{}]
+        for p, e in zip(params, s.exprs):
+            v, tags = self.ev(env, e)
+            fenv[0][p] = (e.dtype, v, tags | self.ctl[-1])
+        for p, cname, sufs in cparams:
+            for suf in sufs:
+                t, v, tags = self.lookup(env, cname + suf)
+                fenv[0][p + suf] = (t, v, tags | self.ctl[-1])
+                if cname + suf in self.sticky:
+                    self.sticky[p + suf] = self.sticky[cname + suf]
+        for st in s.body[:-1]:
+            self.stmt(st, fenv)
+        ret = s.body[-1]
+        if ret.exprs:
+            v, tags = self.ev(fenv, ret.exprs[0])
+            env[-1][s.name] = (ret.exprs[0].dtype, v, tags | self.ctl[-1])
+            return
+        for suf, _ in ret.dtype:
+            t, v, tags = self.lookup(fenv, ret.name + suf)
+            env[-1][s.name + suf] = (t, v, tags | self.ctl[-1] | self.sticky.get(ret.name + suf, frozenset()))
+            if ret.name + suf in self.sticky:
+                self.sticky[s.name + suf] = self.sticky[ret.name + suf]
+
     def stmt(self, s, env):
         k = s.kind
         if k == "let":
             v, tags = self.ev(env, s.exprs[0])
             t = s.dtype or s.exprs[0].dtype
             env[-1][s.name] = (t, self.conv(v, t), tags | self.ctl[-1])
+            if s.exprs[0].kind == "cap" and s.exprs[0].op:
+                self.sticky[s.name] = frozenset([s.exprs[0].op])
+        elif k == "clet":
+            cap = self.case.caps[s.val[0]]
+            for suf, t, tag in s.dtype:
+                decl, v = cap.comps[s.val[1] + suf]
+                env[-1][s.name + suf] = (t, make(t, v) if decl is None else v, self.ctl[-1])
+                if tag:
+                    self.sticky[s.name + suf] = frozenset([tag])
+        elif k == "cset":
+            self.compound_set(s, env)
+        elif k == "call":
+            self.call(s, env)
         elif k == "set":
             self.assign(env, s.name, *self.ev(env, s.exprs[0]))
         elif k == "aug":
@@ -1095,6 +1651,8 @@ class Reference:
             evs = [self.ev(env, x) for x in s.exprs]
             if any(isinstance(n, (Unspec, Alts)) for n, _ in evs):
                 raise CaseUnspecified("loop bound")
+            if len(range(*[int(n) for n, _ in evs], *([s.val] if s.val else []))) > 10000:
+                raise CaseUnspecified("a loop of more than 10000 iterations")  # (a shrunk bound: `x` for `x % 6`)
             tags = frozenset().union(*[tg for _, tg in evs])
             self.ctl.append(self.ctl[-1] | tags)
             self.acc.append(set(tags))
@@ -1170,6 +1728,8 @@ def expr_src(e, base):
         return f"in_{e.dtype}[{e.val + base['in'][e.dtype]}]"
     if k == "var":
         return e.name
+    if k == "cap":
+        return f"{base['cap']}{e.val[0]}{e.val[1]}"
     if k == "load":
         return f"sc_{e.dtype}[{base['sc'][e.dtype]} + {expr_src(e.args[0], base)}]"
     a = [expr_src(x, base) for x in e.args]
@@ -1242,8 +1802,41 @@ def stmts_src(stmts, base, indent, lines):
             lines.append(f"{pad}        break")
         elif k in ("break", "continue"):
             lines.append(f"{pad}{k}")
+        elif k == "clet":
+            lines.append(f"{pad}{s.name} = {base['cap']}{s.val[0]}{s.val[1]}")
+        elif k == "cset":
+            form = s.op
+            src = f"{base['cap']}{s.val[0]}{s.val[1]}" if s.val else \
+                expr_src(s.exprs[0], base) if form[-1] == "scalar" else s.name
+            if form[0] == "cap":
+                lines.append(f"{pad}{s.name} = {src}")
+            elif form[0] == "aug":
+                lines.append(f"{pad}{s.name} {form[1]}= {src}")
+            else:
+                a, b = (src, s.name) if form[1 if form[0] == "matmul" else 2] else (s.name, src)
+                op = "@" if form[0] == "matmul" else form[1]
+                rhs = f"qd.{op}({a}, {b})" if op in ("min", "max") else f"{a} {op} {b}"
+                lines.append(f"{pad}{s.name} = {rhs}")
+        elif k == "call":
+            args = [expr_src(e, base) for e in s.exprs] + [cn for _, cn, _ in s.op[1]]
+            lines.append(f"{pad}{s.name} = {base['cap']}f{s.val}({', '.join(args)})")
+        elif k == "return":
+            lines.append(f"{pad}return {expr_src(s.exprs[0], base) if s.exprs else s.name}")
         else:
             raise AssertionError(k)
+
+
+def module_src(case, base):
+    """The Python-scope values and @qd.func helpers a case's kernel code refers to."""
+    p = base["cap"]
+    lines = [src.format(p=p) for _, src in case.stypes.values()]
+    lines += [c.src.format(p=p) for c in case.caps.values()]
+    for s in walk_stmts(case.stmts):
+        if s.kind == "call":
+            params = list(s.op[0]) + [pn for pn, _, _ in s.op[1]]
+            lines += ["", "", "@qd.func", f"def {p}f{s.val}({', '.join(params)}):"]
+            stmts_src(s.body, base, 1, lines)
+    return lines
 
 
 class Batch:
@@ -1254,8 +1847,9 @@ class Batch:
         self.bases = []
         tot = {kind: {t: 0 for t in DTYPES} for kind in ("in", "out", "sc")}
         used = set()
-        for c in cases:
+        for i, c in enumerate(cases):
             self.bases.append({kind: dict(v) for kind, v in tot.items()})
+            self.bases[-1]["cap"] = f"c{i}_"  # the case's globals: c3_G1, c3_f0, ...
             for t in DTYPES:
                 tot["in"][t] += len(c.inputs[t])
                 tot["out"][t] += c.nout[t]
@@ -1266,10 +1860,23 @@ class Batch:
 
     def source(self, name="fuzz_kernel"):
         params = [f"{kind}_{t}: qd.types.ndarray(dtype=qd.{t}, ndim=1)" for kind, t in self.params]
-        lines = ["@qd.kernel", f"def {name}({', '.join(params)}):"]
+        lines, self.owner = [], {}  # owner: line number -> index of the case it belongs to
+
+        def own(i, start):
+            self.owner.update({n + 1: i for n in range(start, len(lines))})
+        for i, (c, base) in enumerate(zip(self.cases, self.bases)):
+            start = len(lines)
+            lines += module_src(c, base)
+            own(i, start)
+        if lines:
+            lines += ["", ""]
+        head = len(lines)
+        lines += ["@qd.kernel", f"def {name}({', '.join(params)}):"]
         if len(self.cases) == 1:
             lines.append("    for _ in range(1):")
+            start = len(lines)
             stmts_src(self.cases[0].stmts, self.bases[0], 2, lines)
+            own(0, start)
         else:  # one parallel loop; iteration i runs case i
             lines.append(f"    for lane in range({len(self.cases)}):")
             for i, c in enumerate(self.cases):
@@ -1278,9 +1885,16 @@ class Batch:
                 stmts_src(c.stmts, self.bases[i], 3, lines)
                 if len(lines) == before:
                     lines.append("            pass")
-        if len(lines) == 2:
+                own(i, before)
+        if len(lines) == head + 2:
             lines.append("    pass")
         return "\n".join(lines) + "\n"
+
+    def case_of_error(self, e):
+        """The case whose line a front-end error names, or None."""
+        import re
+        m = re.search(r"<qd-fuzz-\d+>:(\d+)", str(e))
+        return self.owner.get(int(m.group(1))) if m and getattr(self, "owner", None) else None
 
     def arrays(self):
         arrs = {}
@@ -1313,14 +1927,18 @@ def arrays_used(case):
 _counter = itertools.count()
 
 
-def build_kernel(src, extra=None):
-    """Compiles generated source into a @qd.kernel (registered with linecache for the front end)."""
+def build_kernel(src, extra=None, name=None):
+    """Compiles generated source into a @qd.kernel (registered with linecache for the front end):
+    the one called `name`, or the first thing the source defines."""
     fname = f"<qd-fuzz-{next(_counter)}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
-    g = {"qd": qd, "INF": math.inf, "NAN": math.nan}
+    g = {"qd": qd, "np": np, "INF": math.inf, "NAN": math.nan}
     g.update(extra or {})
     exec(compile(src, fname, "exec"), g)
-    return next(v for k, v in g.items() if k not in ("qd", "INF", "NAN", "__builtins__") and k not in (extra or {}))
+    if name:
+        return g[name]
+    return next(v for k, v in g.items()
+                if k not in ("qd", "np", "INF", "NAN", "__builtins__") and k not in (extra or {}))
 
 
 # --- comparing ----------------------------------------------------------------------------------------
@@ -1408,9 +2026,25 @@ class Mismatch:
         self.known = known  # the KNOWN_BUGS rows the value depends on ([]: a new bug)
 
     def __repr__(self):
-        kind, t, i = self.cell
         tail = f"  [known: {', '.join(self.known)}]" if self.known else "  [NEW]"
+        if self.cell is None:  # the kernel did not compile or run
+            return f"{self.arch}: error {self.got}{tail}"
+        kind, t, i = self.cell
         return f"{self.arch}: {kind}_{t}[{i}] expected {fmt(self.expected)}, got {fmt(self.got)}{tail}"
+
+
+def error_text(e):
+    """An exception as one line: its type and the last line of its message (not the location)."""
+    lines = [x for x in str(e).strip().splitlines() if x.strip()]
+    return f"{type(e).__name__}: {lines[-1].strip() if lines else ''}"
+
+
+def like(m):
+    """A predicate accepting mismatches of the same kind as m (for shrinking): the same error, or a
+    value mismatch explained by the same KNOWN_BUGS rows (none: a new one)."""
+    if m.cell is None:
+        return lambda x: x.cell is None and x.got == m.got
+    return lambda x: x.cell is not None and bool(x.known) == bool(m.known) and set(x.known) >= set(m.known)
 
 
 class Stats:
@@ -1423,15 +2057,16 @@ class Stats:
         self.compared = collections.Counter()
         self.kernels = collections.Counter()
         self.contended = collections.Counter()    # arch -> contended-atomic kernels run
+        self.layouts = collections.Counter()      # arch -> nested-dense layouts run
         self.seconds = collections.Counter()
         self.errors = []
 
     def report(self):
         out = []
-        for arch in sorted(set(self.cases) | set(self.contended)):
+        for arch in sorted(set(self.cases) | set(self.contended) | set(self.layouts)):
             out.append(f"{arch}: {self.cases[arch]} cases in {self.kernels[arch]} kernels, "
                        f"{self.compared[arch]} values compared, {self.contended[arch]} contended-atomic "
-                       f"kernels, {self.seconds[arch]:.1f} s")
+                       f"kernels, {self.layouts[arch]} nested-dense layouts, {self.seconds[arch]:.1f} s")
         for (arch, why), n in sorted(self.avoided.items()):
             out.append(f"  {arch}: {n} case(s) steered around LIMITS '{why}'")
         for (arch, why), n in sorted(self.not_compared.items()):
@@ -1472,7 +2107,7 @@ def run_cases(cases, arch, stats, batch=None):
         runnable.append(c)
     t0 = time.time()
     for group in batches(runnable, batch or batch_size(arch)):
-        mismatches += run_batch(Batch(group), arch, stats)
+        mismatches += run_group(group, arch, stats)
     stats.seconds[arch] += time.time() - t0
     stats.cases[arch] += len(runnable)
     return mismatches
@@ -1503,7 +2138,7 @@ def batches(cases, size):
 
 def run_batch(batch, arch, stats=None):
     src = batch.source()
-    kern = build_kernel(src)
+    kern = build_kernel(src, name="fuzz_kernel")
     arrs = batch.arrays()
     kern(*[arrs[f"{kind}_{t}"] for kind, t in batch.params])
     if stats is not None:
@@ -1523,7 +2158,7 @@ def run_batch(batch, arch, stats=None):
                     else:
                         stats.compared[arch] += 1
                 if ok is False:
-                    known = known_classes(c.tags[(kind, t)][j], arch)
+                    known = known_classes(c.tags[(kind, t)][j] | case_tags(c), arch)
                     out.append(Mismatch(c, arch, (kind, t, j), ref, got, known))
     return out
 
@@ -1552,16 +2187,37 @@ def crashes(case, arch, timeout=120):
         os.unlink(f.name)
 
 
+def run_group(cases, arch, stats=None):
+    """run_batch, and where the kernel fails to compile or run, halves the group until each case that
+    fails alone is found: it gives one mismatch with cell None (the error), attributed to KNOWN_BUGS by
+    the case's constructs."""
+    out, cases = [], list(cases)
+    while True:
+        b = Batch(cases)
+        try:
+            return out + run_batch(b, arch, stats)
+        except Exception as e:
+            i = 0 if len(cases) == 1 else b.case_of_error(e)
+            if i is None:  # no line named: halve
+                mid = len(cases) // 2
+                return out + run_group(cases[:mid], arch, stats) + run_group(cases[mid:], arch, stats)
+            c, text = cases.pop(i), error_text(e)
+            out.append(Mismatch(c, arch, None, "runs", text, known_classes(construct_tags(c), arch, text)))
+            if not cases:
+                return out
+
+
 def fails(case, arch, want=None):
     """Whether the case alone mismatches on the arch (for shrinking): some mismatch `want` accepts
-    (default: any). A kernel that no longer compiles or runs does not count."""
+    (default: any value mismatch; a kernel that no longer compiles or runs counts only where `want`
+    accepts its error)."""
     c = case.copy()
     try:
         c.expected = Reference(c).run()
     except (CaseUnspecified, AssertionError, KeyError, IndexError):
         return False
     try:
-        return any(want is None or want(m) for m in run_batch(Batch([c]), arch))
+        return any((m.cell is not None) if want is None else want(m) for m in run_group([c], arch))
     except Exception:
         return False
 
@@ -1587,6 +2243,19 @@ def _defined_ok(case):
                 return False
             if s.kind in ("set", "aug") and s.name not in scope:
                 return False
+            if s.kind == "cset" and not all(n in scope for n, _ in s.dtype):
+                return False
+            if s.kind == "return" and not s.exprs and not all(s.name + suf in scope for suf, _ in s.dtype):
+                return False
+            if s.kind == "call":
+                if not all(cn + suf in scope for _, cn, sufs in s.op[1] for suf in sufs):
+                    return False
+                fscope = set(s.op[0]) | {p + suf for p, _, sufs in s.op[1] for suf in sufs}
+                if not block_ok(s.body, fscope, None):
+                    return False
+                scope |= {s.name + suf for suf, _ in s.dtype} if s.dtype else {s.name}
+            if s.kind == "clet":
+                scope |= {s.name + suf for suf, _, _ in s.dtype}
             if s.kind in ("break", "continue") and not loop:
                 return False
             if s.kind == "if":
@@ -1667,6 +2336,8 @@ def shrink(case, arch, budget_s=60.0, pred=None):
 
 
 def _stmt_replacements(s):
+    if s.kind == "return":  # a func's last statement stays
+        return
     yield []
     if s.kind == "if":
         yield list(s.body)
@@ -1679,10 +2350,10 @@ def _stmt_replacements(s):
 
 
 def _expr_replacements(case, e):
-    if e.kind in ("const", "lit"):
+    if e.kind in ("const", "lit", "cap"):
         return
     for a in e.args:
-        if a.dtype == e.dtype and a.kind != "lit":
+        if a.dtype == e.dtype and a.kind not in ("lit", "cap"):  # (a Python number alone is typed otherwise)
             yield a.copy()
     if e.kind == "in":
         yield E("const", e.dtype, val=case.inputs[e.dtype][e.val])
@@ -1692,7 +2363,17 @@ def _expr_replacements(case, e):
 
 
 def _compact(case):
-    """Renumbers the inputs and outputs a shrunk case still uses."""
+    """Renumbers the inputs and outputs a shrunk case still uses; drops the captured values it no
+    longer reads."""
+    used = set()
+    for s in walk_stmts(case.stmts):
+        if s.kind in ("clet", "cset") and s.val:
+            used.add(s.val[0])
+        for e in s.exprs + list(s.val[2] if s.kind == "cset" and s.val else []):
+            used |= {n.val[0] for n in walk_exprs(e) if n.kind == "cap"}
+    case.caps = {n: c for n, c in case.caps.items() if n in used}
+    stypes = {c.stype for c in case.caps.values()}
+    case.stypes = {n: v for n, v in case.stypes.items() if n in stypes}
     for t in DTYPES:
         used = sorted({n.val for s in walk_stmts(case.stmts) for e in s.exprs for n in walk_exprs(e)
                        if n.kind == "in" and n.dtype == t})
@@ -1865,3 +2546,328 @@ def run_contended(arch, seed, n, stats):
             failed.append((c, problems))
     stats.seconds[arch] += time.time() - t0
     return failed
+
+
+# --- nested dense layouts -------------------------------------------------------------------------------
+# A field laid out by nested qd.root.dense() calls over axes in random order (an axis used twice, one
+# call over several axes): its indices are the axes used in axis order i, j, k, l, each of the
+# product of its sizes (docs/language.md "Data"). A kernel fills it through a struct-for (`for a, b in x`
+# or `for I in x`), copies it into a second field of the same shape under another nesting (a
+# struct-for over that one, reading the first by explicit indices), and reads one of them back by
+# explicit indices in an ndrange or in serial loops; the atomics of the struct-for count the
+# iterations, sum a weighted code of the indices and take each index's maximum. Checked: the shapes,
+# to_numpy() of the three fields, Python-scope x[i, k] reads, the read-back and the atomics.
+AXIS_NAMES = "ijkl"
+LAYOUT_MAX_CELLS = 240
+LAYOUT_WEIGHTS = [1, 7, 53, 401]
+
+
+def _divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class Layout:
+    def __init__(self, rng, gen, index):
+        self.index = index
+        nax = rng.choice([1, 2, 2, 3, 3, 4])
+        self.axes = sorted(rng.sample(range(4), nax))
+        while True:
+            self.levels = self.random_levels(rng, {a: None for a in self.axes})
+            if int(np.prod(self.shape())) <= LAYOUT_MAX_CELLS:
+                break
+        self.levels2 = self.random_levels(rng, dict(zip(self.axes, self.shape())))
+        self.dtype = gen.pick_dtype()
+        self.fill = rng.choice(["tuple", "tuple", "grouped", "code"])
+        if self.fill == "grouped" and nax == 1:  # `for i in x` over a 1-D field: i is the index itself
+            self.fill = "tuple"
+        self.read = rng.choice(["ndrange", "serial"])
+        self.read_from = rng.choice(["x", "y"])
+        self.py_reads = [tuple(rng.randrange(n) for n in self.shape()) for _ in range(2)]
+        gen.case = Case(0)
+        gen.scopes, gen.readonly = [{n: "i32" for n in self.names()}], set(self.names())
+        saved = gen.in_func, gen.caps_on
+        gen.in_func, gen.caps_on = True, False  # values of the indices and constants only
+        t = self.dtype
+        code = None  # a term that tells the indices apart (the rest may be any expression of them)
+        for n, w in zip(self.names(), [1, 10, 100, 1000]):
+            term = E("bin", "i32", "*", [E("var", "i32", name=n), E("lit", "i32", val=w)])
+            code = term if code is None else E("bin", "i32", "+", [code, term])
+        op = rng.choice(["+", "-", "^"] if is_int(t) else ["+", "-"])
+        rest = gen.exact(gen.expr(t, 2), t)
+        self.expr = E("bin", t, op, [gen.exact(code, t), rest])
+        gen.in_func, gen.caps_on = saved
+
+    @staticmethod
+    def random_levels(rng, totals):
+        """dense() calls, outermost first, as (axes, sizes, one_size): each axis once or twice (sizes
+        whose product is totals[axis] when given), in random order; sometimes one call over several
+        axes (qd.ij, qd.ijk, qd.ijkl, which exist for leading axes only)."""
+        pieces = []
+        for a, tot in totals.items():
+            if tot is None:
+                sizes = [rng.randint(1, 6)] if rng.random() < 0.6 else [rng.randint(1, 4), rng.randint(2, 4)]
+            else:
+                d = rng.choice(_divisors(tot))
+                sizes = [tot] if rng.random() < 0.5 or d in (1, tot) else [d, tot // d]
+            pieces += [(a, n) for n in sizes]
+        rng.shuffle(pieces)
+        levels = [((a,), (n,), False) for a, n in pieces]
+        lead = [a for a in range(4) if a in totals and all(b in totals for b in range(a + 1))]
+        if len(lead) >= 2 and rng.random() < 0.4:  # merge the first piece of each leading axis into qd.ij..
+            k = rng.randint(2, len(lead))
+            firsts = [next(i for i, lv in enumerate(levels) if lv[0] == (a,)) for a in range(k)]
+            sizes = tuple(levels[i][1][0] for i in firsts)
+            merged = (tuple(range(k)), sizes, len(set(sizes)) == 1 and rng.random() < 0.5)
+            at = min(firsts)
+            levels = [lv for i, lv in enumerate(levels) if i not in firsts]
+            levels.insert(min(at, len(levels)), merged)
+        return levels
+
+    def shape(self, levels=None):
+        levels = self.levels if levels is None else levels
+        axes = sorted({a for lv in levels for a in lv[0]})
+        return tuple(int(np.prod([n for ax, sz, _ in levels for a2, n in zip(ax, sz) if a2 == a])) for a in axes)
+
+    def names(self):
+        return [f"a{d}" for d in range(len(self.axes))]
+
+    def copy(self):
+        c = Layout.__new__(Layout)
+        c.__dict__.update(self.__dict__)
+        c.levels, c.py_reads = list(self.levels), list(self.py_reads)
+        c.levels2 = list(self.levels2) if self.levels2 else None
+        c.expr = self.expr.copy()
+        return c
+
+    # reference ----------------------------------------------------------------------------------
+    def expected(self):
+        shape = self.shape()
+        ref = Reference(Case(0))
+        vals = {}
+        for ix in np.ndindex(*shape):
+            env = [{n: ("i32", np.int32(i), frozenset()) for n, i in zip(self.names(), ix)}]
+            v, _ = ref.ev(env, self.expr)
+            vals[ix] = v
+        strides = [int(np.prod(shape[d + 1:])) for d in range(len(shape))]
+        acc = [len(vals), sum(sum(i * w for i, w in zip(ix, LAYOUT_WEIGHTS)) for ix in vals)] + [n - 1 for n in shape]
+        return dict(shape=shape, vals=vals, strides=strides, acc=acc)
+
+    # source -------------------------------------------------------------------------------------
+    def layout_src(self, levels, fields):
+        calls = []
+        for axes, sizes, one in levels:
+            ax = "".join(AXIS_NAMES[a] for a in axes)
+            n = str(sizes[0]) if len(sizes) == 1 or one else "(" + ", ".join(map(str, sizes)) + ")"
+            calls.append(f".dense(qd.{ax}, {n})")
+        return f"qd.root{''.join(calls)}.place({', '.join(fields)})"
+
+    def setup_src(self, p):
+        """Python-scope lines creating the fields (prefix p)."""
+        lines = [f"{p}x = qd.field(qd.{self.dtype})", f"{p}code = qd.field(qd.i32)",
+                 self.layout_src(self.levels, [f"{p}x", f"{p}code"])]
+        if self.levels2 is not None:
+            lines += [f"{p}y = qd.field(qd.{self.dtype})", self.layout_src(self.levels2, [f"{p}y"])]
+        return lines
+
+    def kernel_lines(self, p):
+        """The kernel's loops for this layout (its ndarray arguments are {p}o, {p}oc, {p}acc)."""
+        exp = self.expected()
+        names, shape, strides = self.names(), exp["shape"], exp["strides"]
+        idx = ", ".join(names)
+        lin = " + ".join(f"{n} * {s}" for n, s in zip(names, strides))
+        value = expr_src(self.expr, {"cap": p})
+        weighted = " + ".join(f"{n} * {w}" for n, w in zip(names, LAYOUT_WEIGHTS))
+        over = f"{p}code" if self.fill == "code" else f"{p}x"
+        lines = []
+        if self.fill == "grouped":
+            lines.append(f"    for I in {over}:")
+            lines += [f"        {n} = I[{d}]" for d, n in enumerate(names)]
+        else:
+            lines.append(f"    for {idx} in {over}:")
+        lines += [f"        {p}x[{idx}] = {value}", f"        {p}code[{idx}] = {lin}",
+                  f"        qd.atomic_add({p}acc[0], 1)",
+                  f"        qd.atomic_add({p}acc[1], {weighted})"]
+        lines += [f"        qd.atomic_max({p}acc[{2 + d}], {n})" for d, n in enumerate(names)]
+        src = f"{p}x"
+        if self.levels2 is not None:
+            lines += [f"    for {idx} in {p}y:", f"        {p}y[{idx}] = {p}x[{idx}]"]
+            src = f"{p}{self.read_from}"
+        body = [f"{p}o[{lin}] = {src}[{idx}]", f"{p}oc[{lin}] = {p}code[{idx}]"]
+        if self.read == "ndrange":
+            lines.append(f"    for {idx} in qd.ndrange({', '.join(map(str, shape))}):")
+            lines += ["        " + b for b in body]
+        else:
+            lines.append("    for _ in range(1):")
+            for d, (n, m) in enumerate(zip(names, shape)):
+                lines.append("        " + "    " * d + f"for {n} in range({m}):")
+            lines += ["        " + "    " * len(names) + b for b in body]
+        return lines
+
+    def params(self, p):
+        return [f"{p}o: qd.types.ndarray(dtype=qd.{self.dtype}, ndim=1)",
+                f"{p}oc: qd.types.ndarray(dtype=qd.i32, ndim=1)", f"{p}acc: qd.types.ndarray(dtype=qd.i32, ndim=1)"]
+
+    def check(self, g, p, o, oc, acc, arch):
+        """Problems (strings) after the kernel ran; g: the globals holding the fields."""
+        exp = self.expected()
+        shape, vals = exp["shape"], exp["vals"]
+        problems = []
+        names = ["iterations", "weighted index sum"] + [f"max {AXIS_NAMES[a]} index" for a in self.axes]
+        for n, e, gv in zip(names, exp["acc"], acc):
+            if int(gv) != e:
+                problems.append(f"struct-for {n}: {int(gv)}, expected {e}")
+        x, code = g[f"{p}x"], g[f"{p}code"]
+        fields = [("x", x), ("code", code)] + ([("y", g[f"{p}y"])] if self.levels2 is not None else [])
+        for fname, f in fields:
+            if tuple(f.shape) != shape:
+                problems.append(f"{fname}.shape is {tuple(f.shape)}, expected {shape}")
+        if any("shape" in q for q in problems):
+            return problems
+        want_code = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+        got = code.to_numpy()
+        if got.shape != shape or not np.array_equal(got, want_code):
+            bad = next((ix for ix in np.ndindex(*shape) if got.shape != shape or got[ix] != want_code[ix]), None)
+            problems.append(f"code.to_numpy() differs from the linear index in axis order (first at {bad}: "
+                            f"{got[bad] if bad is not None and got.shape == shape else got.shape})")
+
+        def compare(what, arr_or_get):
+            for ix in np.ndindex(*shape):
+                gv = arr_or_get(ix)
+                if same(vals[ix], gv, arch) is False:
+                    problems.append(f"{what}[{', '.join(map(str, ix))}] expected {fmt(vals[ix])}, got {fmt(gv)}")
+                    return
+        xs = x.to_numpy()
+        compare("x.to_numpy()", lambda ix: xs[ix])
+        if self.levels2 is not None:
+            ys = g[f"{p}y"].to_numpy()
+            compare("y.to_numpy()", lambda ix: ys[ix])
+        strides = exp["strides"]
+        compare(f"{self.read_from if self.levels2 is not None else 'x'} read back",
+                lambda ix: o[sum(i * s for i, s in zip(ix, strides))])
+        if not np.array_equal(oc[:len(vals)], want_code.reshape(-1)):
+            problems.append("code read back by explicit indices differs from the linear index")
+        for ix in self.py_reads:
+            gv = np.asarray(x[ix] if len(ix) > 1 else x[ix[0]]).astype(NP[self.dtype])[()]
+            if same(vals[ix], gv, arch) is False:
+                problems.append(f"Python-scope x[{', '.join(map(str, ix))}] expected {fmt(vals[ix])}, got {fmt(gv)}")
+        return problems
+
+    def describe(self):
+        return self.layout_src(self.levels, ["x", "code"]) + \
+            (f"; y: {self.layout_src(self.levels2, ['y'])}" if self.levels2 is not None else "")
+
+
+def layout_batch_size(arch):
+    """Layouts per kernel: 3 fields and 3 ndarrays each (LIMITS storage_buffers_per_shader)."""
+    return 4
+
+
+def run_layout_group(layouts, arch):
+    """Runs layouts in one kernel; returns [(Layout, problems)] of those that failed (an error of the
+    kernel is bisected to the layouts that fail alone)."""
+    g = {}
+    lines, params = [], []
+    for lay in layouts:
+        p = f"L{lay.index}_"
+        lines += lay.setup_src(p)
+        params += lay.params(p)
+    setup = "\n".join(lines) + "\n"
+    src = "@qd.kernel\ndef layout_kernel(" + ", ".join(params) + "):\n" + \
+        "\n".join(line for lay in layouts for line in lay.kernel_lines(f"L{lay.index}_")) + "\n"
+    try:
+        exec(compile(setup, "<qd-fuzz-layout-setup>", "exec"), dict(qd=qd), g)
+        kern = build_kernel(src, g, name="layout_kernel")
+        arrays = []
+        for lay in layouts:
+            n = int(np.prod(lay.shape()))
+            arrays.append((np.zeros(n + 1, NP[lay.dtype]), np.zeros(n + 1, np.int32),
+                           np.array([0, 0] + [-1] * len(lay.axes), np.int32)))
+        kern(*[a for trio in arrays for a in trio])
+        return [(lay, probs) for lay, trio in zip(layouts, arrays)
+                if (probs := lay.check(g, f"L{lay.index}_", *trio, arch))]
+    except Exception as e:
+        if len(layouts) == 1:
+            return [(layouts[0], [f"error {error_text(e)}"])]
+        mid = len(layouts) // 2
+        return run_layout_group(layouts[:mid], arch) + run_layout_group(layouts[mid:], arch)
+
+
+def layout_script(lay, arch):
+    """A standalone script for one layout: it prints the problems found (none: OK)."""
+    p = f"L{lay.index}_"
+    lines = ["import sys, numpy as np, quadrants as qd",
+             f"qd.init(arch=getattr(qd, sys.argv[1] if len(sys.argv) > 1 else '{arch}'))", ""]
+    lines += lay.setup_src(p) + ["", "", "@qd.kernel", "def layout_kernel(" + ", ".join(lay.params(p)) + "):"]
+    lines += lay.kernel_lines(p)
+    n = int(np.prod(lay.shape()))
+    lines += ["", "", f"o, oc, acc = np.zeros({n + 1}, np.{NP[lay.dtype].name}), np.zeros({n + 1}, np.int32), "
+              f"np.array([0, 0] + [-1] * {len(lay.axes)}, np.int32)", "layout_kernel(o, oc, acc)",
+              f"print('shape', {p}x.shape, 'expected {lay.shape()}')", f"print({p}x.to_numpy())",
+              f"print('code', {p}code.to_numpy().reshape(-1).tolist())", "print('acc', acc.tolist())"]
+    return "\n".join(lines) + "\n"
+
+
+def run_layouts(arch, seed, n, stats):
+    """n random layouts on the current arch; returns [(Layout, problems)] of those that failed."""
+    rng = random.Random(seed * 7919 + 3)
+    gen = Generator(seed, arch=arch)
+    layouts = [Layout(rng, gen, i) for i in range(n)]
+    t0 = time.time()
+    failed = []
+    for k in range(0, n, layout_batch_size(arch)):
+        group = layouts[k:k + layout_batch_size(arch)]
+        failed += run_layout_group(group, arch)
+        stats.layouts[arch] += len(group)
+    stats.seconds[arch] += time.time() - t0
+    return failed
+
+
+def shrink_layout(lay, arch, budget_s=30.0):
+    """A smaller layout that still fails: no copy, a constant value, simpler loops, fewer and smaller
+    dense() calls."""
+    t_end = time.time() + budget_s
+    first = run_layout_group([lay], arch)
+    error = bool(first) and first[0][1][0].startswith("error")
+
+    def bad(c):  # fails the same way (an error, or wrong values)
+        try:
+            found = run_layout_group([c], arch)
+        except Exception:
+            return False
+        return bool(found) and found[0][1][0].startswith("error") == error
+
+    def variant(c, **changes):
+        d = c.copy()
+        d.__dict__.update(changes)
+        return d
+
+    def candidates(c):
+        if c.levels2 is not None:
+            yield variant(c, levels2=None)
+        if c.expr.kind != "const":
+            yield variant(c, expr=E("const", c.dtype, val=make(c.dtype, 1)))
+        for attr, simple in (("fill", "tuple"), ("read", "ndrange")):
+            if getattr(c, attr) != simple:
+                yield variant(c, **{attr: simple})
+        if c.py_reads:
+            yield variant(c, py_reads=[])
+        if c.levels2 is None:
+            for i, (axes, sizes, one) in enumerate(c.levels):
+                rest = c.levels[:i] + c.levels[i + 1:]
+                if rest and {a for lv in rest for a in lv[0]} == set(c.axes):
+                    yield variant(c, levels=rest)
+                if any(n > 2 for n in sizes):
+                    smaller = (axes, tuple(max(2, n - 1) if n > 2 else n for n in sizes), one)
+                    yield variant(c, levels=c.levels[:i] + [smaller] + c.levels[i + 1:])
+    progress = True
+    while progress and time.time() < t_end:
+        progress = False
+        for cand in candidates(lay):
+            if time.time() >= t_end:
+                break
+            if bad(cand):
+                lay, progress = cand, True
+                break
+    shape = lay.shape()
+    lay.py_reads = [ix for ix in lay.py_reads if len(ix) == len(shape) and all(i < n for i, n in zip(ix, shape))]
+    return lay

@@ -1,7 +1,8 @@
 """Differential fuzzer, bounded run: seeded random kernels on every available arch vs the reference.
 
-The generator, the reference semantics, the known limits (LIMITS) and the known bugs (KNOWN_BUGS)
-are in tests/fuzzer.py; long runs with shrinking: `python3 benchmarks/fuzz.py --cases 2000`.
+The generator (scalar programs, captured Python-scope values, nested dense layouts), the reference
+semantics, the known limits (LIMITS) and the known bugs (KNOWN_BUGS) are in tests/fuzzer.py; long
+runs with shrinking: `python3 benchmarks/fuzz.py --cases 2000`.
 test_fuzz_differential fails on any mismatch that no open KNOWN_BUGS row explains;
 test_fuzz_known_bug has one test per KNOWN_BUGS row and arch where the row is open, expected to
 fail (not strict) until the fix lands.
@@ -13,8 +14,9 @@ import fuzzer as F
 import quadrants as qd
 from test_utils import _is_available, expected_archs
 
-CASES = 200  # per arch: ~4 s on the cpu, ~15 s on lavapipe with a cold shader cache
+CASES = 150  # per arch: ~2 s on the cpu, ~5 s on lavapipe (the captured-value cases are the heavier ones)
 CONTENDED = 12  # contended-atomic kernels per arch
+LAYOUTS = 8  # nested-dense layouts per arch (4 per kernel)
 SEED = 2026
 ARCHES = [a.name for a in expected_archs()]
 _runs = {}
@@ -32,26 +34,37 @@ def _run(arch):
             stats.regenerated = regenerated
             mismatches = F.run_cases(cases, arch, stats)
             contended = F.run_contended(arch, SEED, CONTENDED, stats)
+            layouts = F.run_layouts(arch, SEED, LAYOUTS, stats)
             shrunk = None
-            new = [m for m in mismatches if not m.known]
+            new = sorted((m for m in mismatches if not m.known), key=lambda m: m.cell is None)  # wrong values first
             if new:  # a minimal kernel for the message (only when failing)
-                shrunk = F.repro(F.shrink(new[0].case, arch, budget_s=30), arch)
+                small = F.shrink(new[0].case, arch, budget_s=30, pred=lambda c, a: F.fails(c, a, F.like(new[0])))
+                shrunk = F.repro(small, arch)
+            layouts.sort(key=lambda lp: lp[1][0].startswith("error"))  # wrong values first
+            if layouts:  # the first one shrunk to a script, for the message
+                first = F.layout_script(F.shrink_layout(layouts[0][0], arch, budget_s=20), arch)
+                layouts = [(first, layouts[0][1])] + [(lay.describe(), problems) for lay, problems in layouts[1:]]
+            captures = sum(any(s.kind in ("clet", "call") for s in F.walk_stmts(c.stmts)) for c in cases)
         finally:
             qd.reset()
-        _runs[arch] = (stats, mismatches, shrunk, contended)
+        _runs[arch] = (stats, mismatches, shrunk, contended, layouts, captures)
     return _runs[arch]
 
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_fuzz_differential(arch):
-    stats, mismatches, shrunk, contended = _run(arch)
+    stats, mismatches, shrunk, contended, layouts, captures = _run(arch)
     print(stats.report())
     assert not contended, "\n".join(f"{c.source()}{problems}" for c, problems in contended)
-    new = [m for m in mismatches if not m.known]
-    assert not new, (f"{len(new)} value(s) differ from the reference on {arch} (seed {SEED}):\n" +
-                     "\n".join(map(repr, new[:10])) + f"\nshrunk:\n{shrunk}")
+    new = sorted((m for m in mismatches if not m.known), key=lambda m: m.cell is None)
+    errors = sum(m.cell is None for m in new)
+    assert not new, (f"{len(new) - errors} value(s) differ from the reference and {errors} generated kernel(s) fail "
+                     f"to compile on {arch} (seed {SEED}):\n" + "\n".join(map(repr, new[:10])) + f"\nshrunk:\n{shrunk}")
+    assert not layouts, f"{len(layouts)} nested-dense layout(s) fail on {arch} (seed {SEED}); the first, shrunk:\n" + \
+        "\n".join(f"{what}\n{problems}" for what, problems in layouts[:3])
     # The run really compared things, and the limits steered around stay a minority of the cases.
     assert stats.cases[arch] == CASES and stats.compared[arch] > 10 * CASES and stats.contended[arch] == CONTENDED
+    assert stats.layouts[arch] == LAYOUTS and captures >= CASES // 5, captures  # captured values in many cases
     for (a, why), n in stats.avoided.items():
         assert n <= CASES // 2, f"LIMITS '{why}' steered {n} of {CASES} cases on {a}"
 
@@ -68,7 +81,7 @@ def _known_bug_params():
 
 @pytest.mark.parametrize("bug,arch", _known_bug_params())
 def test_fuzz_known_bug(bug, arch):
-    _stats, mismatches, _, _ = _run(arch)
+    _stats, mismatches, *_ = _run(arch)
     hits = [m for m in mismatches if bug in m.known]
     assert not hits, f"{len(hits)} value(s) hit {bug} on {arch}:\n" + "\n".join(map(repr, hits[:5]))
 
@@ -92,6 +105,20 @@ def test_reference_semantics():
     assert F.convert(m("i64", 2 ** 62 + 1), "f32") == 2.0 ** 62 and F.convert(m("i32", -1), "u16") == 65535
     assert F.literal_type(300, "u8") == "i32" and F.literal_type(0.5, "i64") == "f32"
     assert F.literal_type(2 ** 40, "i32") == "i64" and F.literal_type(2 ** 63, "i64") == "u64"
+    # captured values: a Python number is a literal (its own local: default_ip / default_fp); a typed
+    # value keeps its dtype, tagged where the implementation's literal rule changes the operation's type
+    assert F.default_type(5) == "i32" and F.default_type(2 ** 40) == "i64" and F.default_type(0.5) == "f32"
+    cap = F.Capture("G1", "vector", {"[0]": (None, 300), "[1]": ("u8", np.uint8(200))}, {"": (2,)}, "")
+    gen = F.Generator(1)
+    assert gen.cap_operand(cap, "[0]", "i8", "+").dtype == "i32"  # 300 does not fit i8
+    e = gen.cap_operand(cap, "[1]", "i8", "+")
+    assert e.dtype == "u8" and e.op == "captured_dtype"  # u8 + i8 is u8; the literal 200 would make it i32
+    assert gen.cap_operand(cap, "[1]", "i64", "+").op is None  # i64 either way
+    # nested dense layouts: the indices are the axes in axis order, an axis used twice multiplies
+    lay = F.Layout.__new__(F.Layout)
+    assert lay.shape([((2,), (100,), False), ((0,), (19,), False)]) == (19, 100)
+    assert lay.shape([((1,), (2,), False), ((0,), (3,), False), ((1,), (5,), False)]) == (3, 10)
+    assert lay.shape([((0, 1), (4, 4), True), ((3,), (2,), False)]) == (4, 4, 2)
 
 
 def test_contended_atomic_checks_catch_a_wrong_order():
@@ -120,7 +147,8 @@ def test_fuzz_command_line_runs():
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     r = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "fuzz.py"), "--cases", "20", "--arch", "cpu",
-                        "--contended", "2", "--max-shrinks", "0", "--size", "small"],
+                        "--contended", "2", "--layouts", "2", "--max-shrinks", "0", "--size", "small"],
                        capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=root))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "cpu: 20 cases in" in r.stdout and "2 contended-atomic kernels" in r.stdout, r.stdout
+    assert "2 nested-dense layouts" in r.stdout, r.stdout

@@ -24,7 +24,7 @@ PROGRAM = textwrap.dedent('''
     import json, sys, time
     import numpy as np
     import quadrants as qd
-    from quadrants.lang import offline_cache
+    from quadrants._lib import offline_cache
 
     qd.init(arch=qd.cpu, offline_cache_file_path=sys.argv[1])
     n = 4096

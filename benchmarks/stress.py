@@ -30,8 +30,8 @@ import numpy as np
 
 import quadrants as qd
 from quadrants import _core
-from quadrants.lang import runtime
-from quadrants.lang import types as T
+from quadrants._lib import runtime
+from quadrants import types as T
 
 ROUND = 1 << 24  # operations per kernel launch at most (memory for the old values)
 BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}

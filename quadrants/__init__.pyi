@@ -15,28 +15,29 @@ from typing_extensions import ParamSpec, TypeAlias
 
 from quadrants import algorithms as algorithms
 from quadrants import lang as lang
-from quadrants.lang import math as math
+from quadrants import math as math
 from quadrants.lang import simt as simt
-from quadrants.lang.exception import QuadrantsAssertionError as QuadrantsAssertionError
-from quadrants.lang.exception import QuadrantsCompilationError as QuadrantsCompilationError
-from quadrants.lang.exception import QuadrantsIndexError as QuadrantsIndexError
-from quadrants.lang.exception import QuadrantsNameError as QuadrantsNameError
-from quadrants.lang.exception import QuadrantsOutOfBoundsError as QuadrantsOutOfBoundsError
-from quadrants.lang.exception import QuadrantsRuntimeError as QuadrantsRuntimeError
-from quadrants.lang.exception import QuadrantsRuntimeTypeError as QuadrantsRuntimeTypeError
-from quadrants.lang.exception import QuadrantsSyntaxError as QuadrantsSyntaxError
-from quadrants.lang.exception import QuadrantsTypeError as QuadrantsTypeError
-from quadrants.lang.field import Axis, Field as Field, SNode
-from quadrants.lang.kernel import Artifacts
+from quadrants.types.exceptions import QuadrantsAssertionError as QuadrantsAssertionError
+from quadrants.types.exceptions import QuadrantsCompilationError as QuadrantsCompilationError
+from quadrants.types.exceptions import QuadrantsIndexError as QuadrantsIndexError
+from quadrants.types.exceptions import QuadrantsNameError as QuadrantsNameError
+from quadrants.types.exceptions import QuadrantsOutOfBoundsError as QuadrantsOutOfBoundsError
+from quadrants.types.exceptions import QuadrantsRuntimeError as QuadrantsRuntimeError
+from quadrants.types.exceptions import QuadrantsRuntimeTypeError as QuadrantsRuntimeTypeError
+from quadrants.types.exceptions import QuadrantsSyntaxError as QuadrantsSyntaxError
+from quadrants.types.exceptions import QuadrantsTypeError as QuadrantsTypeError
+from quadrants.memory.field import Axis, Field as Field, SNode
+from quadrants.kernels.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
-from quadrants.lang.ndarray import Ndarray as Ndarray
-from quadrants.lang.struct import Struct as Struct, StructField as StructField, StructType
-from quadrants.lang.runtime import Arch
-from quadrants.lang.types import DataType, MatrixType, Template as Template, VectorType, _TypesNamespace
+from quadrants.memory.ndarray import Ndarray as Ndarray
+from quadrants.memory.struct import Struct as Struct, StructField as StructField, StructType
+from quadrants._lib.arch import Arch
+from quadrants import types as types
+from quadrants.types import DataType, MatrixType, Template as Template, VectorType
 
 __version__: tuple[int, ...]  # (major, minor, patch)
 __version_str__: str
-cfg: Any  # the current qd.init()'s options (qd.lang.runtime.Config), None before qd.init()
+cfg: Any  # the current qd.init()'s options (qd._lib.runtime.Config), None before qd.init()
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -72,7 +73,7 @@ _DTypeLike: TypeAlias = DataType | type[int] | type[float] | np.dtype[Any] | typ
 _ElementDType: TypeAlias = _DTypeLike | VectorType | MatrixType
 _Shape: TypeAlias = int | Sequence[int]
 
-types: _TypesNamespace
+
 
 def template() -> Template: ...
 
@@ -87,7 +88,7 @@ x64: Arch  # = cpu
 x86_64: Arch
 extension: Any  # qd._lib.core.Extension
 
-# Every option of quadrants/lang/options.py (docs/getting_started.md); an unknown one raises KeyError.
+# Every option of quadrants/_lib/options.py (docs/getting_started.md); an unknown one raises KeyError.
 def init(
     arch: Arch | str | Sequence[Arch | str] | None = None,
     default_fp: _DTypeLike | None = None,

@@ -641,7 +641,7 @@ class Generator:
             return False
         if (op, t) not in self._verdicts:
             from quadrants import _core
-            from quadrants.lang import runtime
+            from quadrants._lib import runtime
             feats = list(runtime.program().runtime.features)
             kind, _ = _core.atomic_lowering(self.arch, op, getattr(_core.DataType, t), False, feats)
             self._verdicts[(op, t)] = kind == "rejected"

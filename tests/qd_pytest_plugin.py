@@ -6,7 +6,7 @@ the path loads it elsewhere): the host line, and crash reports that name the ker
 - pytest.ini runs the tests in pytest-xdist workers (`-n auto`: one per core, at most 4). A worker
   killed by a signal (a SIGSEGV in a driver's shader compiler) fails the test it was running, and a
   new worker goes on with the rest. Each worker maps a breadcrumb file (QD_CRASH_BREADCRUMB,
-  quadrants/lang/breadcrumb.py) where the front end notes the runtime it starts and the kernel it
+  quadrants/_lib/breadcrumb.py) where the front end notes the runtime it starts and the kernel it
   compiles or launches, and sends its faulthandler output to a file instead of the terminal; the
   controller adds both, and the signal, to the crashed test's report.
 - `-p no:xdist` (or no pytest-xdist installed) keeps pytest.ini's xdist options parseable, and
@@ -110,7 +110,7 @@ def _enable_breadcrumb(path):
     if "quadrants" not in sys.modules:  # the usual case: quadrants is imported later, by the test modules
         os.environ["QD_CRASH_BREADCRUMB"] = path
     else:  # a plugin imported it already (gpu_compile_plugin)
-        from quadrants.lang import breadcrumb
+        from quadrants._lib import breadcrumb
 
         breadcrumb.enable(path)
 
@@ -181,7 +181,7 @@ def _signal_of(worker):
 def _read_breadcrumb(path):
     try:
         with open(path, "rb") as f:
-            data = f.read(1024)  # quadrants/lang/breadcrumb.py SIZE
+            data = f.read(1024)  # quadrants/_lib/breadcrumb.py SIZE
     except OSError:
         return None
     if not data or data[:1] not in (b">", b"."):

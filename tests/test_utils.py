@@ -109,7 +109,7 @@ def test(arch=None, exclude=None, require=None, xfail=None, **init_options):
             qd.init(arch=qd_arch, **init_options)
             try:
                 if capabilities:
-                    from quadrants.lang import runtime
+                    from quadrants._lib import runtime
                     have = set(runtime.program().runtime.features)
                     missing = [r for r in capabilities if r not in have]
                     if missing:

@@ -1,6 +1,6 @@
 #pragma once
 // Errors the core raises; the bindings turn them into the Python exception classes of
-// quadrants/lang/exception.py (CompileError -> QuadrantsSyntaxError / QuadrantsTypeError).
+// quadrants/types/exceptions.py (CompileError -> QuadrantsSyntaxError / QuadrantsTypeError).
 #include <stdexcept>
 #include <string>
 

@@ -20,7 +20,7 @@ Backend backend_from_name(const std::string &name) {
 }
 
 void translate_compile_error(const CompileError &e) {
-  auto mod = py::module_::import("quadrants.lang.exception");
+  auto mod = py::module_::import("quadrants.types.exceptions");
   const char *cls = e.kind == ErrorKind::Type     ? "QuadrantsTypeError"
                     : e.kind == ErrorKind::Codegen ? "QuadrantsCompilationError"
                                                    : "QuadrantsSyntaxError";

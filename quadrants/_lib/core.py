@@ -2,8 +2,8 @@
 Quadrants code uses (qd._lib.core.DeviceCapability.spirv_has_atomic_int64, data_type_size(...))."""
 import enum
 
-from quadrants.lang import runtime
-from quadrants.lang import types as T
+from quadrants._lib import arch as _arch
+from quadrants import types as T
 
 
 class DeviceCapability(enum.IntEnum):
@@ -84,7 +84,7 @@ class DeviceCaps:
 
 
 def device_caps(program):
-    if program.config.arch is not runtime.vulkan:
+    if program.config.arch is not _arch.vulkan:
         return DeviceCaps({})
     caps = program.runtime.vulkan_caps
     return DeviceCaps({cap: int(caps[name]) for cap, name in _VULKAN_CAP.items() if name in caps})
@@ -120,7 +120,7 @@ def data_type_size(dtype):
 
 
 def arch_from_name(name):
-    return runtime.arch_from_name(name)
+    return _arch.arch_from_name(name)
 
 
 def arch_name(arch):
@@ -128,4 +128,4 @@ def arch_name(arch):
 
 
 def host_arch():
-    return runtime.cpu
+    return _arch.cpu

@@ -6,7 +6,7 @@ buffer bindings (lavapipe allows 32 per shader), so a radix sort of 64-bit keys 
 a shared array is allocated once per kernel and per role (`pooled`), and every phase loop reuses it:
 the loops are separate tasks run one after another, and each writes a pooled array before reading
 it."""
-from quadrants.lang.context import require
+from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import block as _block
 

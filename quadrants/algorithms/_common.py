@@ -10,13 +10,15 @@ The phase loops walk *tiles* of `tile_size()` elements (4096 on the cpu, 1024 on
 _phases.py for their shapes."""
 import numpy as np
 
-from quadrants.lang import types as T
-from quadrants.lang.context import require
-from quadrants.lang.exception import QuadrantsCompilationError
-from quadrants.lang.field import Field
-from quadrants.lang.kernel import Func
+from quadrants import types as T
+from quadrants.lang.ast.context import current, require
+from quadrants.lang.simt import reductions as R
+from quadrants.memory.struct import StructField
+from quadrants.types.exceptions import QuadrantsCompilationError
+from quadrants.memory.field import Field
+from quadrants.kernels.kernel import Func
 from quadrants.lang.ops import builtin
-from quadrants.lang.values import Expr, NdarrayArg, Ptr, Var
+from quadrants.lang.ast.values import Expr, NdarrayArg, Ptr, Var
 
 MAX_LOG256 = 4                 # 256 ** 4 == 2 ** 32 already exceeds what an i32 index addresses
 SCALAR_DTYPES = (T.i32, T.u32, T.f32, T.i64, T.u64, T.f64)
@@ -33,7 +35,6 @@ class AlgorithmsNotImplementedError(QuadrantsCompilationError, NotImplementedErr
 
 
 def _located(msg):
-    from quadrants.lang.context import current
     ctx = current()
     return ctx.walker.located(msg) if ctx is not None and ctx.walker is not None else msg
 
@@ -41,7 +42,6 @@ def _located(msg):
 def value_error(msg):
     """ValueError on the host; in a kernel a ValueError that is also a QuadrantsCompilationError
     naming the call's line."""
-    from quadrants.lang.context import current
     if current() is None:
         raise ValueError(msg)
     raise AlgorithmsValueError(_located(msg))
@@ -94,7 +94,6 @@ def check_dtype(what, dtype, allowed=SCALAR_DTYPES):
     if not isinstance(dtype, T.DataType) or dtype not in allowed:
         names = ", ".join(f"qd.{d}" for d in allowed)
         msg = f"qd.algorithms.{what}: dtype {dtype!r} is not supported (supported: {names})"
-        from quadrants.lang.context import current
         if current() is None:
             raise NotImplementedError(msg)
         raise AlgorithmsNotImplementedError(_located(msg))
@@ -110,7 +109,6 @@ def scratch_dtype_for(dtype):
 def check_array(what, name, a, dtype=None, scratch=False, any_element=False):
     """Compile-time: `a` is a 1-D field or ndarray argument (of `dtype` when given); any_element: of
     any element type (vectors, matrices, a struct field)."""
-    from quadrants.lang.struct import StructField
     ctx = require("qd.algorithms")
     if any_element and isinstance(a, StructField):
         if len(a.shape) != 1:
@@ -166,7 +164,6 @@ def count_of(n):
 @builtin
 def identity_of(op, dtype):
     """The op's identity as a constant of `dtype`: add 0, min the largest value (+inf), max the smallest (-inf)."""
-    from quadrants.lang.simt import reductions as R
     ctx = require("qd.algorithms")
     return ctx.const(R.identity(op, dtype), dtype)
 
@@ -174,7 +171,6 @@ def identity_of(op, dtype):
 @builtin
 def combine(op, a, b):
     """op(a, b) for op in add / min / max, in a's dtype."""
-    from quadrants.lang.simt import reductions as R
     ctx = require("qd.algorithms")
     return R.apply(ctx, op, ctx.scalar(a), ctx.scalar(b))
 
@@ -197,7 +193,6 @@ def _is_int(v):
 
 
 def _ctx_for(what):
-    from quadrants.lang.context import current
     ctx = current()
     if ctx is None:
         raise TypeError(f"qd.algorithms.{what}: the count must be a Python int (or a kernel value inside a kernel)")
@@ -277,3 +272,12 @@ def store_count(dst, v):
         ctx.type_error("qd.algorithms: a count output must be 0-d or 1-D (1 element)")
     ctx.store(ctx.element(dst, [0] * nd), ctx.cast(ctx.scalar(v), dst.dtype))
     return None
+
+
+@builtin
+def head_flag(keys, idx):
+    """i32 1 when element idx heads a run (idx == 0 or keys[idx] != keys[idx - 1]), else 0."""
+    ctx = require("qd.algorithms")
+    prev = ctx.binary("max", ctx.binary("sub", idx, 1), 0)
+    differs = ctx.binary("ne", ctx.rvalue(ctx.element(keys, [idx])), ctx.rvalue(ctx.element(keys, [prev])))
+    return ctx.cast(ctx.binary("or_", ctx.binary("eq", idx, 0), differs), T.i32)

@@ -8,13 +8,13 @@ import warnings
 
 import numpy as np
 
-from quadrants.lang import types as T
-from quadrants.lang.field import Field
-from quadrants.lang.kernel import Kernel
-from quadrants.lang.ndarray import Ndarray, ndarray
-from quadrants.lang.types import template
+from quadrants import types as T
+from quadrants.memory.field import Field
+from quadrants.kernels.kernel import Kernel
+from quadrants.memory.ndarray import Ndarray, ndarray
+from quadrants.types import template
 
-import quadrants as qd
+from quadrants import language as qd
 from quadrants.algorithms._common import SCALAR_DTYPES, check_depth, min_depth_for
 from quadrants.algorithms._radix_sort import sort, sort_scratch_slots
 from quadrants.algorithms._scan import exclusive_scan_add, exclusive_scan_scratch_slots

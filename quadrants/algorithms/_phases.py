@@ -17,15 +17,15 @@ The staircase (`scan_staircase`, `reduce_staircase`) is built at compile time fo
 256 ** depth: level 0 is the input (count n), level l + 1 holds one partial per tile of level l,
 ceil(c_l / tile) of them, stored one level after another in scratch from `part_off` on. Tiles have at
 least 256 elements, so level depth - 1 has at most 256 entries: one tile."""
-from quadrants.lang import types as T
-from quadrants.lang.context import require
+from quadrants import types as T
+from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import reductions as R
 from quadrants.lang.simt import subgroup as _subgroup
-from quadrants.lang.types import template
+from quadrants.types import template
 
-import quadrants as qd
-from quadrants.algorithms._common import combine, identity_of, tile_size, top_level_func
+from quadrants import language as qd
+from quadrants.algorithms._common import combine, head_flag, identity_of, tile_size, top_level_func
 
 GPU_BLOCK_DIM = 128   # threads of a GPU phase block (a multiple of every subgroup size); no block collectives
 
@@ -52,7 +52,6 @@ def load(a, off, slot, i, dtype):
     (slot == "nonzero": 1 where the user's element is nonzero, else 0)."""
     ctx = require("qd.algorithms")
     if slot == "head":  # 1 where element i heads a run of equal keys (reduce_by_key)
-        from quadrants.algorithms._reduce_by_key import head_flag
         return ctx.cast(head_flag(a, ctx.binary("add", off, i)), dtype)
     v = ctx.rvalue(ctx.element(a, [ctx.binary("add", off, i)]))
     if isinstance(slot, str):

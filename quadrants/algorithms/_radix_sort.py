@@ -20,13 +20,14 @@ the fly, the keys themselves move unchanged): unsigned keys as they are, signed 
 bit flipped, floats with the sign bit flipped on positives and every bit on negatives, -0.0 mapped
 as +0.0 and every NaN above +inf. The order is therefore numpy's np.sort(kind="stable") /
 np.argsort(kind="stable"): -0.0 and +0.0 equal (input order kept), NaNs last in input order."""
-from quadrants.lang import types as T
-from quadrants.lang.context import require
+from quadrants import types as T
+from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import subgroup as _subgroup
-from quadrants.lang.types import template
+from quadrants.types import template
 
-import quadrants as qd
+from quadrants import language as qd
+from quadrants import math as qdmath
 from quadrants.algorithms._collectives import shared
 from quadrants.algorithms._common import value_error
 from quadrants.algorithms._common import (
@@ -271,12 +272,12 @@ def _scatter_gpu(src: template(), dst: template(), src_v: template(), dst_v: tem
                 start = off[hb + d]
             _sg_sync()  # every lane has read its counter (and mask) before the last of its peers moves it
             if valid:
-                pos = start + qd.cast(qd.math.popcnt(peers & below), qd.i32)
+                pos = start + qd.cast(qdmath.popcnt(peers & below), qd.i32)
                 dst[pos] = k
                 if qd.static(has_values):
                     dst_v[pos] = src_v[idx]
                 if (peers & ~(below | (below + qd.cast(1, _mask_dtype())))) == 0:  # the last lane of this digit
-                    off[hb + d] = start + qd.cast(qd.math.popcnt(peers), qd.i32)
+                    off[hb + d] = start + qd.cast(qdmath.popcnt(peers), qd.i32)
                     if qd.static(not _match_by_ballots()):
                         masks[hb + d] = 0
             _sg_sync()

@@ -1,7 +1,7 @@
 """qd.algorithms.reduce_{add,min,max}: out[0] = op over arr[0:n] (docs/algorithms.md)."""
 from quadrants.lang.ops import builtin
-from quadrants.lang.context import require
-from quadrants.lang.types import template
+from quadrants.lang.ast.context import require
+from quadrants.types import template
 
 from quadrants.algorithms._common import (
     check_array, check_depth, check_dtype, check_scratch, count_of, depth_arg, k_max, k_count, min_depth_for,

@@ -11,17 +11,17 @@ exclusive scan (scratch[c:2c]: the index of the first run headed in each tile), 
 On the cpu a tile is one loop iteration walking its elements; on GPUs one subgroup in rounds,
 with a segmented scan of each round. Float sums: the order within a tile is the walk's (cpu) or a
 tree per round (GPUs); segments of a run spanning tiles are added in any order."""
-from quadrants.lang import types as T
-from quadrants.lang.context import require
+from quadrants import types as T
+from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import reductions as R
 from quadrants.lang.simt import subgroup as _subgroup
-from quadrants.lang.types import template
+from quadrants.types import template
 
-import quadrants as qd
+from quadrants import language as qd
 from quadrants.algorithms._common import (
     SIZING_TILE, check_array, check_depth, check_dtype, count_of, k_add, k_cdiv, k_count, k_max, k_mul,
-    staircase_slots, store_count, tile_size, top_level_func,
+    head_flag, staircase_slots, store_count, tile_size, top_level_func,
 )
 from quadrants.algorithms._phases import (
     GPU_BLOCK_DIM, group_size, lane, num_tiles, rounds_per_tile, scan_staircase, sg_last, sg_reduce, sg_shuffle_up,
@@ -39,15 +39,6 @@ def reduce_by_key_scratch_slots(N):
 
 
 reduce_by_key_scratch_slots._qd_builtin = True
-
-
-@builtin
-def head_flag(keys, idx):
-    """i32 1 when element idx heads a run (idx == 0 or keys[idx] != keys[idx - 1]), else 0."""
-    ctx = require("qd.algorithms")
-    prev = ctx.binary("max", ctx.binary("sub", idx, 1), 0)
-    differs = ctx.binary("ne", ctx.rvalue(ctx.element(keys, [idx])), ctx.rvalue(ctx.element(keys, [prev])))
-    return ctx.cast(ctx.binary("or_", ctx.binary("eq", idx, 0), differs), T.i32)
 
 
 @builtin

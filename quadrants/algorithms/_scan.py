@@ -1,7 +1,7 @@
 """qd.algorithms.exclusive_scan_{add,min,max}: out[i] = op over arr[0:i] (docs/algorithms.md)."""
-from quadrants.lang.context import require
+from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
-from quadrants.lang.types import template
+from quadrants.types import template
 
 from quadrants.algorithms._common import value_error
 from quadrants.algorithms._common import (

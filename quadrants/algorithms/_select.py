@@ -5,12 +5,12 @@ exclusive scan (scratch[c:2c], the staircase's partials after it), then a scatte
 tile re-reads its flags and copies the selected elements to out[tile offset + rank] (cpu: a serial
 walk; GPUs: a subgroup scan per round of the tile); the count is written between the scan and the
 scatter."""
-from quadrants.lang import types as T
-from quadrants.lang.context import require
+from quadrants import types as T
+from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
-from quadrants.lang.types import template
+from quadrants.types import template
 
-import quadrants as qd
+from quadrants import language as qd
 from quadrants.algorithms._common import (
     SIZING_TILE, check_array, check_depth, count_of, k_add, k_cdiv, k_count, k_max, k_mul, staircase_slots,
     store_count, tile_size, top_level_func,

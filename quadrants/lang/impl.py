@@ -2,8 +2,8 @@
 qd.lang.impl.get_runtime().prog.get_device_caps(), get_max_shared_memory_bytes(), ..."""
 import ctypes
 
-from quadrants.lang import runtime
-from quadrants.lang.exception import QuadrantsRuntimeError
+from quadrants._lib import runtime
+from quadrants.types.exceptions import QuadrantsRuntimeError
 
 
 class _RuntimeHandle:

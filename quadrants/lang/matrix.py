@@ -1,10 +1,15 @@
 """qd.Vector / qd.Matrix: small vectors and matrices, element-wise in kernels; fields of them."""
 import numpy as np
 
-from quadrants.lang.context import check_numeric, current, describe, type_error
-from quadrants.lang.field import Field
-from quadrants.lang.ndarray import Ndarray
-from quadrants.lang.values import MatrixValue
+
+from quadrants import types as T
+from quadrants.memory.array import host_array
+from quadrants.lang import ops
+from quadrants.lang.ast.context import check_numeric, current, describe, type_error
+from quadrants.memory.field import Field
+from quadrants.memory.ndarray import Ndarray
+from quadrants.lang.ast.values import MatrixValue
+from quadrants.memory.host import _SWIZZLE_GROUPS, PyMatrix
 
 
 def _flatten(rows):
@@ -15,95 +20,8 @@ def _flatten(rows):
     return list(rows), (len(rows),)
 
 
-class PyMatrix(np.ndarray):
-    """A vector or matrix in Python scope: a numpy array with the methods kernels have (.n, .m, .norm(),
-    .dot(), .cross(), .inverse(), .determinant(), .to_numpy(), ...) and the swizzles of vectors (v.x,
-    v.xy, v.rgb = ...).
-
-    One element of a field or ndarray (x[i]) is a copy that writes back: x[i][0, 1] = 2.0 and
-    x[i].y = 3 store into x, as in Quadrants (while x's qd.init() lasts; a view of it, x[i][0], or
-    an array computed from it is a plain copy)."""
-
-    def __setitem__(self, index, value):
-        super().__setitem__(index, value)
-        source = self.__dict__.get("_qd_source")
-        if source is not None:
-            array, key = source
-            from quadrants.lang import runtime
-            if array._program is runtime._program:
-                array._write_element(key, np.asarray(self))
-
-    def _swizzle_index(self, name):
-        """The indices of swizzle `name` (x, xy, zyx, rgba, stpq) of a vector, or None."""
-        if self.ndim != 1 or not name or len(name) > 4:
-            return None
-        for group in _SWIZZLE_GROUPS:
-            if all(c in group for c in name):
-                idx = [group.index(c) for c in name]
-                if max(idx) < self.shape[0]:
-                    return idx[0] if len(idx) == 1 else idx
-        return None
-
-    def __getattr__(self, name):
-        idx = self._swizzle_index(name) if not name.startswith("_") else None
-        if idx is None:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        return self[idx]
-
-    def __setattr__(self, name, value):
-        idx = self._swizzle_index(name) if not name.startswith("_") and not hasattr(type(self), name) else None
-        if idx is None:
-            return super().__setattr__(name, value)
-        self[idx] = value
-
-    @property
-    def n(self):
-        return self.shape[0]
-
-    @property
-    def m(self):
-        return self.shape[1] if self.ndim == 2 else 1
-
-    def to_numpy(self):
-        return np.array(self)
-
-    def to_list(self):
-        return self.tolist()
-
-    def norm(self, eps=0):
-        return float(np.sqrt(np.sum(np.asarray(self) ** 2) + eps))
-
-    def norm_sqr(self):
-        return np.sum(np.asarray(self) ** 2)
-
-    def normalized(self, eps=0):
-        return self / np.sqrt(np.sum(np.asarray(self) ** 2) + eps)
-
-    def cross(self, other):
-        r = np.cross(np.asarray(self), np.asarray(other))
-        return r.view(PyMatrix) if np.ndim(r) else r
-
-    def outer_product(self, other):
-        return np.outer(np.asarray(self), np.asarray(other)).view(PyMatrix)
-
-    def inverse(self):
-        return np.linalg.inv(np.asarray(self)).view(PyMatrix)
-
-    def determinant(self):
-        return np.linalg.det(np.asarray(self))
-
-    def transpose(self, *axes):
-        return np.asarray(self).transpose(*axes).view(PyMatrix)
-
-    @property
-    def T(self):
-        return self.transpose()
-
-
 def _py(a, dt=None, what="qd.Matrix()"):
     """A PyMatrix of the numbers in `a` (dtype dt, or numpy's choice); a clear error for anything else."""
-    from quadrants.lang import types as T
-    from quadrants.lang.runtime_array import host_array
 
     return np.array(host_array(a, None if dt is None else T.to_dtype(dt), what)).view(PyMatrix)
 
@@ -151,7 +69,6 @@ def _make(rows, dt):
 
 
 def _dt(dt):
-    from quadrants.lang import types as T
 
     return T.to_dtype(dt if dt is not None else float)
 
@@ -164,7 +81,6 @@ class Matrix:
     def __new__(cls, entries, dt=None):
         what = f"qd.{cls.__name__}()"
         if dt is not None:
-            from quadrants.lang import types as T
             try:
                 dt = T.to_dtype(dt)
             except TypeError as e:
@@ -284,7 +200,6 @@ def _builtin(f):
     return f
 
 
-_SWIZZLE_GROUPS = ("xyzw", "rgba", "stpq")
 
 
 def _swizzle(m, attr):
@@ -327,7 +242,7 @@ def _square(ctx, r, what, largest=4):
 
 
 def _inverse(ctx, r):
-    from quadrants.lang import linalg
+    from quadrants import linalg  # reach up: .inverse() past 4x4 inlines qd.linalg's Gauss-Jordan func
 
     _square(ctx, r, "inverse", linalg.MAX_INVERSE_SIZE)
     n = r.shape[0]
@@ -345,7 +260,6 @@ def _inverse(ctx, r):
 
 
 def attribute(ctx, m, attr):
-    from quadrants.lang import ops
 
     sw = _swizzle(m, attr)
     if sw is not None:

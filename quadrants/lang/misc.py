@@ -1,5 +1,5 @@
 """Helpers under the module path Quadrants' own tests import them from (quadrants.lang.misc)."""
-from quadrants.lang import runtime as _runtime
+from quadrants._lib import runtime as _runtime
 
 
 def get_host_arch_list():

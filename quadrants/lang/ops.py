@@ -7,10 +7,12 @@ import itertools
 import math
 import operator
 
-from quadrants import _core
-from quadrants.lang.context import check_numeric, current, is_py_scalar, require, type_error
-from quadrants.lang.field import Field
-from quadrants.lang.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants._lib import _core
+from quadrants import types as T
+from quadrants.types.exceptions import QuadrantsAssertionError
+from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
+from quadrants.memory.field import Field
+from quadrants.lang.ast.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
 
 def builtin(f):
@@ -138,7 +140,6 @@ def pow(x, y):
 @builtin
 def cast(x, dtype):
     """Converts `x` to `dtype` (value conversion)."""
-    from quadrants.lang import types as T
 
     try:
         dtype = T.to_dtype(dtype)
@@ -283,41 +284,10 @@ def volatile_load(x):
     return require("qd.volatile_load").volatile_load(x)
 
 
-def fill_in_kernel(ctx, target, value):
-    """`x.fill(v)` inside a kernel: a loop storing v to every element (parallel at kernel scope)."""
-    if isinstance(target, Field):
-        sizes = list(target.shape)
-    else:
-        sizes = [ctx.expr(ctx.b.ndarray_shape(target.buffer, k)) for k in range(target.ndim - len(target.element_shape))]
-    value = ctx.rvalue(value)
-    if _is_runtime(value):
-        value = ctx.new_var(value)  # computed once, before the loop
-    walker = ctx.walker
-    parallel = walker.is_kernel and walker.depth == 0 and not ctx.loop_config.get("serialize", False)
-    ctx.loop_config = {}
-    total = 1
-    for n in sizes:
-        total = ctx.binary("mul", total, n)
-    loop = ctx.b.begin_range_for(ctx.const(0).stmt, ctx.scalar(total).stmt, not parallel, 0)
-    flat = ctx.expr(ctx.b.loop_index(loop))
-    coords = []
-    for n in reversed(sizes[1:]):
-        coords.append(ctx.binary("mod", flat, n))
-        flat = ctx.binary("floordiv", flat, n)
-    coords = ([flat] if sizes else []) + coords[::-1]
-    ctx.depth += 1
-    try:
-        ctx.store(ctx.element(target, coords), value)
-    finally:
-        ctx.depth -= 1
-    ctx.b.end_range_for(loop)
-
-
 # --- compile-time checks and random numbers ------------------------------------------------------
 @builtin
 def static_assert(cond, msg=None):
     """Checks `cond` when the kernel compiles (no run-time cost); fails with QuadrantsAssertionError."""
-    from quadrants.lang.exception import QuadrantsAssertionError
 
     ctx = current()
     if _is_runtime(cond):
@@ -346,7 +316,6 @@ def _mix32(ctx, h):
 
 def _next_u32(ctx):
     """The next 32 random bits of this thread: a hash of (seed, launch, thread index, per-thread counter)."""
-    from quadrants.lang import types as T
 
     rng = ctx.rng_stream()
     counter, thread, launch = rng
@@ -364,7 +333,6 @@ def _next_u32(ctx):
 def randn(dt=None):
     """A standard normal random float (mean 0, variance 1) of dtype `dt` (default_fp): Box-Muller on
     two qd.random() draws, so it is the same on every backend as qd.random is."""
-    from quadrants.lang import types as T
 
     ctx = require("qd.randn")
     dt = T.to_dtype(dt) if dt is not None else ctx.config.default_fp
@@ -382,7 +350,6 @@ def random(dtype=float):
 
     Counter-based: each thread hashes (qd.init(random_seed=), the launch number, its loop index, how
     many numbers it drew), so a program gives the same numbers on every backend."""
-    from quadrants.lang import types as T
 
     ctx = require("qd.random")
     dtype = T.to_dtype(dtype)
@@ -442,7 +409,6 @@ def bit_shr(a, b):
         return (a.view(a.dtype.str.replace("i", "u")) >> b).view(a.dtype) if a.dtype.kind == "i" else a >> b
     a = ctx.rvalue(a)
     if isinstance(a, Expr) and a.dtype.is_signed and not a.dtype.is_real:
-        from quadrants.lang import types as T
         unsigned = getattr(T, f"u{a.dtype.bits}")
         shifted = ctx.binary("shr", ctx.expr(ctx.b.bitcast(a.stmt, unsigned.core)), b)
         return ctx.expr(ctx.b.bitcast(ctx.scalar(shifted).stmt, a.dtype.core))

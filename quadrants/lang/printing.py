@@ -8,8 +8,10 @@ import sys
 
 import numpy as np
 
-from quadrants.lang import types as T
-from quadrants.lang.values import Expr, MatrixValue
+from quadrants import types as T
+from quadrants.lang.ast.values import Expr, MatrixValue
+from quadrants.memory.field import program_field
+from quadrants._lib import runtime
 
 PRINT_WORDS = 1 << 18  # 1 MiB of i32 words
 
@@ -33,13 +35,14 @@ class Format:
 
 def _words(ctx, v):
     """The 32-bit words holding scalar Expr v, and how to decode them: (dtype name, number of words)."""
-    from quadrants.lang import ops
+    def bit_cast(x, dtype):
+        return ctx.expr(ctx.b.bitcast(ctx.scalar(x).stmt, dtype.core))
 
     d = v.dtype
     if d in (T.f16, T.f32):
-        return [ops.bit_cast(ctx.cast(v, T.f32), T.i32)], ("f32", 1)
+        return [bit_cast(ctx.cast(v, T.f32), T.i32)], ("f32", 1)
     if d is T.f64:
-        bits = ops.bit_cast(v, T.i64)
+        bits = bit_cast(v, T.i64)
         return [ctx.cast(bits, T.i32), ctx.cast(ctx.binary("shr", bits, 32), T.i32)], ("f64", 2)
     if d.bits == 64:
         return [ctx.cast(v, T.i32), ctx.cast(ctx.binary("shr", v, 32), T.i32)], (d.name, 2)
@@ -47,7 +50,6 @@ def _words(ctx, v):
 
 
 def kernel_print(ctx, args, kwargs):
-    from quadrants.lang import runtime
 
     sep, end = kwargs.pop("sep", " "), kwargs.pop("end", "\n")
     if kwargs or not isinstance(sep, str) or not isinstance(end, str):
@@ -85,7 +87,7 @@ def kernel_print(ctx, args, kwargs):
             pieces.append(str(a))  # compile-time values print as Python prints them
     pieces.append(end)
     prog = runtime.program()
-    buf, cursor = prog.print_buffer()
+    buf, cursor = print_buffer(prog)
     ctx.print_formats.append((pieces, layout))
     n = len(words) + 1
     base = ctx.atomic("add", ctx.element(cursor, [0]), n)
@@ -122,9 +124,15 @@ def _nested(vals, shape):
     return "[" + ", ".join(_nested(vals[r * m:(r + 1) * m], shape[1:]) for r in range(shape[0])) + "]"
 
 
+def print_buffer(prog):
+    """(words, cursor): the i32 fields kernel print() records go to, one pair per program."""
+    return (program_field(prog, "print", T.i32, (PRINT_WORDS,), "__qd_print"),
+            program_field(prog, "print_cursor", T.i32, (1,), "__qd_print_cursor"))
+
+
 def flush(prog, formats):
     """Prints the records the last launch wrote, then empties the buffer."""
-    buf, cursor = prog.print_buffer()
+    buf, cursor = print_buffer(prog)
     used = int(cursor[0])
     if not used:
         return

@@ -1,5 +1,5 @@
 """Small conversions the reference's tests import (quadrants.lang.util)."""
-from quadrants.lang import types as T
+from quadrants import types as T
 
 
 def to_numpy_type(dtype):

@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 import quadrants as qd
-from quadrants.lang.kernel import Kernel
+from quadrants.kernels.kernel import Kernel
 
 PTXAS = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.access("/usr/local/cuda/bin/ptxas", os.X_OK)
                                   else None)

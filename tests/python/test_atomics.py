@@ -17,7 +17,7 @@ OP_DTYPES = [(op, t) for op in ARITH_OPS + BIT_OPS for t in INT_TYPES + FLOAT_TY
 def supported(op, dtype):
     """Whether the current arch's support table accepts (op, dtype) on global memory."""
     from quadrants import _core
-    from quadrants.lang import runtime
+    from quadrants._lib import runtime
     kind, _ = _core.atomic_lowering(current_arch().name, op, dtype.core, False, runtime.program().runtime.features)
     return kind != "rejected"
 

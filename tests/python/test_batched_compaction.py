@@ -63,7 +63,7 @@ def test_slots_are_an_atomic_order(block_dim, dtype, step, op):
     atomics return, the final counter exact; block sizes below, not a multiple of, and above the
     subgroup."""
     if dtype in (qd.i64, qd.u64):
-        from quadrants.lang import runtime
+        from quadrants._lib import runtime
         if runtime.program().config.arch is runtime.vulkan and \
                 "int64_atomics_buffer" not in set(runtime.program().runtime.features):
             pytest.skip("64-bit atomics")

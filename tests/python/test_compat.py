@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import quadrants as qd
-from quadrants.lang import options as init_options
+from quadrants._lib import options as init_options
 from tests import test_utils
 from tests.test_utils import test
 

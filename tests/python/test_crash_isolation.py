@@ -1,7 +1,7 @@
 """Crash isolation (pytest.ini's `-n`, tests/qd_pytest_plugin.py): a test whose xdist worker dies of a
 signal fails, with a report naming the test, the kernel being compiled or launched and the device,
 and the run goes on; the first line of a run names the host. Also the breadcrumb itself
-(quadrants/lang/breadcrumb.py, QD_CRASH_BREADCRUMB)."""
+(quadrants/_lib/breadcrumb.py, QD_CRASH_BREADCRUMB)."""
 import os
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import textwrap
 import time
 
 import quadrants as qd
-from quadrants.lang import breadcrumb
+from quadrants._lib import breadcrumb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTS = os.path.join(ROOT, "tests")
@@ -37,7 +37,7 @@ INNER = textwrap.dedent('''
 
 
     def crash_in(step):
-        prog = qd.lang.runtime.program()
+        prog = qd._lib.runtime.program()
         prog.runtime = CrashingRuntime(prog.runtime, step)
 
 
@@ -157,7 +157,7 @@ BREADCRUMB_SCRIPT = textwrap.dedent('''
     import os, sys
     import numpy as np
     import quadrants as qd
-    from quadrants.lang import breadcrumb
+    from quadrants._lib import breadcrumb
 
     path = sys.argv[1]
     assert "QD_CRASH_BREADCRUMB" not in os.environ  # read once; children do not inherit it
@@ -185,7 +185,7 @@ BREADCRUMB_SCRIPT = textwrap.dedent('''
             assert breadcrumb.read(path)[0], "the launch is marked under way"
             raise RuntimeError("boom")
 
-    prog = qd.lang.runtime.program()
+    prog = qd._lib.runtime.program()
     prog.runtime = Failing(prog.runtime)
     try:
         k(a)
@@ -212,6 +212,6 @@ def test_the_breadcrumb_records_each_step_and_whether_it_returned(tmp_path):
 
 def test_without_the_variable_nothing_is_recorded():
     env = {k: v for k, v in os.environ.items() if k != "QD_CRASH_BREADCRUMB"}
-    r = subprocess.run([sys.executable, "-c", "from quadrants.lang import breadcrumb; print(breadcrumb.on, breadcrumb._map)"],
+    r = subprocess.run([sys.executable, "-c", "from quadrants._lib import breadcrumb; print(breadcrumb.on, breadcrumb._map)"],
                        env=dict(env, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300)
     assert r.stdout.strip() == "False None", r.stdout + r.stderr

@@ -138,7 +138,7 @@ def test_unavailable_arch_raises_clearly():
             qd.init(arch=arch, enable_fallback=False)
         with pytest.warns(RuntimeWarning, match=f"(?s)falling back to cpu.*{arch.name}: "):
             qd.init(arch=arch)
-        from quadrants.lang import runtime
+        from quadrants._lib import runtime
         assert runtime.program().config.arch is qd.cpu
         qd.reset()
 
@@ -172,7 +172,7 @@ def test_debug_mode_bounds_checks():
 
 @test(check_out_of_bound=True)
 def test_check_out_of_bound_alone_turns_on_the_index_checks():
-    from quadrants.lang import runtime
+    from quadrants._lib import runtime
     assert not runtime.program().config.debug
     x = qd.field(qd.i32, shape=(4, 3))
 
@@ -204,7 +204,7 @@ def test_index_checks_are_off_by_default():
         return x[i]
 
     plain = qd.compile(k, 0).ir
-    from quadrants.lang import runtime
+    from quadrants._lib import runtime
     qd.init(arch=runtime.program().config.arch, check_out_of_bound=True)
     x = qd.field(qd.i32, shape=4)
     checked = qd.compile(k, 0).ir
@@ -580,7 +580,7 @@ def test_atomic_cas_with_none_is_a_type_error_not_a_crash():
 
 
 def test_decorating_quadrants_own_functions_is_a_type_error():
-    from quadrants.lang.kernel import kernel as qd_kernel  # qd.kernel itself (a test plugin may wrap qd.kernel)
+    from quadrants.kernels.kernel import kernel as qd_kernel  # qd.kernel itself (a test plugin may wrap qd.kernel)
 
     with pytest.raises(TypeError, match="@qd.kernel decorates a Python function of yours, got Quadrants' own function "
                                         "'kernel'") as info:

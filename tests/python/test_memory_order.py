@@ -301,7 +301,7 @@ def test_spin_lock_vulkan_one_contender_per_subgroup():
 @test(arch=[qd.cpu, qd.vulkan])
 def test_inc_dec_wrap_and_old_values_under_contention(dtype):
     if current_arch() is qd.vulkan and dtype is qd.u64:
-        from quadrants.lang import runtime
+        from quadrants._lib import runtime
         if "int64_atomics_buffer" not in runtime.program().runtime.features:
             pytest.skip("no 64-bit atomics on this device")
     n, bound = 1000, 6

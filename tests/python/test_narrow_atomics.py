@@ -19,7 +19,7 @@ FLOAT_OPS = ["add", "sub", "mul", "min", "max", "exchange"]
 
 def _word_cas(dtype):
     """Whether the current arch's support table makes (add, dtype) on global memory a word CAS loop."""
-    from quadrants.lang import runtime
+    from quadrants._lib import runtime
     kind, _ = _core.atomic_lowering(current_arch().name, "add", dtype.core, False, runtime.program().runtime.features)
     return kind == "word_cas"
 

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import quadrants as qd
-from quadrants.lang import offline_cache
+from quadrants._lib import offline_cache
 from test_utils import test
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ PROGRAM = textwrap.dedent('''
     import json, sys
     import numpy as np
     import quadrants as qd
-    from quadrants.lang import offline_cache
+    from quadrants._lib import offline_cache
 
     qd.init(arch=qd.cpu, offline_cache_file_path=sys.argv[1])
     hist = qd.field(qd.i32, shape=16)
@@ -45,7 +45,7 @@ PROGRAM = textwrap.dedent('''
     histogram(data)
     a = np.arange(100, dtype=np.float32)
     out = {"hist": hist.to_numpy().tolist(), "sum2": scaled_sum(a, 2), "sum3": scaled_sum(a, 3),
-           "path": qd.lang.runtime.program().offline_cache_path, "stats": offline_cache.stats()}
+           "path": qd._lib.runtime.program().offline_cache_path, "stats": offline_cache.stats()}
     print(json.dumps(out))
 ''')
 
@@ -155,10 +155,10 @@ def test_processes_share_the_directory_safely(tmp_path):
 @test(arch=qd.cpu)
 def test_options_and_defaults(tmp_path, monkeypatch):
     qd.init(arch=qd.cpu, offline_cache=False)
-    assert qd.lang.runtime.program().offline_cache_path is None
+    assert qd._lib.runtime.program().offline_cache_path is None
     assert offline_cache.stats() == {"hits": 0, "misses": 0, "writes": 0}
     qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path / "a" / "b"))
-    assert qd.lang.runtime.program().offline_cache_path == str(tmp_path / "a" / "b")
+    assert qd._lib.runtime.program().offline_cache_path == str(tmp_path / "a" / "b")
     assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
     monkeypatch.delenv("QD_OFFLINE_CACHE_FILE_PATH", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -166,5 +166,5 @@ def test_options_and_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("QD_OFFLINE_CACHE_FILE_PATH", str(tmp_path / "env"))
     assert offline_cache.default_path() == str(tmp_path / "env")
     qd.init(arch=qd.cpu)
-    assert qd.lang.runtime.program().offline_cache_path == str(tmp_path / "env")
+    assert qd._lib.runtime.program().offline_cache_path == str(tmp_path / "env")
     assert qd.cfg.offline_cache is True

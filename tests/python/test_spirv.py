@@ -244,7 +244,7 @@ def test_vulkan_float_add_native_and_cas_paths_run(dtype, masked):
     try:
         if masked:
             assert qd.vulkan_caps()[cap] is False
-        native = cap in qd.lang.runtime.program().runtime.features
+        native = cap in qd._lib.runtime.program().runtime.features
         n, bins = 20000, 7
         k, target, olds = _float_add_kernel(dtype, n, bins)
         asm = qd.compile(k).spirv_asm
@@ -266,7 +266,7 @@ def test_vulkan_caps_features_and_errors():
     try:
         caps = qd.vulkan_caps()
         assert caps["device_name"] and caps["subgroup_size"] > 0 and caps["max_workgroup_count_x"] > 0
-        features = set(qd.lang.runtime.program().runtime.features)
+        features = set(qd._lib.runtime.program().runtime.features)
         assert features == {name for name, v in caps.items() if v is True} | \
             {f"max_shared_memory_bytes={caps['max_shared_memory_bytes']}",  # the shared-memory limit kernels are checked against
              f"subgroup_size={caps['subgroup_size']}"}  # the layout of batched compactions

@@ -64,7 +64,7 @@ def _linearizable(op, dtype, init, olds, vals, final):
 
 
 def _skip_without_64bit_subgroup_ops(dtype):
-    from quadrants.lang import runtime
+    from quadrants._lib import runtime
     have = set(runtime.program().runtime.features)
     if dtype in (qd.i64, qd.u64) and not {"subgroup_extended_types", "int64_atomics_buffer"} <= have:
         pytest.skip("64-bit subgroup arithmetic needs shaderSubgroupExtendedTypes and 64-bit atomics")

@@ -33,7 +33,7 @@ def _stub_names():
 def test_stub_declares_every_public_name():
     stub, _ = _stub_names()
     runtime = {n for n in dir(qd) if not n.startswith("_") and not isinstance(getattr(qd, n), types.ModuleType)}
-    runtime |= {"math", "lang", "simt", "algorithms", "cfg"}  # modules; cfg: a module __getattr__
+    runtime |= {"math", "lang", "simt", "algorithms", "types", "cfg"}  # modules; cfg: a module __getattr__
     missing, stale = sorted(runtime - stub), sorted(stub - runtime)
     assert not missing, f"public names missing from quadrants/__init__.pyi (add a declaration): {missing}"
     assert not stale, f"quadrants/__init__.pyi declares names the package does not have: {stale}"
@@ -56,7 +56,7 @@ def test_stub_atomics_follow_the_core_table_and_the_runtime():
 
 
 def test_stub_init_takes_every_option():
-    from quadrants.lang.options import OPTIONS
+    from quadrants._lib.options import OPTIONS
 
     _, arity = _stub_names()
     assert sorted(arity["init"]) == sorted(["arch", *OPTIONS])
@@ -86,4 +86,4 @@ def test_mypy_checks_calls_against_the_stub(tmp_path):
                          cwd=ROOT, capture_output=True, text=True).stdout
     lines = {int(line.split(":")[1]) for line in out.splitlines() if line.startswith(str(src)) and ": error:" in line}
     assert lines == {3, 8, 11, 13}, out
-    assert 'Revealed type is "quadrants.lang.field.Field"' in out, out
+    assert 'Revealed type is "quadrants.memory.field.Field"' in out, out

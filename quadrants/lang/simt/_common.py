@@ -1,7 +1,7 @@
 """What the qd.simt modules share: the current arch and the check that it has blocks (a GPU, or the
 cpu, which runs each block's threads on one worker: docs/backends.md)."""
-from quadrants.lang import runtime
-from quadrants.lang.context import require
+from quadrants._lib import runtime
+from quadrants.lang.ast.context import require
 
 GPU_ARCHES = (runtime.cuda, runtime.amdgpu, runtime.vulkan, runtime.metal)
 BLOCK_ARCHES = GPU_ARCHES + (runtime.cpu,)

@@ -5,7 +5,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quadrants.lang import types as T
+from quadrants import types as T
+from quadrants._lib import runtime
+from quadrants.lang.simt import reductions as R
+from quadrants.lang.simt import subgroup
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt._common import gpu_context, in_parallel_loop
 
@@ -132,7 +135,6 @@ class SharedArray:
 
 
 def _on_cpu(ctx):
-    from quadrants.lang import runtime
     return ctx.arch is runtime.cpu
 
 
@@ -141,7 +143,6 @@ def _on_cpu(ctx):
 # fresh SharedArray, one sync(), a serial fold; with one subgroup per block no shared memory at all.
 # A closing sync() lets the same call site run again (in a loop) without racing on its slots.
 def _collective(name, what, value, block_dim, dtype):
-    from quadrants.lang.simt import subgroup
     ctx = _block_op(name)
     in_parallel_loop(ctx, f"qd.simt.block.{name}()")
     g = subgroup.group_size()
@@ -160,7 +161,6 @@ def _cpu_fold(ctx, op, v, dtype, reduction):
     another, so they fold their values in thread order into one shared slot, op(lower, higher) as
     the spec orders it. Returns (op(v0..v(tid-1)) or garbage on thread 0, op(v0..v(tid)), the slot).
     A sum of floats may be reassociated (the spec leaves its order open): LLVM vectorizes it."""
-    from quadrants.lang.simt import reductions as R
     slot = SharedArray((1,), dtype)
     el = ctx.element(slot, [0])
     named = isinstance(op, str)
@@ -192,7 +192,6 @@ def _stage(ctx, slots, writer_lane, lane, w, v):
 
 def _fold(ctx, slots, op, n, w=None):
     """op over slots[0 .. n-1] in order; with `w`, over slots[0 .. w-1] (w >= 1)."""
-    from quadrants.lang.simt import reductions as R
     acc = ctx.rvalue(ctx.element(slots, [0]))
     for k in range(1, n):
         nxt = R.apply(ctx, op, acc, ctx.rvalue(ctx.element(slots, [k])))
@@ -211,7 +210,6 @@ def _cpu_total(ctx, op, v, dtype):
 def reduce(value, block_dim, op, dtype):
     """op over the block's values (op(lower, higher), associative), on thread 0; the other threads
     get partial values. Every thread of the block must call it."""
-    from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("reduce", "reduce", value, block_dim, dtype)
     if _on_cpu(ctx):  # every thread gets the total
         return _cpu_total(ctx, op, v, dtype)
@@ -231,7 +229,6 @@ def reduce(value, block_dim, op, dtype):
 @builtin
 def reduce_all(value, block_dim, op, dtype):
     """op over the block's values, on every thread."""
-    from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("reduce_all", "reduce", value, block_dim, dtype)
     if _on_cpu(ctx):
         return _cpu_total(ctx, op, v, dtype)
@@ -248,7 +245,6 @@ def reduce_all(value, block_dim, op, dtype):
 @builtin
 def inclusive_scan(value, block_dim, op, dtype):
     """Thread t: op(v0, ..., vt)."""
-    from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("inclusive_scan", "inclusive_scan", value, block_dim, dtype)
     if _on_cpu(ctx):
         _, acc, _ = _cpu_fold(ctx, op, v, dtype, False)
@@ -269,7 +265,6 @@ def inclusive_scan(value, block_dim, op, dtype):
 @builtin
 def exclusive_scan(value, block_dim, op, identity, dtype):
     """Thread t: op(v0, ..., v(t-1)); thread 0: identity."""
-    from quadrants.lang.simt import reductions as R
     ctx, v, g, log2g, nsub, w, lane = _collective("exclusive_scan", "exclusive_scan", value, block_dim, dtype)
     ident = ctx.cast(ctx.scalar(identity, dtype), dtype)
     if _on_cpu(ctx):
@@ -292,7 +287,6 @@ def exclusive_scan(value, block_dim, op, identity, dtype):
 
 def _named(kind, opname):
     def f(value, block_dim, dtype):
-        from quadrants.lang.simt import reductions as R
         if kind == "exclusive":
             return exclusive_scan(value, block_dim, opname, R.identity(opname, dtype), dtype)
         return {"reduce": reduce, "reduce_all": reduce_all, "inclusive": inclusive_scan}[kind](
@@ -316,7 +310,6 @@ def radix_rank_match_atomic_or(key, block_dim, radix_bits, bit_start, num_bits, 
     among the block's: excl_prefix[d] + #{j < tid : d_j == d}. Fills the caller's
     SharedArray((1 << radix_bits,), qd.i32)s `bins` (count per digit) and `excl_prefix` (their
     exclusive prefix sum). block_dim == 1 << radix_bits; every thread of the block must call it."""
-    from quadrants.lang.simt import subgroup
     ctx = _block_op("radix_rank_match_atomic_or")
     in_parallel_loop(ctx, "qd.simt.block.radix_rank_match_atomic_or()")
     what = "block.radix_rank_match_atomic_or"

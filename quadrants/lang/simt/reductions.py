@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from quadrants.lang import types as T
-from quadrants.lang.context import require
+from quadrants import types as T
+from quadrants.lang.ast.context import require
 
 
 def ctx_():
@@ -41,10 +41,9 @@ def lane_id(ctx):
 
 def apply(ctx, op, a, b):
     """op(a, b), cast back to a's dtype (so a scan keeps its value's type)."""
-    from quadrants.lang.kernel import Func
     if isinstance(op, str):
         r = ctx.binary(op, a, b)
-    elif isinstance(op, Func):
+    elif getattr(op, "_qd_func", False):  # a @qd.func
         r = op.inline(ctx, [a, b], {})
     else:
         r = op(a, b)

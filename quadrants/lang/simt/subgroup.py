@@ -5,9 +5,9 @@ import warnings
 
 import numpy as np
 
-from quadrants.lang import runtime
-from quadrants.lang import types as T
-from quadrants.lang.context import current
+from quadrants._lib import runtime
+from quadrants import types as T
+from quadrants.lang.ast.context import current
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import reductions as R
 from quadrants.lang.simt._common import gpu_context

@@ -2,8 +2,9 @@
 CUDA only: on another arch every name raises RuntimeError; portable code uses qd.simt.subgroup.
 Built from the subgroup primitives (shfl.sync, vote.sync over the active lanes); `mask` selects
 the lanes a vote or match looks at, and like CUDA every active lane named in it must take part."""
-from quadrants.lang import runtime
-from quadrants.lang import types as T
+from quadrants._lib import runtime
+from quadrants import types as T
+from quadrants.lang import impl
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import reductions as R
 from quadrants.lang.simt._common import gpu_context
@@ -117,7 +118,6 @@ def _match_mask(ctx, mask, value):
 def _check_sm70(ctx, name):
     """match.sync needs sm_70: checked against the CUDA device when one runs the program."""
     if runtime.program().config.arch is runtime.cuda:
-        from quadrants.lang import impl
         cc = impl.get_cuda_compute_capability()
         assert cc >= 70, f"qd.simt.warp.{name} needs compute capability 7.0 or newer, got {cc}"
 

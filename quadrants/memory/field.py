@@ -5,9 +5,10 @@ import operator
 
 import numpy as np
 
-from quadrants.lang import runtime
-from quadrants.lang import types as T
-from quadrants.lang.runtime_array import RuntimeArray, python_scope
+from quadrants._lib import runtime
+from quadrants import types as T
+from quadrants.types import scope
+from quadrants.memory.array import RuntimeArray, python_scope
 
 _ids = itertools.count()
 
@@ -186,3 +187,15 @@ class _Root:
 
 
 root = _Root()
+
+
+def program_field(prog, key, dtype, shape, name):
+    """A field the runtime itself needs (the print buffer, the assert word), made once per program,
+    also while a kernel compiles."""
+    if key not in prog.resources:
+        prev = scope.swap(None)  # Python scope: the field is allocated, not built into the kernel
+        try:
+            prog.resources[key] = Field(dtype, shape, name=name)
+        finally:
+            scope.swap(prev)
+    return prog.resources[key]

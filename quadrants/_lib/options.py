@@ -7,6 +7,8 @@ accepted, checked and kept in qd.cfg, and change nothing. docs/getting_started.m
 import difflib
 import numbers
 
+from quadrants import types as T
+
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "critical")
 
 
@@ -55,7 +57,6 @@ OPTIONS = {name: Option(*spec) for name, spec in {
 
 def _check(name, kind, value):
     """The value to store for option `name`, or a TypeError / ValueError naming it."""
-    from quadrants.lang import types as T
 
     def bad(what):
         return TypeError(f"qd.init({name}=...) expects {what}, got {type(value).__name__} {value!r}")

@@ -1,7 +1,7 @@
 """qd.atomic_support: how each atomic op is lowered on the current device (the compiler's own table)."""
-from quadrants import _core
-from quadrants.lang import runtime
-from quadrants.lang import types as T
+from quadrants._lib import _core
+from quadrants._lib import runtime
+from quadrants import types as T
 
 ATOMIC_DTYPES = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "f32", "f64")
 _KINDS = {"native": "native", "cas": "CAS loop", "word_cas": "word CAS loop", "rejected": "rejected"}

@@ -8,16 +8,22 @@ import weakref
 
 import numpy as np
 
-from quadrants import _core
-from quadrants.lang import ast_builder, context, runtime, template_key
-from quadrants.lang import breadcrumb as _crumb
-from quadrants.lang import struct as _struct
-from quadrants.lang import types as T
-from quadrants.lang.exception import (QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+from quadrants._lib import _core
+from quadrants.lang.ast import builder as ast_builder
+from quadrants.lang.ast import context
+from quadrants._lib import runtime
+from quadrants.kernels import template_key
+from quadrants._lib import breadcrumb as _crumb
+from quadrants.memory import struct as _struct
+from quadrants import types as T
+from quadrants.types import scope
+from quadrants.types.exceptions import (QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
-from quadrants.lang.ndarray import Ndarray
-from quadrants.lang.runtime_array import external_array
-from quadrants.lang.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.memory.ndarray import Ndarray
+from quadrants.memory.array import external_array
+from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang import printing
+from quadrants.memory.struct import StructType, StructValue
 
 
 def _def_site(func):
@@ -221,6 +227,9 @@ class _Compiled:
 
 
 class Kernel:
+    _qd_kernel = True  # what the front end knows a kernel by (it does not import this layer)
+    _qd_identity = True  # as a template argument, the kernel is the key, not its contents
+
     def __init__(self, func):
         func = _python_function(func, "qd.kernel")
         functools.update_wrapper(self, func)
@@ -286,7 +295,7 @@ class Kernel:
     def build(self, values, config, arch=None):
         """Walks the kernel's AST into a core Builder for `arch` (default: the config's). Returns
         (builder, fields, num_slots, plan, written)."""
-        ctx = context.KernelContext(self.__name__, config)
+        ctx = context.KernelContext(self.__name__, config, template_key.Tracker())
         ctx.arch = arch or config.arch
         plan, bound = [], {}
         for index, (p, v) in enumerate(zip(self.params, values)):
@@ -322,7 +331,7 @@ class Kernel:
                     ctx.tracker.root(v, index)
         ctx.b.set_returns([d.core for d in _return_dtypes(self.returns)])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
-        prev, context._current = context._current, ctx
+        prev = scope.swap(ctx)
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
             walker.set_loc(walker.fdef)
@@ -348,7 +357,7 @@ class Kernel:
             raise QuadrantsSyntaxError(f"kernel '{self.__name__}' nests too deeply to compile (recursion is not "
                                        f"supported in kernels and @qd.func)") from None
         finally:
-            context._current = prev
+            scope.swap(prev)
         num_slots = ctx.b.num_arg_slots()
         if ctx.rng_launch_slot is not None:
             plan.append(("random", ctx.rng_launch_slot))
@@ -471,10 +480,9 @@ class Kernel:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
             raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
         if getattr(entry, "print_formats", None):
-            from quadrants.lang import printing
             printing.flush(prog, entry.print_formats)
         if getattr(entry, "assert_messages", None):
-            word = prog.assert_word()
+            word = context.assert_word(prog)
             failed = int(word[0])
             if failed:
                 word[0] = 0
@@ -585,6 +593,13 @@ class _Staging:
 
 class Func:
     """@qd.func: inlined into the calling kernel."""
+
+    _qd_func = True  # what the front end knows a func by: it calls .inline(ctx, args, kwargs)
+    _qd_identity = True
+
+    def bind(self, obj):
+        """obj.method where method is this func: inlined with obj as its first argument."""
+        return _BoundFunc(self, obj)
 
     def __init__(self, func, requires_top_level=False):
         func = _python_function(func, "qd.func")
@@ -721,7 +736,6 @@ def _func_argument(ctx, func, name, v, ann):
             got = f"shape {v.shape}" if isinstance(v, MatrixValue) else type(v).__name__
             ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got {got}")
         return ctx.cast(v, ann.dtype)
-    from quadrants.lang.struct import StructType, StructValue
     if isinstance(ann, StructType):
         if not isinstance(v, StructValue) or v.type is not ann:
             ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got "

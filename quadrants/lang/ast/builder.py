@@ -14,19 +14,28 @@ import textwrap
 
 import numpy as np
 
-from quadrants.lang import types as T
-from quadrants.lang.context import is_py_scalar
-from quadrants.lang.exception import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
+from quadrants._lib import _core
+from quadrants import types as T
+from quadrants.lang.ast.context import is_py_scalar
+from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
-from quadrants.lang.field import Field
-from quadrants.lang.struct import PyStruct, StructField, StructType, StructValue
-from quadrants.lang.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.memory.field import Field
+from quadrants.memory.struct import PyStruct, StructField, StructType, StructValue
+from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang import matrix, ops
+from quadrants.lang.printing import Format
+from quadrants.lang.simt.block import SharedArray
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # quadrants/
+
+
+def _public_module(name):
+    """How users reach a library module: quadrants.math -> qd.math, quadrants.algorithms._scan -> qd.algorithms."""
+    parts = [p for p in name.split(".")[1:] if not p.startswith("_")]
+    return ".".join(["qd"] + parts)
 
 
 def _core_promoted(a, b):
-    from quadrants import _core
     return _core.promoted_type(a, b)
 
 
@@ -111,7 +120,7 @@ class FunctionWalker(ast.NodeVisitor):
     def located(self, msg):
         line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
         if self.is_library and self.caller is not None:
-            return self.caller.located(f"in {self.func.__module__.replace('quadrants.lang.', 'qd.')}."
+            return self.caller.located(f"in {_public_module(self.func.__module__)}."
                                        f"{self.func.__name__} ({os.path.basename(self.file)}:"
                                        f"{self.lineno + self.line_offset}: {line}): {msg}")
         return f"{self.file}:{self.lineno + self.line_offset}: in {self.func.__name__}:\n    {line}\n{msg}"
@@ -496,7 +505,6 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.store(storage, value)
 
     def visit_For(self, node):
-        from quadrants.lang import ops
 
         if node.orelse:
             self.ctx.syntax_error("'for ... else' is not supported in kernels")
@@ -523,7 +531,6 @@ class FunctionWalker(ast.NodeVisitor):
         """[elt for x in it if c ...]: unrolled at compile time into a Python list of kernel values
         (qd.Vector([f(k) for k in range(3)])): each iterable must be known when the kernel compiles
         (a range of Python ints, a list / tuple, qd.static(...)), each condition too."""
-        from quadrants.lang import ops
 
         out = []
 
@@ -683,7 +690,6 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_BinOp(self, node):
         a, c = self.visit(node.left), self.visit(node.right)
         if isinstance(node.op, ast.MatMult):
-            from quadrants.lang import matrix
             return matrix.matmul(self.ctx, self.ctx.rvalue(a), self.ctx.rvalue(c))
         op = _BINOPS.get(type(node.op))
         if op is None:
@@ -781,8 +787,7 @@ class FunctionWalker(ast.NodeVisitor):
             if attr == "dtype":
                 return base.dtype
             if attr == "fill":
-                from quadrants.lang import ops
-                fill = lambda value: ops.fill_in_kernel(self.ctx, base, value)  # noqa: E731
+                fill = lambda value: self.ctx.fill(base, value)  # noqa: E731
                 fill._qd_builtin = True
                 return fill
             if attr in ("to_numpy", "from_numpy"):
@@ -790,14 +795,12 @@ class FunctionWalker(ast.NodeVisitor):
                                       f"@qd.func; call it before or after the kernel")
             self.ctx.syntax_error(f"ndarray arguments have no attribute '{attr}' in kernels")
         if isinstance(base, MatrixValue):
-            from quadrants.lang import matrix
             return matrix.attribute(self.ctx, base, attr)
         if isinstance(base, StructValue):
             if attr in base.members:
                 return base.members[attr]
             if attr in base.type.methods:
-                from quadrants.lang.kernel import _BoundFunc
-                return _BoundFunc(base.type.methods[attr], base)
+                return base.type.methods[attr].bind(base)
             self.ctx.syntax_error(f"struct {base.type.name} has no member '{attr}'")
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error(f"a scalar has no attribute '{attr}'")
@@ -812,7 +815,6 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Subscript(self, node):
         base = self.visit(node.value)
         index = self.visit(node.slice)
-        from quadrants.lang.simt.block import SharedArray
         if isinstance(base, (Field, NdarrayArg, StructField, SharedArray)):
             if index is None:
                 indices = []
@@ -882,7 +884,6 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_JoinedStr(self, node):
         """An f-string: compile-time parts are formatted now, run-time values when the record is printed."""
-        from quadrants.lang.printing import Format
 
         parts = []
         for v in node.values:
@@ -964,8 +965,6 @@ class FunctionWalker(ast.NodeVisitor):
         return MatrixValue(entries, tuple(shape)) if shape else entries[0]
 
     def visit_Call(self, node):
-        from quadrants.lang import ops
-        from quadrants.lang.kernel import Func, Kernel
 
         func = self.visit(node.func)
         args = []
@@ -976,20 +975,19 @@ class FunctionWalker(ast.NodeVisitor):
                 args.append(self.visit(a))
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         self.set_loc(node)
-        if not isinstance(func, Func) and func is not ops.static:
+        if not getattr(func, "_qd_func", False) and func is not ops.static:
             for a in args + list(kwargs.values()):  # the callee may read anything from it
                 if self.ctx.tracker.is_tracked(a):
                     self.ctx.tracker.escape(a)
         if getattr(func, "_qd_builtin", False):
             return func(*args, **kwargs)
-        if isinstance(func, Func):
+        if getattr(func, "_qd_func", False):  # a @qd.func: inlined
             return func.inline(self.ctx, args, kwargs)
         if func is operator.matmul and len(args) == 2 and not kwargs:  # operator.matmul(m, n)
-            from quadrants.lang import matrix
             return matrix.matmul(self.ctx, self.ctx.rvalue(args[0]), self.ctx.rvalue(args[1]))
         if isinstance(func, type(operator.add)) and func in ops.PYTHON_OPERATORS and not kwargs:  # operator.add(a, b)
             return ops.PYTHON_OPERATORS[func](*args)
-        if isinstance(func, Kernel):
+        if getattr(func, "_qd_kernel", False):
             self.ctx.syntax_error("a kernel cannot call another kernel; make the callee a @qd.func")
         if func in (abs, min, max, int, float, len, bool, pow, all, any):
             return self.python_builtin(func, args)
@@ -1006,7 +1004,6 @@ class FunctionWalker(ast.NodeVisitor):
         return func(*args, **kwargs)  # a compile-time call on Python values
 
     def python_builtin(self, func, args):
-        from quadrants.lang import ops
 
         vals = [self.ctx.rvalue(a) for a in args]
         if all(is_py_scalar(v) for v in vals) or func is len:
@@ -1018,7 +1015,6 @@ class FunctionWalker(ast.NodeVisitor):
         if func in (all, any):  # all(v == w): every / some entry of a vector or matrix nonzero
             if len(vals) != 1 or not isinstance(vals[0], MatrixValue):
                 self.ctx.syntax_error(f"{func.__name__}() in a kernel takes one vector or matrix")
-            from quadrants.lang import matrix
             return matrix.attribute(self.ctx, vals[0], func.__name__)()
         if func is pow:  # pow(x, y) is x ** y; pow(x, y, m) only on Python values
             if len(vals) != 2:

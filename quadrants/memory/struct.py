@@ -1,7 +1,7 @@
 """qd.types.struct(...) / @qd.dataclass: compound element types; fields of them hold one field per member."""
-from quadrants.lang import types as T
-from quadrants.lang.context import current
-from quadrants.lang.field import Field
+from quadrants import types as T
+from quadrants.types.scope import current
+from quadrants.memory.field import Field
 
 
 class StructType:
@@ -229,22 +229,3 @@ class StructField:
 
     def __repr__(self):
         return f"<qd.struct_field {self.name} shape={self.shape}>"
-
-
-def dataclass(cls):
-    """@qd.dataclass: a struct type from a class's annotated members; its @qd.func methods stay methods."""
-    from quadrants.lang.kernel import Func
-
-    members = {k: v for k, v in getattr(cls, "__annotations__", {}).items()}
-    methods = {k: v for k, v in vars(cls).items() if isinstance(v, Func)}
-    return StructType(members, name=cls.__name__, methods=methods)
-
-
-def data_oriented(cls):
-    """@qd.data_oriented: a class whose methods are kernels and funcs reading its fields (self.x[i]).
-
-    Kernels as methods take `self` as a compile-time argument; funcs as methods are inlined with it."""
-    cls._qd_data_oriented = True
-    return cls
-
-

@@ -15,18 +15,17 @@ import types as pytypes
 
 import numpy as np
 
-from quadrants.lang import types as T
+from quadrants import types as T
+from quadrants.memory.field import Field
+from quadrants.memory.ndarray import Ndarray
 
 _IDENTITY = (pytypes.FunctionType, pytypes.BuiltinFunctionType, pytypes.MethodType, pytypes.ModuleType, type,
              T.DataType, functools.partial)
 
 
 def _by_identity(v):
-    from quadrants.lang.field import Field
-    from quadrants.lang.kernel import Func, Kernel
-    from quadrants.lang.ndarray import Ndarray
-
-    return isinstance(v, (Field, Ndarray, Kernel, Func) + _IDENTITY) or not hasattr(v, "__dict__")
+    return (isinstance(v, (Field, Ndarray) + _IDENTITY) or getattr(type(v), "_qd_identity", False)
+            or not hasattr(v, "__dict__"))  # _qd_identity: kernels and funcs
 
 
 _VALUES = (bool, int, float, str, bytes, type(None), np.generic, tuple, list, dict, np.ndarray)

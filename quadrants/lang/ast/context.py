@@ -1,29 +1,30 @@
 """The state of one kernel being built: how front-end values become IR statements (constants,
 loads, promotion of Python numbers, element-wise vectors), memory accesses and atomics. The AST
-walker (ast_builder.py) and the intrinsics (ops.py) both go through it.
+walker (builder.py) and the intrinsics (ops.py) both go through it.
 """
 import operator
 
 import numpy as np
 
-from quadrants import _core
-from quadrants.lang import types as T
-from quadrants.lang.exception import QuadrantsSyntaxError, QuadrantsTypeError
-from quadrants.lang.field import Field
-from quadrants.lang.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants._lib import _core
+from quadrants import types as T
+from quadrants.types import scope
+from quadrants.types.primitive_types import describe, is_py_scalar  # noqa: F401  (the front end's helpers)
+from quadrants._lib import runtime
+from quadrants.types.exceptions import QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.memory.field import Field, program_field
+from quadrants.lang.ast.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang import printing
+from quadrants.memory.struct import ANONYMOUS, StructField, StructValue
 
-_current = None
-
-
-def current():
-    """The kernel being built, or None outside kernels."""
-    return _current
+current = scope.current  # the kernel being built, or None outside kernels
 
 
 def require(name):
-    if _current is None:
+    ctx = scope.current()
+    if ctx is None:
         raise RuntimeError(f"{name} can only be used inside a @qd.kernel or @qd.func")
-    return _current
+    return ctx
 
 
 _PYOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
@@ -39,21 +40,6 @@ def _fits(v, dtype):
     return int(info.min) <= v <= int(info.max)
 
 
-def is_py_scalar(v):
-    return isinstance(v, (bool, int, float, np.integer, np.floating))
-
-
-def describe(v):
-    """A short description of a Python object for error messages: "function 'f'", "str 'a'"."""
-    if isinstance(v, type):
-        return f"class '{v.__name__}'"
-    name = getattr(v, "__name__", None)
-    if callable(v) and isinstance(name, str):
-        return f"{'function' if not hasattr(v, '_qd_builtin') else 'the Quadrants function'} '{name}'"
-    text = repr(v)
-    return f"{type(v).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-
-
 def is_numeric(v):
     """Whether the math intrinsics take v: a number, a kernel value (scalar, vector, matrix), or a
     numpy array / PyMatrix / sequence of numbers (in Python scope)."""
@@ -61,7 +47,7 @@ def is_numeric(v):
         return True
     if not isinstance(v, (np.ndarray, list, tuple)):
         return False
-    if _current is not None and isinstance(v, (list, tuple)):
+    if scope.current() is not None and isinstance(v, (list, tuple)):
         return False  # in kernels a list is not a vector: qd.Vector([...]) is
     try:
         a = np.asarray(v)
@@ -75,8 +61,8 @@ _OVERFLOW_NAMES = {"add": "Addition", "sub": "Subtraction", "mul": "Multiplicati
 
 def type_error(msg):
     """Raises QuadrantsTypeError naming the kernel line while a kernel compiles, else TypeError."""
-    if _current is not None:
-        _current.type_error(msg)
+    if scope.current() is not None:
+        scope.current().type_error(msg)
     raise TypeError(msg)
 
 
@@ -86,14 +72,25 @@ def check_numeric(what, *args):
     error from deep inside numpy or the IR builder."""
     for a in args:
         if not is_numeric(a):
-            type_error(f"{what} takes numbers, vectors or matrices{'' if _current else ' (or numpy arrays)'}, "
+            type_error(f"{what} takes numbers, vectors or matrices{'' if scope.current() else ' (or numpy arrays)'}, "
                        f"got {describe(a)}")
+
+
+def _is_runtime(v):
+    if isinstance(v, MatrixValue):
+        return any(_is_runtime(e) for e in v.entries)
+    return isinstance(v, (Expr, Var, Ptr))
+
+
+def assert_word(prog):
+    """A one-element i32 field where a failing kernel assert (debug=True) writes its number."""
+    return program_field(prog, "assert", T.i32, (1,), "__qd_assert")
 
 
 class KernelContext:
     """State shared by the kernel and every @qd.func inlined into it."""
 
-    def __init__(self, name, config):
+    def __init__(self, name, config, tracker):
         self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
         self.config = config
         self.fields = {}  # buffer index -> Field
@@ -105,8 +102,7 @@ class KernelContext:
         self.shared_arrays = []  # qd.simt.block.SharedArray allocations, in order
         self.written = set()  # buffer indices the kernel stores to (read-only numpy inputs need not be)
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
-        from quadrants.lang.template_key import Tracker
-        self.tracker = Tracker()  # what the kernel reads from its plain-object template arguments
+        self.tracker = tracker  # what the kernel reads from its plain-object template arguments
         self.print_formats = []       # per print() call: (pieces, layout) to format its records
         self.assert_messages = []     # the located message of each run-time assert, numbered from 1
         self.rng_launch_slot = None  # the hidden argument numbering launches, once qd.random is used
@@ -131,15 +127,12 @@ class KernelContext:
         return rec["counter"], rec["thread"], launch
 
     def kernel_print(self, args, kwargs):
-        from quadrants.lang import printing
         return printing.kernel_print(self, args, dict(kwargs))
 
     # --- run-time assertions (debug=True) ---------------------------------------------------------
     def kernel_assert(self, cond, message, exc=None):
         """if not cond: the first failing assert's number goes to the program's assertion word."""
-        from quadrants.lang import runtime
-
-        word = runtime.program().assert_word()
+        word = assert_word(runtime.program())
         self.assert_messages.append(message if exc is None else (exc, message))
         failed = self.binary("eq", cond, 0) if not isinstance(cond, bool) else None
         s = self.b.begin_if(failed.stmt) if failed is not None else None
@@ -192,7 +185,6 @@ class KernelContext:
                 hit = self.binary("eq", v.index, k)
                 result = self.expr(self.b.select(hit.stmt, self.cast(vals[k], dtype).stmt, result.stmt))
             return result
-        from quadrants.lang.struct import StructValue
         if isinstance(v, StructValue):
             return StructValue(v.type, {k: self.rvalue(m) for k, m in v.members.items()})
         if isinstance(v, np.ndarray) and v.ndim in (1, 2):
@@ -362,7 +354,6 @@ class KernelContext:
 
     def element(self, base, indices):
         """base[indices] for a field or an ndarray argument: a Ptr, or a MatrixValue of Ptrs."""
-        from quadrants.lang.struct import StructField, StructValue
         if isinstance(base, StructField):
             return StructValue(base.type, {k: self.element(f, indices) for k, f in base.fields.items()})
         if isinstance(base, Field):
@@ -385,10 +376,37 @@ class KernelContext:
             ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype, buf))
         return MatrixValue(ptrs, elem)
 
+    def fill(self, target, value):
+        """`x.fill(v)` inside a kernel: a loop storing v to every element (parallel at kernel scope)."""
+        if isinstance(target, Field):
+            sizes = list(target.shape)
+        else:
+            sizes = [self.expr(self.b.ndarray_shape(target.buffer, k)) for k in range(target.ndim - len(target.element_shape))]
+        value = self.rvalue(value)
+        if _is_runtime(value):
+            value = self.new_var(value)  # computed once, before the loop
+        walker = self.walker
+        parallel = walker.is_kernel and walker.depth == 0 and not self.loop_config.get("serialize", False)
+        self.loop_config = {}
+        total = 1
+        for n in sizes:
+            total = self.binary("mul", total, n)
+        loop = self.b.begin_range_for(self.const(0).stmt, self.scalar(total).stmt, not parallel, 0)
+        flat = self.expr(self.b.loop_index(loop))
+        coords = []
+        for n in reversed(sizes[1:]):
+            coords.append(self.binary("mod", flat, n))
+            flat = self.binary("floordiv", flat, n)
+        coords = ([flat] if sizes else []) + coords[::-1]
+        self.depth += 1
+        try:
+            self.store(self.element(target, coords), value)
+        finally:
+            self.depth -= 1
+        self.b.end_range_for(loop)
+
     def store(self, target, value):
-        from quadrants.lang.struct import StructValue
         if isinstance(target, StructValue):
-            from quadrants.lang.struct import ANONYMOUS
             value = self.rvalue(value)
             if isinstance(value, StructValue) and value.type is ANONYMOUS:  # qd.Struct(...): by member name
                 unknown = set(value.members) - set(target.members)
@@ -442,7 +460,6 @@ class KernelContext:
 
     def new_var(self, value, dtype=None):
         value = self.rvalue(value)
-        from quadrants.lang.struct import StructValue
         if isinstance(value, StructValue):
             return StructValue(value.type, {k: self.new_var(m) for k, m in value.members.items()})
         if isinstance(value, MatrixValue):

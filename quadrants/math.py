@@ -8,14 +8,15 @@ import math as _math
 
 import numpy as _np
 
-from quadrants.lang import context as _context
-from quadrants.lang import types as _T
-from quadrants.lang.kernel import Func as _Func
+from quadrants.lang.ast import context as _context
+from quadrants import types as _T
+from quadrants.kernels.kernel import Func as _Func
 from quadrants.lang.matrix import Matrix as _Matrix
 from quadrants.lang.ops import (  # noqa: F401
     acos, asin, atan, atan2, ceil, cos, exp, floor, log, max, min, pow, round, sin, sqrt, tan, tanh,
 )
-from quadrants.lang.values import MatrixValue as _MV
+from quadrants.lang.ast.values import MatrixValue as _MV
+from quadrants.lang import ops
 
 # Python floats: in a kernel they are compile-time constants of the default float type, or of the
 # type they are cast to (qd.cast(qd.math.nan, qd.f64)).
@@ -301,7 +302,6 @@ def _classify(x, test):
 
 
 def _bits_test(ctx, x, kind):
-    from quadrants.lang import ops
 
     if not x.dtype.is_real:
         return ctx.const(0, _T.i32)
@@ -349,7 +349,6 @@ def _bit_count(name, x):
     n = ctx.cast(ctx.unary(op, u), _T.i32)
     if name != "ffs":
         return n
-    from quadrants.lang import ops
     return ops.select(ctx.binary("eq", u, 0), ctx.const(0, _T.i32), ctx.binary("add", n, 1))
 
 

@@ -11,7 +11,7 @@ directory private to the user. docs/getting_started.md describes the behaviour.
 import hashlib
 import os
 
-from quadrants import _core
+from quadrants._lib import _core
 
 _compiler_id = None
 
@@ -45,8 +45,10 @@ def attach(program):
     program.offline_cache_path = path if path and program.runtime.set_offline_cache(path, compiler_id()) else None
 
 
-def stats():
-    """{"hits", "misses", "writes"} of the current program's on-disk cache ({} when it has none)."""
-    from quadrants.lang import runtime
+_program = None  # the current program (quadrants._lib.runtime sets it)
 
-    return dict(runtime.program().runtime.offline_cache_stats())
+
+def stats():
+    """{"hits", "misses", "writes"} of the current program's on-disk cache ({} when it has none or
+    before qd.init())."""
+    return dict(_program.runtime.offline_cache_stats()) if _program is not None else {}

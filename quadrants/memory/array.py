@@ -4,8 +4,11 @@ import operator
 
 import numpy as np
 
-from quadrants.lang import runtime
-from quadrants.lang.exception import QuadrantsTypeError
+from quadrants._lib import runtime
+from quadrants.memory.host import PyMatrix
+from quadrants.types import scope
+from quadrants.types.exceptions import QuadrantsTypeError
+from quadrants.types.primitive_types import describe, is_py_scalar
 
 _COPY_FALSE_NEEDS_CPU = "a zero-copy view needs arch=qd.cpu (other arches keep their memory on the device)"
 
@@ -22,9 +25,7 @@ class _HostMemory:
 def python_scope(what):
     """Raises QuadrantsSyntaxError (naming the kernel line) when called while a kernel is compiled:
     Python-scope operations would run once, at compile time, not at each launch."""
-    from quadrants.lang import context
-
-    ctx = context.current()
+    ctx = scope.current()
     if ctx is not None:
         ctx.syntax_error(f"{what} is a Python-scope operation and cannot be used inside a kernel or @qd.func (it "
                          f"would run once, while the kernel compiles); call it before or after the kernel")
@@ -44,8 +45,6 @@ def host_array(value, dtype, what):
     """`value` (a number, a sequence or array of numbers) as a numpy array of `dtype` (None: numpy's
     choice), for writing into a field or ndarray from Python: numpy's value conversion, and a TypeError / OverflowError /
     ValueError naming `what` for what it cannot convert (a function, a string, 2**64 into an i32)."""
-    from quadrants.lang.context import describe, is_py_scalar
-
     try:
         a = value if isinstance(value, np.ndarray) else np.asarray(value)
     except (ValueError, TypeError) as e:  # ragged nesting, an object numpy cannot read
@@ -128,7 +127,6 @@ class RuntimeArray:
         flat = 0
         for k, n in zip(key, shape):
             if isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
-                from quadrants.lang.context import describe
                 raise TypeError(f"{self._label()}[{key if len(key) > 1 else key[0]!r}]: an index must be an "
                                 f"integer, got {describe(k)}")
             k = operator.index(k)
@@ -144,7 +142,6 @@ class RuntimeArray:
         self._program.runtime.read(self.handle, self._offset(key), out.reshape(-1))
         if not self.element_shape:
             return out[()].item()
-        from quadrants.lang.matrix import PyMatrix
         out = out.view(PyMatrix)
         out._qd_source = (self, key)  # x[i][0, 1] = v and x[i].y = v write the element back
         return out
@@ -193,12 +190,9 @@ class RuntimeArray:
     def fill(self, value):
         """Sets every element (every component of vector / matrix elements) to `value`. Inside a
         kernel it compiles to a loop over the elements."""
-        from quadrants.lang import context
-
-        ctx = context.current()
+        ctx = scope.current()
         if ctx is not None:
-            from quadrants.lang import ops
-            return ops.fill_in_kernel(ctx, self, value)
+            return ctx.fill(self, value)
         self.from_numpy(np.full(self.full_shape, host_array(value, self.dtype, f"{self!r}.fill()")))
 
     @_scope_checked

@@ -1,10 +1,10 @@
 """qd.ndarray: an array allocated by the runtime and passed to kernels as an argument."""
 import numpy as np
 
-from quadrants.lang import runtime
-from quadrants.lang import types as T
-from quadrants.lang.field import as_shape, check_size
-from quadrants.lang.runtime_array import RuntimeArray, host_array, python_scope
+from quadrants._lib import runtime
+from quadrants import types as T
+from quadrants.memory.field import as_shape, check_size
+from quadrants.memory.array import RuntimeArray, host_array, python_scope
 
 
 class Ndarray(RuntimeArray):

@@ -19,12 +19,12 @@ import builtins
 
 import numpy as np
 
-from quadrants.lang import types as T
-from quadrants.lang.context import require
-from quadrants.lang.kernel import Func
+from quadrants import types as T
+from quadrants.lang.ast.context import require
+from quadrants.kernels.kernel import Func
 from quadrants.lang.matrix import Matrix
 from quadrants.lang.ops import abs, cast, max, sqrt, static  # noqa: A004  (the kernel versions)
-from quadrants.lang.values import MatrixValue
+from quadrants.lang.ast.values import MatrixValue
 
 MAX_SYM_EIG_SWEEPS = 12  # cyclic Jacobi converges (quadratically) in about 7 sweeps at 6x6 in f64
 MAX_SVD_SWEEPS = 10  # one-sided Jacobi at 3x3: 4 or 5 sweeps in f64

@@ -3,38 +3,18 @@ import os
 import threading
 import warnings
 
-from quadrants import _core
-from quadrants.lang import breadcrumb as _crumb
-from quadrants.lang import offline_cache
-from quadrants.lang import options as options_mod
-from quadrants.lang import types as T
-
-
-class Arch:
-    """A backend: qd.cpu, qd.cuda, qd.amdgpu, qd.vulkan, qd.metal."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return self.name
-
-
-cpu, cuda, amdgpu, vulkan, metal = (Arch(n) for n in ("cpu", "cuda", "amdgpu", "vulkan", "metal"))
-gpu = [cuda, amdgpu, vulkan, metal]
-ALL_ARCHS = [cpu, cuda, amdgpu, vulkan, metal]
-
-
-def arch_from_name(name):
-    for a in ALL_ARCHS:
-        if a.name == name:
-            return a
-    raise ValueError(f"unknown arch '{name}'; choose one of {[a.name for a in ALL_ARCHS]}")
+from quadrants._lib import _core
+from quadrants._lib import breadcrumb as _crumb
+from quadrants._lib import core
+from quadrants._lib.arch import ALL_ARCHS, Arch, amdgpu, arch_from_name, cpu, cuda, gpu, metal, vulkan  # noqa: F401
+from quadrants._lib import offline_cache
+from quadrants._lib import options as options_mod
+from quadrants import types as T
 
 
 class Config:
     """The options of one qd.init(), as qd.cfg shows them: .arch, .debug, .default_fp, ... (every
-    name in quadrants/lang/options.py)."""
+    name in quadrants/_lib/options.py)."""
 
     def __init__(self, arch=cpu, **options):
         self.arch = arch
@@ -70,43 +50,12 @@ class Program:
         Program.next_generation += 1
         self.compile_count = 0
         self.lock = threading.Lock()
-        self._assert_word = None
-        self._print_buffer = None
-
-    def print_buffer(self):
-        """(words, cursor): the i32 fields kernel print() records go to (quadrants/lang/printing.py)."""
-        if self._print_buffer is None:
-            from quadrants.lang import context
-            from quadrants.lang.field import Field
-            from quadrants.lang.printing import PRINT_WORDS
-
-            prev, context._current = context._current, None
-            try:
-                self._print_buffer = (Field(T.i32, (PRINT_WORDS,), name="__qd_print"),
-                                      Field(T.i32, (1,), name="__qd_print_cursor"))
-            finally:
-                context._current = prev
-        return self._print_buffer
-
-    def assert_word(self):
-        """A one-element i32 field where a failing kernel assert (debug=True) writes its number."""
-        if self._assert_word is None:
-            from quadrants.lang import context
-            from quadrants.lang.field import Field
-
-            prev, context._current = context._current, None  # a runtime resource, made while compiling
-            try:
-                self._assert_word = Field(T.i32, (1,), name="__qd_assert")
-            finally:
-                context._current = prev
-        return self._assert_word
+        self.resources = {}  # runtime memory the layers above keep per program (the print buffer, ...)
 
     next_generation = 0
 
     def get_device_caps(self):
         """The device's capabilities: .get(qd._lib.core.DeviceCapability.x) -> int."""
-        from quadrants._lib import core
-
         return core.device_caps(self)
 
 
@@ -138,7 +87,6 @@ def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, **op
     enable_fallback=False. Every option is listed in docs/getting_started.md; an unknown one raises
     KeyError naming it.
     """
-    global _program
     # Checked before anything is torn down: a mistyped option leaves the current program alone.
     options.update(default_fp=default_fp, default_ip=default_ip, enable_fallback=enable_fallback)
     Config(cpu, **options)
@@ -155,7 +103,7 @@ def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, **op
             raise TypeError(f"qd.init: arch must be qd.cpu, qd.vulkan, ... (or a list of them), got {a!r}")
         result = _try_start(Config(a, **options))
         if isinstance(result, Program):
-            _program = result
+            _use(result)
             return
         if (options.get("device") or options.get("vulkan_disable_caps")) and is_arch_available(a):
             raise result  # the arch is there: the options are wrong, which no fallback should hide
@@ -163,17 +111,24 @@ def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, **op
     if enable_fallback:
         warnings.warn("qd.init: no requested arch is available, falling back to cpu (enable_fallback=False makes "
                       "this an error):\n  " + "\n  ".join(errors), RuntimeWarning, stacklevel=2)
-        _program = Program(Config(cpu, **dict(options, device="", vulkan_disable_caps=())))
+        _use(Program(Config(cpu, **dict(options, device="", vulkan_disable_caps=()))))
         return
     raise RuntimeError("no requested arch is available:\n  " + "\n  ".join(errors))
 
 
+def _use(prog):
+    """Makes `prog` (None: no program) the current program; Python's int / float become its dtypes."""
+    global _program
+    _program = offline_cache._program = prog
+    cfg = config()
+    T.primitive_types.defaults.update(ip=cfg.default_ip, fp=cfg.default_fp)
+
+
 def reset():
     """Drops the runtime: fields and ndarrays of this init become invalid, kernels recompile."""
-    global _program
     if _program is not None:
         _program.runtime.sync()
-    _program = None
+    _use(None)
 
 
 def sync():

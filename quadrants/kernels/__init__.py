@@ -1,0 +1,1 @@
+"""Kernels and funcs: argument binding, specialisation on compile-time arguments, the cache, launch."""

@@ -1,0 +1,1 @@
+"""Memory: fields, ndarrays, structs of fields, and host values (a vector read from a field)."""

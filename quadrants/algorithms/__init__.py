@@ -1,5 +1,6 @@
 """qd.algorithms: device-wide reduce, scan, select, sort and reduce-by-key, composed at the top level
 of the user's kernel (docs/algorithms.md)."""
+from quadrants.algorithms._lookback import scan_lowering
 from quadrants.algorithms._legacy import PrefixSumExecutor, parallel_sort
 from quadrants.algorithms._radix_sort import sort, sort_scratch_slots
 from quadrants.algorithms._reduce_by_key import reduce_by_key_add, reduce_by_key_scratch_slots
@@ -26,4 +27,5 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_scratch_slots",
+    "scan_lowering",
 ]

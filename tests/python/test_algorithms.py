@@ -538,6 +538,54 @@ def test_reduce_by_key_add(kd, vd):
                 np.testing.assert_array_equal(got_v, want_v.astype(np_of(vd)), err_msg=f"{name} n={n}")
 
 
+@pytest.mark.parametrize("kd,vd", [(qd.i32, qd.i32), (qd.f32, qd.f32), (qd.u64, qd.f64), (qd.i64, qd.u32)])
+@test_utils.test(arch=[qd.cpu, qd.vulkan, qd.cuda, qd.amdgpu, qd.metal])
+def test_reduce_by_key_min_max(kd, vd):
+    """reduce_by_key_{min,max}: exact, runs inside tiles and spanning several (the leading segment
+    combined with an atomic min / max), n from 0 through several tiles past 256**2."""
+    @qd.kernel
+    def run(ki: nd(kd), vi: nd(vd), ko: nd(kd), vmin: nd(vd), vmax: nd(vd), num: nd(qd.i32), num2: nd(qd.i32),
+            scratch: nd(qd.u32), n: qd.i32):
+        A.reduce_by_key_min(ki, vi, ko, vmin, num, scratch, n, vd, D)
+        A.reduce_by_key_max(ki, vi, ko, vmax, num2, scratch, n, vd, D)
+
+    rng = np.random.default_rng(9)
+    ki, ko = qd.ndarray(kd, (CAP,)), qd.ndarray(kd, (CAP,))
+    vi, vmin, vmax = (qd.ndarray(vd, (CAP,)) for _ in range(3))
+    num, num2 = qd.ndarray(qd.i32, (1,)), qd.ndarray(qd.i32, (1,))
+    scratch = qd.ndarray(qd.u32, (A.reduce_by_key_scratch_slots(CAP),))
+    key_cases = {
+        "runs": np.repeat(rng.integers(0, 6, CAP), rng.integers(1, 9, CAP))[:CAP],
+        "equal": np.zeros(CAP),
+        "long runs": np.arange(CAP) // 5000,
+    }
+    for name, hk in key_cases.items():
+        hk = hk.astype(np_of(kd))
+        if vd.is_real:
+            hv = (rng.standard_normal(CAP) * 100).astype(np_of(vd))
+        else:
+            lo, hi = (info(vd).min, info(vd).max) if vd.is_signed else (0, info(vd).max)
+            hv = rng.integers(lo, hi, CAP, dtype=np_of(vd), endpoint=True)
+        ki.from_numpy(hk)
+        vi.from_numpy(hv)
+        for n in SIZES if name == "runs" else SMALL_SIZES:
+            run(ki, vi, ko, vmin, vmax, num, num2, scratch, n)
+            r = num.to_numpy()[0]
+            assert r == num2.to_numpy()[0]
+            if n == 0:
+                assert r == 0
+                continue
+            head = np.ones(n, bool)
+            head[1:] = hk[1:n] != hk[:n - 1]
+            starts = np.flatnonzero(head)
+            assert r == len(starts), (name, n)
+            np.testing.assert_array_equal(ko.to_numpy()[:r], hk[:n][starts], err_msg=f"{name} n={n}: keys")
+            np.testing.assert_array_equal(vmin.to_numpy()[:r], np.minimum.reduceat(hv[:n], starts),
+                                          err_msg=f"min {name} n={n}")
+            np.testing.assert_array_equal(vmax.to_numpy()[:r], np.maximum.reduceat(hv[:n], starts),
+                                          err_msg=f"max {name} n={n}")
+
+
 # --- composition ----------------------------------------------------------------------------------
 @test_utils.test(arch=[qd.cpu, qd.vulkan, qd.cuda, qd.amdgpu, qd.metal])
 def test_pipeline_in_one_kernel():

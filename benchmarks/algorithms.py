@@ -6,9 +6,13 @@ on each arch in one run (docs/algorithms.md, "Speed").
 
 For n = 2**log2n elements, each op runs in a kernel of its own, timed from launch to qd.sync()
 (each op warmed up, which also compiles, then all run in turn `repeat` times; the best of each):
-  exclusive_scan_add (u32)      vs a u32 copy (n read, n written) and np.cumsum
+  exclusive_scan_add (u32)      vs a u32 copy (n read, n written) and np.cumsum; in the lowering the
+                                   target records (qd.algorithms.scan_lowering()) and, where that is
+                                   the look-back, also forced to reduce-then-scan
   select (f32, half the flags)  vs a copy reading the values and the flags and writing n values,
-                                   np.flatnonzero and boolean indexing (a[flags != 0])
+                                   np.flatnonzero and boolean indexing (a[flags != 0]); both lowerings
+                                   as for the scan; and the user's own compaction kernel
+                                   (if f[i]: out[qd.atomic_add(k[None], 1)] = x[i], unordered)
   sort (u32 keys)               vs np.sort (and the copy); key-value (u32 keys, u32 values) vs np.argsort
   reduce_add (f32)              vs np.sum
   reduce_by_key_add (i32)       vs np.add.reduceat (runs of 1..8 equal keys, heads precomputed for numpy)
@@ -97,6 +101,23 @@ def bench_arch(arch, n, repeat, rng):
     def select(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), s: nd(u32), m: qd.i32):
         A.select(x, f, y, k, s, m, D)
 
+    lowering = A.scan_lowering()
+    with A._lookback.forced("reduce_then_scan"):
+        @qd.kernel
+        def scan_rts(x: nd(u32), y: nd(u32), s: nd(u32), m: qd.i32):
+            A.exclusive_scan_add(x, y, s, m, u32, D)
+
+        @qd.kernel
+        def select_rts(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), s: nd(u32), m: qd.i32):
+            A.select(x, f, y, k, s, m, D)
+
+    @qd.kernel
+    def compaction(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), m: qd.i32):
+        k[0] = 0
+        for i in range(m):
+            if f[i] != 0:
+                y[qd.atomic_add(k[0], 1)] = x[i]
+
     @qd.kernel
     def sort_keys(k: nd(u32), t: nd(u32), s: nd(u32), m: qd.i32):
         A.sort(k, t, k, t, s, m, u32, False, 32, D)
@@ -125,12 +146,17 @@ def bench_arch(arch, n, repeat, rng):
         "copy select bytes": (lambda: copy_select_bytes(fa, flags, fo, n), None),
         "exclusive_scan_add u32": (lambda: scan(a, b, scratch, n), None),
         "select f32": (lambda: select(fa, flags, fo, num, scratch, n), None),
+        "compaction kernel f32": (lambda: compaction(fa, flags, fo, num, n), None),
         "sort u32 keys": (lambda: sort_keys(sk, tmp, scratch, n), reset_keys),
         "sort u32 key-value": (lambda: sort_kv(sk, tmp, va, vt, scratch, n), reset_kv),
         "reduce_add f32": (lambda: reduce(fa, fsum, scratch, n), None),
         "reduce_by_key_add i32": (lambda: rbk(rk, rv, rko, rvo, num, scratch, n), None),
     }
+    if lowering != "reduce_then_scan":
+        cases["exclusive_scan_add u32 reduce_then_scan"] = (lambda: scan_rts(a, b, scratch, n), None)
+        cases["select f32 reduce_then_scan"] = (lambda: select_rts(fa, flags, fo, num, scratch, n), None)
     t = interleaved(cases, repeat)
+    t["lowering"] = lowering
     # the results of the last runs, against NumPy's
     scan(a, b, scratch, n)
     want = np.concatenate([np.zeros(1, np.uint32), np.cumsum(keys_h, dtype=np.uint32)[:-1]])
@@ -138,6 +164,14 @@ def bench_arch(arch, n, repeat, rng):
     select(fa, flags, fo, num, scratch, n)
     k = num.to_numpy()[0]
     assert np.array_equal(fo.to_numpy()[:k], vals_h[flags_h != 0]), "select"
+    if lowering != "reduce_then_scan":
+        scan_rts(a, b, scratch, n)
+        assert np.array_equal(b.to_numpy(), want), "scan (reduce-then-scan)"
+        select_rts(fa, flags, fo, num, scratch, n)
+        assert np.array_equal(fo.to_numpy()[:num.to_numpy()[0]], vals_h[flags_h != 0]), "select (reduce-then-scan)"
+    compaction(fa, flags, fo, num, n)
+    k = num.to_numpy()[0]
+    assert k == flags_h.sum() and np.array_equal(np.sort(fo.to_numpy()[:k]), np.sort(vals_h[flags_h != 0]))
     reset_keys()
     sort_keys(sk, tmp, scratch, n)
     assert np.array_equal(sk.to_numpy(), np.sort(keys_h)), "sort"
@@ -191,7 +225,7 @@ def main():
             print(f"{arch}: not available")
             continue
         t = bench_arch(arch, n, args.repeat, np.random.default_rng(0))
-        print(f"{arch}:")
+        print(f"{arch}: scan / select lowering {t.pop('lowering')}")
         for name, s in t.items():
             print(f"  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
         ratios = [
@@ -199,6 +233,8 @@ def main():
             ("exclusive_scan / np.cumsum", t["exclusive_scan_add u32"] / npt["np.cumsum u32"], ""),
             ("select / copy (same bytes)", t["select f32"] / t["copy select bytes"], "goal <= 1.5"),
             ("select / np.flatnonzero", t["select f32"] / npt["np.flatnonzero"], ""),
+            ("compaction kernel / copy (same bytes)", t["compaction kernel f32"] / t["copy select bytes"], "goal <= 1.2"),
+            ("compaction kernel / np.flatnonzero", t["compaction kernel f32"] / npt["np.flatnonzero"], ""),
             ("select / a[flags != 0]", t["select f32"] / npt["a[flags != 0]"], ""),
             ("sort keys / np.sort", t["sort u32 keys"] / npt["np.sort u32"], "cpu goal < 1"),
             ("sort keys / copy", t["sort u32 keys"] / t["copy u32"], ""),
@@ -206,6 +242,11 @@ def main():
             ("reduce_add / np.sum", t["reduce_add f32"] / npt["np.sum f32"], ""),
             ("reduce_by_key / np.add.reduceat", t["reduce_by_key_add i32"] / npt["np.add.reduceat i32"], ""),
         ]
+        if "exclusive_scan_add u32 reduce_then_scan" in t:
+            ratios[1:1] = [("  reduce_then_scan scan / copy", t["exclusive_scan_add u32 reduce_then_scan"] / t["copy u32"],
+                            "")]
+            ratios.insert(4, ("  reduce_then_scan select / copy", t["select f32 reduce_then_scan"] / t["copy select bytes"],
+                              ""))
         for name, r, goal in ratios:
             print(f"  {name:34s} {r:7.2f}x  {goal}")
 

@@ -133,6 +133,12 @@ void bind_atomics(py::module_ &m) {
     return py::make_tuple(kinds[static_cast<int>(l.kind)], l.reason);
   });
   m.def("default_features", [](const std::string &backend) { return feature_names(default_features(backend_from_name(backend))); });
+  m.def("can_wait_on_other_workgroups", [](const std::string &backend, const std::vector<std::string> &features) {
+    Target t;
+    t.backend = backend_from_name(backend);
+    t.features = features_from_names(features);
+    return t.can_wait_on_other_workgroups();
+  });
   m.def("compile_features", [](const std::string &backend) { return feature_names(compile_features(backend_from_name(backend))); });
 }
 

@@ -34,6 +34,9 @@ namespace qd {
   /* The driver's shader compiler can crash on 64-bit subgroup shuffles (llvmpipe: chained 64-bit \
      ShuffleUp, LLVM 15 SelectionDAG): each moves the value's bits as a uvec2 instead. */          \
   CAP(splits_64bit_shuffles)                                                                        \
+  /* The driver runs an ordered atomic like a workgroup control barrier: a loop around one stops    \
+     early once part of the workgroup has finished (llvmpipe): Target::can_wait_on_other_workgroups. */ \
+  CAP(ordered_atomics_act_as_barriers)                                                              \
   CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
   CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
   CAP(subgroup_extended_types) /* shaderSubgroupExtendedTypes: 8/16/64-bit ints, f16 in subgroup ops */ \

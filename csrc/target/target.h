@@ -65,6 +65,20 @@ struct Target {
     return word || t == DataType::f64 || (wide && features.has(Cap::subgroup_extended_types));
   }
 
+  // A workgroup may spin on a flag that another workgroup of the same dispatch publishes with a
+  // Release atomic (read with Acquire): the decoupled look-back of qd.algorithms' scan and select.
+  // It needs both forward progress for a workgroup that started before the waiting one (tile ids
+  // come from an atomic counter, so a tile waits only on tiles already running) and exact ordered
+  // atomics in loops. cpu: OS threads; CUDA / AMDGPU: resident blocks; Vulkan: with the Vulkan
+  // memory model at device scope, unless the driver runs ordered atomics as barriers (llvmpipe);
+  // Metal: MSL atomics are relaxed only. Where false the library uses reduce-then-scan.
+  bool can_wait_on_other_workgroups() const {
+    if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu) return true;
+    if (backend != Backend::Vulkan) return false;
+    return features.has(Cap::vulkan_memory_model) && features.has(Cap::vulkan_memory_model_device_scope) &&
+           !features.has(Cap::ordered_atomics_act_as_barriers);
+  }
+
   bool is_spirv() const { return backend == Backend::Vulkan || backend == Backend::Metal; }
   // The type of element indices: SPIR-V indexes buffers with i32 (they hold fewer than 2^31
   // elements), LLVM with i64.

@@ -8,16 +8,19 @@ from quadrants.algorithms._common import (
     check_array, check_depth, check_dtype, check_scratch, count_of, depth_arg, k_count, k_max, staircase_slots,
     top_level_func,
 )
-from quadrants.algorithms._phases import scan_staircase
+from quadrants.algorithms._lookback import lookback_slots, reset_state, scan_cpu, scan_gpu, use_lookback
+from quadrants.algorithms._phases import num_tiles, scan_staircase
+from quadrants.algorithms._common import tile_size
 
 
 def exclusive_scan_scratch_slots(N, log256_max_n=None):
     """Scratch slots exclusive_scan_{add,min,max} needs for up to N elements compiled for log256_max_n
     (u32 slots for 4-byte dtypes, u64 for 8-byte ones). Host- and kernel-callable; without
-    log256_max_n (host only) the smallest depth covering N."""
+    log256_max_n (host only) the smallest depth covering N. Enough for either lowering (the
+    staircase's partials, or the look-back's per-tile state)."""
     what = "exclusive_scan_scratch_slots"
     n = k_count(what, N)
-    return k_max(what, staircase_slots(what, n, depth_arg(what, n, log256_max_n)), 1)
+    return k_max(what, k_max(what, staircase_slots(what, n, depth_arg(what, n, log256_max_n)), lookback_slots(n)), 1)
 
 
 exclusive_scan_scratch_slots._qd_builtin = True
@@ -25,7 +28,7 @@ exclusive_scan_scratch_slots._qd_builtin = True
 
 @builtin
 def _scan(what, arr, out, scratch, n, op, dtype, log256_max_n):
-    require("qd.algorithms")
+    ctx = require("qd.algorithms")
     check_dtype(what, dtype)
     depth = check_depth(log256_max_n)
     check_array(what, "arr", arr, dtype)
@@ -33,7 +36,13 @@ def _scan(what, arr, out, scratch, n, op, dtype, log256_max_n):
     if out is arr or getattr(out, "buffer", object()) == getattr(arr, "buffer", None):
         value_error(f"qd.algorithms.{what}: out must be a distinct buffer from arr (no in-place scan)")
     check_scratch(what, scratch, dtype)
-    scan_staircase(arr, 0, False, out, 0, False, scratch, 0, count_of(n), op, dtype, depth)
+    n = count_of(n)
+    if use_lookback(dtype.bits):
+        c = ctx.scalar(num_tiles(n, tile_size()))
+        reset_state.inline(ctx, [scratch, c], {})
+        (scan_cpu if ctx.arch.name == "cpu" else scan_gpu).inline(ctx, [arr, False, out, n, scratch, c, op, dtype], {})
+    else:
+        scan_staircase(arr, 0, False, out, 0, False, scratch, 0, n, op, dtype, depth)
     return None
 
 

@@ -1,6 +1,8 @@
 """qd.algorithms.select: stream compaction (docs/algorithms.md).
 
-Three phases over tiles of the flags: per-tile counts of the set flags (scratch[0:c]), their
+Where the target can wait on other workgroups (_lookback.py): one pass with decoupled look-back,
+each tile counting its set flags, finding its output offset from its predecessors' published counts
+and scattering its selected elements (the last tile writes the count). Otherwise three phases over tiles of the flags: per-tile counts of the set flags (scratch[0:c]), their
 exclusive scan (scratch[c:2c], the staircase's partials after it), then a scatter in which each
 tile re-reads its flags and copies the selected elements to out[tile offset + rank] (cpu: a serial
 walk; GPUs: a subgroup scan per round of the tile); the count is written between the scan and the
@@ -15,8 +17,10 @@ from quadrants.algorithms._common import (
     SIZING_TILE, check_array, check_depth, count_of, k_add, k_cdiv, k_count, k_max, k_mul, staircase_slots,
     store_count, tile_size, top_level_func,
 )
+from quadrants.algorithms._lookback import _claim, _publish_and_look_back, reset_state, use_lookback
 from quadrants.algorithms._phases import (
-    GPU_BLOCK_DIM, group_size, lane, num_tiles, rounds_per_tile, scan_staircase, sg_exclusive, sg_last, tile_reduce,
+    GPU_BLOCK_DIM, group_size, lane, num_tiles, rounds_per_tile, scan_staircase, sg_exclusive, sg_first, sg_last,
+    sg_reduce, tile_reduce,
 )
 
 
@@ -84,6 +88,66 @@ def _scatter_gpu(arr: template(), flags: template(), out: template(), scratch, c
             pos += sg_last(ex + f)
 
 
+@top_level_func
+def _lookback_cpu(arr: template(), flags: template(), out: template(), num_out: template(), state: template(), c, n):
+    for _ in range(c):
+        tile = _claim(state)
+        lo = tile * tile_size()
+        hi = qd.min(lo + tile_size(), n)
+        cnt = 0
+        for idx in range(lo, hi):
+            cnt += flag_count(flags, idx)
+        pos = _publish_and_look_back(state, c, tile, cnt, "add", qd.i32)
+        end = pos + cnt
+        if tile == c - 1:
+            store_count(num_out, end)
+        # branch-free, as in _scatter_cpu
+        for idx in range(lo, hi):
+            if pos < end:
+                out[pos] = arr[idx]
+            pos += flag_count(flags, idx)
+
+
+@top_level_func
+def _lookback_gpu(arr: template(), flags: template(), out: template(), num_out: template(), state: template(), c, n):
+    qd.loop_config(block_dim=GPU_BLOCK_DIM)
+    for _ in range(c * group_size()):
+        ln = lane()
+        t = 0
+        if ln == 0:
+            t = _claim(state)
+        tile = sg_first(t)
+        base = tile * tile_size()
+        rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
+        cnt = 0
+        for r in range(rounds):
+            idx = base + r * group_size() + ln
+            if idx < n:
+                cnt += flag_count(flags, idx)
+        total = sg_reduce(cnt, "add", qd.i32)
+        first = 0
+        if ln == 0:
+            first = _publish_and_look_back(state, c, tile, total, "add", qd.i32)
+            if tile == c - 1:
+                store_count(num_out, first + total)
+        pos = sg_first(first)
+        for r in range(rounds):
+            idx = base + r * group_size() + ln
+            f = 0
+            if idx < n:
+                f = flag_count(flags, idx)
+            ex = sg_exclusive(f, "add", qd.i32)
+            if f != 0:
+                out[pos + ex] = arr[idx]
+            pos += sg_last(ex + f)
+
+
+@top_level_func
+def _write_zero_if_empty(num_out, c):
+    if c == 0:
+        store_count(num_out, 0)
+
+
 @builtin
 def _select(arr, flags, out, num_out, scratch, n, log256_max_n):
     ctx = require("qd.algorithms")
@@ -98,6 +162,12 @@ def _select(arr, flags, out, num_out, scratch, n, log256_max_n):
     n = count_of(n)
     c = num_tiles(n, tile_size())
     c = ctx.scalar(c)
+    if use_lookback(32):
+        reset_state.inline(ctx, [scratch, c], {})
+        _write_zero_if_empty.inline(ctx, [num_out, c], {})
+        (_lookback_cpu if ctx.arch.name == "cpu" else _lookback_gpu).inline(ctx, [arr, flags, out, num_out, scratch,
+                                                                                  c, n], {})
+        return None
     tile_reduce(flags, 0, "nonzero", n, scratch, 0, True, "add", T.u32, False)
     scan_staircase(scratch, 0, True, scratch, c, True, scratch, ctx.binary("mul", c, 2), c, "add", T.u32,
                    max(1, depth - 1))

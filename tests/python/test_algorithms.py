@@ -54,7 +54,8 @@ def unit_roundoff(dtype):
 
 def sum_tolerance(abs_prefix, n):
     """docs/algorithms.md: a float sum of n terms is combined along a path of at most
-    D * tile_size additions (tile 4096 on the cpu, 1024 on GPUs): |got - exact| <= L * u * sum|x|."""
+    D * tile_size additions (tile 4096 on the cpu, 1024 on GPUs; the look-back's path, a tile plus
+    one addition per earlier tile, is shorter for these sizes): |got - exact| <= L * u * sum|x|."""
     return min(n, D * 4096) * abs_prefix
 
 
@@ -210,6 +211,123 @@ def test_capacity_boundaries():
             np.testing.assert_array_equal(sel.to_numpy()[:k], x[fl[:n] == 1], err_msg=f"select D={depth} n={n}")
             np.testing.assert_array_equal(keys.to_numpy()[:n], np.sort(x), err_msg=f"sort D={depth} n={n}")
             np.testing.assert_array_equal(keys.to_numpy()[n:], host[n:], err_msg="sort wrote past n")
+
+
+# --- lowering: single-pass decoupled look-back or reduce-then-scan ------------------------------------
+LOWERINGS = ["decoupled_lookback", "reduce_then_scan"]
+
+
+def _expected_lowering():
+    """What the target's facts give (docs/algorithms.md): look-back on the cpu; on Vulkan only where
+    the driver does not run ordered atomics as barriers (llvmpipe does)."""
+    if qd._lib.runtime.program().config.arch is qd.cpu:
+        return "decoupled_lookback"
+    return "reduce_then_scan" if qd.vulkan_caps().get("ordered_atomics_act_as_barriers") else "decoupled_lookback"
+
+
+def _scan_select_kernel(dtype):
+    @qd.kernel
+    def run(a: nd(dtype), o: nd(dtype), flags: nd(qd.i32), sel: nd(dtype), num: nd(qd.i32),
+            scratch: nd(slot_dtype(dtype)), s32: nd(qd.u32), n: qd.i32):
+        A.exclusive_scan_add(a, o, scratch, n, dtype, D)
+        A.select(a, flags, sel, num, s32, n, D)
+    return run
+
+
+def _check_scan_select(run, dtype, sizes, rng):
+    cap = max(sizes)
+    host = inputs(rng, dtype, cap, "random")
+    fl = (rng.random(cap) < 0.5).astype(np.int32)
+    a, o, sel = (qd.ndarray(dtype, (cap,)) for _ in range(3))
+    flags, num = qd.ndarray(qd.i32, (cap,)), qd.ndarray(qd.i32, (1,))
+    scratch = qd.ndarray(slot_dtype(dtype), (A.exclusive_scan_scratch_slots(cap, D),))
+    s32 = qd.ndarray(qd.u32, (A.select_scratch_slots(cap),))
+    a.from_numpy(host)
+    flags.from_numpy(fl)
+    u = f"u{dtype.bits // 8}"
+    for n in sizes:
+        o.from_numpy(np.full(cap, 7, dtype=np_of(dtype)))
+        num.from_numpy(np.full(1, -1, np.int32))
+        run(a, o, flags, sel, num, scratch, s32, n)
+        x = host[:n]
+        sums = np.cumsum(x.view(u).astype(np.uint64), dtype=np.uint64)
+        want = np.concatenate([np.zeros(1, np.uint64), sums[:-1]])[:n].astype(u)
+        got = o.to_numpy()
+        np.testing.assert_array_equal(got[:n].view(u), want, err_msg=f"scan n={n}")
+        assert (got[n:] == 7).all(), f"scan n={n}: wrote past n"
+        k = num.to_numpy()[0]
+        assert k == int((fl[:n] != 0).sum()), f"select n={n}: num_out {k}"
+        np.testing.assert_array_equal(sel.to_numpy()[:k], x[fl[:n] != 0], err_msg=f"select n={n}")
+
+
+@test_utils.test(arch=[qd.cpu, qd.vulkan])
+def test_scan_lowering_is_the_targets():
+    """scan_lowering() reports the target's choice, and the kernel's printed IR shows it: the
+    look-back publishes with Release atomic stores and reads with Acquire atomic loads; the
+    reduce-then-scan staircase has neither."""
+    arch = qd._lib.runtime.program().config.arch
+    want = _expected_lowering()
+    for dt in (qd.i32, qd.u64, None):
+        assert A.scan_lowering(dt) == want
+    assert A.scan_lowering(arch=arch) == want
+    a, o, sel = (qd.ndarray(qd.i32, (8,)) for _ in range(3))
+    f, num, s32 = qd.ndarray(qd.i32, (8,)), qd.ndarray(qd.i32, (1,)), qd.ndarray(qd.u32, (8,))
+    ir = qd.compile(_scan_select_kernel(qd.i32), a, o, f, sel, num, s32, s32, 8).ir
+    ordered = "load atomic Acquire@Device" in ir and "store atomic Release@Device" in ir
+    assert ordered == (want == "decoupled_lookback")
+    for lowering in LOWERINGS:
+        with A._lookback.forced(lowering):
+            assert A.scan_lowering() == lowering
+            ir = qd.compile(_scan_select_kernel(qd.i32), a, o, f, sel, num, s32, s32, 8).ir
+        assert ("load atomic Acquire@Device" in ir) == (lowering == "decoupled_lookback")
+    with pytest.raises(ValueError, match="lowering"):
+        with A._lookback.forced("serial"):
+            pass
+
+
+@test_utils.test(arch=qd.cpu)
+def test_scan_lowering_from_target_facts():
+    """The choice is the core's Target::can_wait_on_other_workgroups: cpu, cuda, amdgpu yes; Vulkan
+    with the Vulkan memory model at device scope, unless ordered atomics act as barriers; Metal no.
+    qd.compile for an arch without its device uses that arch's compile features."""
+    core = qd._core
+    vk = list(core.compile_features("vulkan"))
+    assert core.can_wait_on_other_workgroups("cpu", [])
+    assert core.can_wait_on_other_workgroups("cuda", ["sm_75"])
+    assert core.can_wait_on_other_workgroups("amdgpu", [])
+    assert core.can_wait_on_other_workgroups("vulkan", vk)
+    assert not core.can_wait_on_other_workgroups("vulkan", vk + ["ordered_atomics_act_as_barriers"])
+    assert not core.can_wait_on_other_workgroups("vulkan", [c for c in vk if c != "vulkan_memory_model_device_scope"])
+    assert not core.can_wait_on_other_workgroups("metal", [])
+    assert A.scan_lowering(qd.u32, arch="cuda") == "decoupled_lookback"
+    assert A.scan_lowering(qd.u32, arch=qd.metal) == "reduce_then_scan"
+    assert A.scan_lowering(qd.f64, arch="vulkan") == "decoupled_lookback"
+    a, o, sel = (qd.ndarray(qd.u32, (8,)) for _ in range(3))
+    f, num, s32 = qd.ndarray(qd.i32, (8,)), qd.ndarray(qd.i32, (1,)), qd.ndarray(qd.u32, (8,))
+    k = _scan_select_kernel(qd.u32)
+    assert "ld.acquire.gpu" in qd.compile(k, a, o, f, sel, num, s32, s32, 8, arch="cuda").ptx
+    spv = qd.compile(k, a, o, f, sel, num, s32, s32, 8, arch="vulkan").spirv_asm
+    assert "OpAtomicLoad" in spv and "OpAtomicStore" in spv
+    assert "OpAtomicLoad" not in qd.compile(k, a, o, f, sel, num, s32, s32, 8, arch="metal").spirv_asm
+
+
+@pytest.mark.parametrize("lowering", LOWERINGS)
+@pytest.mark.parametrize("dtype", [qd.i32, qd.u64])
+@test_utils.test(arch=qd.cpu)
+def test_scan_and_select_both_lowerings_cpu(lowering, dtype):
+    """Both lowerings on the cpu, exact: n from 0 through many 4096-element tiles past the capacity
+    boundaries (1024 look-back tiles at 2^22)."""
+    with A._lookback.forced(lowering):
+        run = _scan_select_kernel(dtype)
+        _check_scan_select(run, dtype, SIZES + [4 * 4096 + 1, 2 ** 22 + 5], np.random.default_rng(11))
+
+
+@pytest.mark.parametrize("dtype", [qd.i32, qd.u64])
+@test_utils.test(arch=qd.vulkan)
+def test_scan_and_select_recorded_lowering_vulkan(dtype):
+    """The lowering Vulkan records (reduce-then-scan on lavapipe), exact, many 1024-element tiles."""
+    assert A.scan_lowering(dtype) == _expected_lowering()
+    _check_scan_select(_scan_select_kernel(dtype), dtype, SIZES + [2 ** 20 + 5], np.random.default_rng(12))
 
 
 # --- select ---------------------------------------------------------------------------------------
@@ -418,6 +536,54 @@ def test_reduce_by_key_add(kd, vd):
                 np.testing.assert_array_equal(got_v, want_v.astype(np_of(vd)), err_msg=f"{name} n={n}")
             else:
                 np.testing.assert_array_equal(got_v, want_v.astype(np_of(vd)), err_msg=f"{name} n={n}")
+
+
+@pytest.mark.parametrize("kd,vd", [(qd.i32, qd.i32), (qd.f32, qd.f32), (qd.u64, qd.f64), (qd.i64, qd.u32)])
+@test_utils.test(arch=[qd.cpu, qd.vulkan, qd.cuda, qd.amdgpu, qd.metal])
+def test_reduce_by_key_min_max(kd, vd):
+    """reduce_by_key_{min,max}: exact, runs inside tiles and spanning several (the leading segment
+    combined with an atomic min / max), n from 0 through several tiles past 256**2."""
+    @qd.kernel
+    def run(ki: nd(kd), vi: nd(vd), ko: nd(kd), vmin: nd(vd), vmax: nd(vd), num: nd(qd.i32), num2: nd(qd.i32),
+            scratch: nd(qd.u32), n: qd.i32):
+        A.reduce_by_key_min(ki, vi, ko, vmin, num, scratch, n, vd, D)
+        A.reduce_by_key_max(ki, vi, ko, vmax, num2, scratch, n, vd, D)
+
+    rng = np.random.default_rng(9)
+    ki, ko = qd.ndarray(kd, (CAP,)), qd.ndarray(kd, (CAP,))
+    vi, vmin, vmax = (qd.ndarray(vd, (CAP,)) for _ in range(3))
+    num, num2 = qd.ndarray(qd.i32, (1,)), qd.ndarray(qd.i32, (1,))
+    scratch = qd.ndarray(qd.u32, (A.reduce_by_key_scratch_slots(CAP),))
+    key_cases = {
+        "runs": np.repeat(rng.integers(0, 6, CAP), rng.integers(1, 9, CAP))[:CAP],
+        "equal": np.zeros(CAP),
+        "long runs": np.arange(CAP) // 5000,
+    }
+    for name, hk in key_cases.items():
+        hk = hk.astype(np_of(kd))
+        if vd.is_real:
+            hv = (rng.standard_normal(CAP) * 100).astype(np_of(vd))
+        else:
+            lo, hi = (info(vd).min, info(vd).max) if vd.is_signed else (0, info(vd).max)
+            hv = rng.integers(lo, hi, CAP, dtype=np_of(vd), endpoint=True)
+        ki.from_numpy(hk)
+        vi.from_numpy(hv)
+        for n in SIZES if name == "runs" else SMALL_SIZES:
+            run(ki, vi, ko, vmin, vmax, num, num2, scratch, n)
+            r = num.to_numpy()[0]
+            assert r == num2.to_numpy()[0]
+            if n == 0:
+                assert r == 0
+                continue
+            head = np.ones(n, bool)
+            head[1:] = hk[1:n] != hk[:n - 1]
+            starts = np.flatnonzero(head)
+            assert r == len(starts), (name, n)
+            np.testing.assert_array_equal(ko.to_numpy()[:r], hk[:n][starts], err_msg=f"{name} n={n}: keys")
+            np.testing.assert_array_equal(vmin.to_numpy()[:r], np.minimum.reduceat(hv[:n], starts),
+                                          err_msg=f"min {name} n={n}")
+            np.testing.assert_array_equal(vmax.to_numpy()[:r], np.maximum.reduceat(hv[:n], starts),
+                                          err_msg=f"max {name} n={n}")
 
 
 # --- composition ----------------------------------------------------------------------------------

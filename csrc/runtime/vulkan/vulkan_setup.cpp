@@ -308,11 +308,13 @@ DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const Fea
   // Mesa's llvmpipe (lavapipe) compiles shaders with a loop limiter (LP_MAX_TGSI_LOOP_ITERATIONS).
   // Its gallivm also simplifies float arithmetic with a +0.0 operand without IEEE (lp_build_add,
   // lp_build_mul, lp_build_div: x + 0.0 -> x, x / 0.0 -> undefined). Its compiler (LLVM 15)
-  // crashes on a 64-bit ShuffleUp of a value from another one on some hosts (docs/backends.md).
+  // crashes on a 64-bit ShuffleUp of a value from another one on some hosts, and it runs an ordered
+  // atomic like a workgroup control barrier (a loop around one stops early; docs/backends.md).
   if (std::string(p.deviceName).find("llvmpipe") != std::string::npos) {
     c.max_loop_iterations = 65535;
     c.flags.set(Cap::folds_float_zero_operands);
     c.flags.set(Cap::splits_64bit_shuffles);
+    c.flags.set(Cap::ordered_atomics_act_as_barriers);
   }
   probe_subgroups(c, subgroup);
   c.max_workgroup_size_x = p.limits.maxComputeWorkGroupSize[0];

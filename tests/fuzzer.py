@@ -145,27 +145,15 @@ ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
 KNOWN_BUGS: dict = {
     "captured_dtype": dict(
         arches=ALL_ARCHES, errors=r"bit_cast needs types of equal width",  # (a local of the wrong width)
-        why="a typed Python-scope value loses its dtype in kernels: a local set from a struct value gets i32/f32 "
-            "members whatever the struct type declares (ST = qd.types.struct(m=qd.u8); b = ST(m=250) captured; "
-            "b.m += 10 gives 260, not 4), as do locals from qd.Vector(..., dt=qd.i8) / qd.types.vector(2, qd.f64)"
-            "(...) / qd.i16(5); their elements take a literal's type next to an operand (the same value written "
-            "in the kernel keeps its dtype)"),
-    "struct_recapture": dict(
-        arches=ALL_ARCHES, errors=r"cannot assign PyStruct to a struct",
-        why="assigning a Python-scope struct value to an existing struct local (b = st where b already is a "
-            "struct) raises QuadrantsTypeError 'cannot assign PyStruct to a struct' (the first b = st works; "
-            "vectors and matrices work)"),
+        why="a typed Python-scope scalar (qd.i16(5), a numpy scalar) is a literal in kernels: a local set from "
+            "it takes default_ip / default_fp, and next to an operand it takes a literal's type (typed vectors, "
+            "matrices and struct members keep their dtypes)"),
     "const_float_int_poison": dict(
         arches=["cpu"], trait=True,  # (a case trait: every mismatch of a case with such a cast)
         why="a float constant converted to an integer type it does not fit (qd.cast(qd.f64(-7.25), qd.u8)) is "
             "LLVM poison on the cpu: a select on it loses both (equal) arms and a short-circuit `or` on it "
             "branches on poison, so the enclosing `if` takes the wrong branch; the docs leave only the "
             "converted value unspecified"),
-    "atomic_on_func_param": dict(
-        arches=ALL_ARCHES, errors=r"non-writable target as the first operand of qd\.atomic",
-        why="qd.atomic_add(a, 1) on a @qd.func's (unannotated, scalar) parameter raises QuadrantsSyntaxError "
-            "'cannot use a non-writable target', though `a += 1` works and the docs make parameters assignable "
-            "copies"),
 }
 
 
@@ -557,12 +545,7 @@ def case_tags(case):
 def construct_tags(case):
     """KNOWN_BUGS classes a case's constructs touch (for a case that fails to compile)."""
     tags = set(case_tags(case))
-    params = {p for s in walk_stmts(case.stmts) if s.kind == "call" for p in s.op[0]}
     for s in walk_stmts(case.stmts):
-        if s.kind == "atomic" and s.exprs[0].kind == "var" and s.exprs[0].name in params:
-            tags.add("atomic_on_func_param")
-        if s.kind == "cset" and s.op[:2] == ("cap", "struct"):
-            tags.add("struct_recapture")
         # a dtype the implementation gets wrong may make a later construct invalid (qd.bit_cast's widths)
         caps = [n for e in s.exprs + list(s.val[2] if s.kind == "cset" and s.val else []) for n in walk_exprs(e)
                 if n.kind == "cap"]
@@ -853,7 +836,7 @@ class Generator:
             self.case.nout[st] += 1
             return S("store", dtype=st, val=slot, exprs=[e])
         if r < 0.75:
-            if self.in_func and rng.random() < 0.9:  # (KNOWN_BUGS atomic_on_func_param: kept rare)
+            if self.in_func and rng.random() < 0.5:
                 return self.aug_stmt(*rng.choice(vars_))
             return self.atomic_stmt(vars_)
         if r < 0.82 and in_loop:
@@ -1012,7 +995,8 @@ class Generator:
         lit_t = literal_type(py_number(v), other)
         if decl is None:
             return E("cap", lit_t, val=(cap.name, suf))
-        tag = "captured_dtype" if result_dtype(op, other, decl) != result_dtype(op, other, lit_t) else None
+        tag = "captured_dtype" if cap.kind == "scalar" and \
+            result_dtype(op, other, decl) != result_dtype(op, other, lit_t) else None
         return E("cap", decl, op=tag, val=(cap.name, suf))
 
     def cap_read(self, other, op):
@@ -1034,7 +1018,7 @@ class Generator:
         suf = rng.choice(sorted(cap.comps))
         decl, v = cap.comps[suf]
         t = decl or default_type(v)
-        tag = "captured_dtype" if decl and decl != default_type(v) else None
+        tag = "captured_dtype" if cap.kind == "scalar" and decl and decl != default_type(v) else None
         name = self.new_name()
         self.scopes[-1][name] = t
         return S("let", name=name, exprs=[E("cap", t, op=tag, val=(cap.name, suf))])
@@ -1051,8 +1035,7 @@ class Generator:
         comps, lcomps = [], []
         for suf, decl, v in cap.group(gsuf):
             t = decl or default_type(v)
-            tag = "captured_dtype" if decl and decl != default_type(v) else None
-            comps.append((suf, t, tag))
+            comps.append((suf, t, None))  # vectors, matrices and structs keep their declared dtypes
             lcomps.append((suf, t))
         if gsuf:
             lay = {"comps": lcomps, "groups": {"": cap.groups[gsuf]}, "stype": None}
@@ -1076,8 +1059,8 @@ class Generator:
                 return S("set", name=name + suf, exprs=[self.expr(t if rng.random() < 0.7 else self.pick_dtype(), 3)])
             return self.aug_stmt(name + suf, t)
         gsuf, shape = rng.choice(sorted(lay["groups"].items()))
-        if lay["groups"].get("") == "struct" and (shape == "struct" or self.whole_only) and rng.random() < 0.95:
-            # b = G2 on a struct: rare (KNOWN_BUGS struct_recapture); b.v = ... or b.m += ... instead, or
+        if lay["groups"].get("") == "struct" and (shape == "struct" or self.whole_only) and rng.random() < 0.7:
+            # b = G2 on a struct: less often than b.v = ... or b.m += ..., or
             # (components stored only as a whole in this case) some other statement
             members = sorted(g for g in lay["groups"] if g)
             if self.whole_only:

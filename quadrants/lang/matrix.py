@@ -23,7 +23,10 @@ def _flatten(rows):
 def _py(a, dt=None, what="qd.Matrix()"):
     """A PyMatrix of the numbers in `a` (dtype dt, or numpy's choice); a clear error for anything else."""
 
-    return np.array(host_array(a, None if dt is None else T.to_dtype(dt), what)).view(PyMatrix)
+    out = np.array(host_array(a, None if dt is None else T.to_dtype(dt), what)).view(PyMatrix)
+    if dt is not None:
+        out._qd_dtype = T.to_dtype(dt)  # captured by a kernel, it keeps this dtype
+    return out
 
 
 def _flat_args(args):

@@ -143,6 +143,7 @@ class RuntimeArray:
         if not self.element_shape:
             return out[()].item()
         out = out.view(PyMatrix)
+        out._qd_dtype = self.dtype
         out._qd_source = (self, key)  # x[i][0, 1] = v and x[i].y = v write the element back
         return out
 

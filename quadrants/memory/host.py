@@ -16,6 +16,18 @@ class PyMatrix(np.ndarray):
     x[i].y = 3 store into x, as in Quadrants (while x's qd.init() lasts; a view of it, x[i][0], or
     an array computed from it is a plain copy)."""
 
+    def __array_finalize__(self, obj):
+        dtype = getattr(obj, "__dict__", {}).get("_qd_dtype")
+        if dtype is not None:  # a reshape or view of a typed vector is typed too
+            self._qd_dtype = dtype
+
+    def qd_dtype(self):
+        """The Quadrants dtype this value was made with (qd.Vector(..., dt=qd.i8), x[i] of a field),
+        while numpy's dtype still is its counterpart; None otherwise (a kernel then takes Python's
+        int / float rules: the default dtypes)."""
+        dtype = self.__dict__.get("_qd_dtype")
+        return dtype if dtype is not None and dtype.np == self.dtype else None
+
     def __setitem__(self, index, value):
         super().__setitem__(index, value)
         source = self.__dict__.get("_qd_source")

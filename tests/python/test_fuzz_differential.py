@@ -112,8 +112,11 @@ def test_reference_semantics():
     gen = F.Generator(1)
     assert gen.cap_operand(cap, "[0]", "i8", "+").dtype == "i32"  # 300 does not fit i8
     e = gen.cap_operand(cap, "[1]", "i8", "+")
-    assert e.dtype == "u8" and e.op == "captured_dtype"  # u8 + i8 is u8; the literal 200 would make it i32
-    assert gen.cap_operand(cap, "[1]", "i64", "+").op is None  # i64 either way
+    assert e.dtype == "u8" and e.op is None  # u8 + i8 is u8: a typed vector keeps its dtype
+    scalar = F.Capture("G2", "scalar", {"": ("u8", np.uint8(200))}, {}, "")
+    e = gen.cap_operand(scalar, "", "i8", "+")
+    assert e.dtype == "u8" and e.op == "captured_dtype"  # the implementation takes qd.u8(200) as a literal: i32
+    assert gen.cap_operand(scalar, "", "i64", "+").op is None  # i64 either way
     # nested dense layouts: the indices are the axes in axis order, an axis used twice multiplies
     lay = F.Layout.__new__(F.Layout)
     assert lay.shape([((2,), (100,), False), ((0,), (19,), False)]) == (19, 100)

@@ -20,13 +20,24 @@ from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
 from quadrants.memory.field import Field
-from quadrants.memory.struct import PyStruct, StructField, StructType, StructValue
+from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 from quadrants.lang import matrix, ops
 from quadrants.lang.printing import Format
 from quadrants.lang.simt.block import SharedArray
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # quadrants/
+
+
+def _atomic_targets(fdef):
+    """Names passed as the first argument of qd.atomic_*(...) calls in a function's body."""
+    out = set()
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name):
+            callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if callee.startswith("atomic_"):
+                out.add(n.args[0].id)
+    return out
 
 
 def _public_module(name):
@@ -233,6 +244,7 @@ class FunctionWalker(ast.NodeVisitor):
         try:
             assigned = {_stored_root(n) for n in ast.walk(self.fdef)
                         if isinstance(n, (ast.Name, ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store)}
+            assigned |= _atomic_targets(self.fdef)  # qd.atomic_add(a, 1) writes a, as a += 1 does
             assigned -= set(by_reference)
             for name, value in bound_args.items():
                 if name in assigned and isinstance(value, (Expr, Var, Ptr, MatrixValue, StructValue, DynIndex)) or \
@@ -307,6 +319,9 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             existing = self.lookup_local(target.id)
             if isinstance(existing, (Var, MatrixValue, StructValue)) and self._is_lvalue(existing):
+                if isinstance(value, (PyStruct, np.ndarray)):  # b = st, b = v: their captured values
+                    captured = self._captured_value(value)
+                    value = captured if captured is not None else value
                 self.ctx.store(existing, value)
             elif isinstance(value, (Expr, Var, Ptr, MatrixValue, StructValue, DynIndex)) or is_py_scalar(value):
                 self.bind(target.id, self.ctx.new_var(value))
@@ -328,15 +343,23 @@ class FunctionWalker(ast.NodeVisitor):
         else:
             self.ctx.store(self.visit(target), value)
 
-    def _captured_value(self, v):
+    def _captured_value(self, v, dtype=None):
         """A Python-scope vector / matrix (numeric numpy array of 1 or 2 axes, PyMatrix) or struct
-        (PyStruct) as a kernel value of constants; None for any other Python object."""
+        (PyStruct) as a kernel value of constants; None for any other Python object. Values made
+        with a dtype keep it (a struct's declared member types, qd.Vector(..., dt=qd.i8), x[i] of a
+        field); others take the default dtypes, as the same literals written in the kernel do."""
         if isinstance(v, np.ndarray) and v.ndim in (1, 2) and v.dtype.kind in "biuf":
-            return self.ctx.rvalue(v)
+            mv = self.ctx.rvalue(v)  # typed where v was made with a dtype
+            return self.ctx.cast(mv, dtype) if dtype is not None else mv
         if isinstance(v, PyStruct):
+            declared = {} if v.type is ANONYMOUS else v.type.members
             members = {}
             for k, m in v.items():
-                m = m if is_py_scalar(m) else self._captured_value(m)
+                t = declared.get(k)
+                if is_py_scalar(m):
+                    m = self.ctx.cast(m, T.to_dtype(t)) if t is not None and not hasattr(t, "members") else m
+                else:
+                    m = self._captured_value(m, getattr(t, "dtype", None) if hasattr(t, "shape") else None)
                 if m is None:
                     return None
                 members[k] = m

@@ -13,6 +13,7 @@ from quadrants.types.primitive_types import describe, is_py_scalar  # noqa: F401
 from quadrants._lib import runtime
 from quadrants.types.exceptions import QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.memory.field import Field, program_field
+from quadrants.memory.host import PyMatrix
 from quadrants.lang.ast.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var
 from quadrants.lang import printing
 from quadrants.memory.struct import ANONYMOUS, StructField, StructValue
@@ -187,8 +188,10 @@ class KernelContext:
             return result
         if isinstance(v, StructValue):
             return StructValue(v.type, {k: self.rvalue(m) for k, m in v.members.items()})
-        if isinstance(v, np.ndarray) and v.ndim in (1, 2):
-            return MatrixValue(v.reshape(-1).tolist(), v.shape)  # qd.Vector / qd.Matrix made outside kernels
+        if isinstance(v, np.ndarray) and v.ndim in (1, 2):  # qd.Vector / qd.Matrix made outside kernels
+            mv = MatrixValue(v.reshape(-1).tolist(), v.shape)
+            dtype = v.qd_dtype() if isinstance(v, PyMatrix) else None  # made with a dtype: it keeps it
+            return self.cast(mv, dtype) if dtype is not None else mv
         return v
 
     def scalar(self, v, dtype=None):

@@ -148,12 +148,6 @@ KNOWN_BUGS: dict = {
         why="a typed Python-scope scalar (qd.i16(5), a numpy scalar) is a literal in kernels: a local set from "
             "it takes default_ip / default_fp, and next to an operand it takes a literal's type (typed vectors, "
             "matrices and struct members keep their dtypes)"),
-    "const_float_int_poison": dict(
-        arches=["cpu"], trait=True,  # (a case trait: every mismatch of a case with such a cast)
-        why="a float constant converted to an integer type it does not fit (qd.cast(qd.f64(-7.25), qd.u8)) is "
-            "LLVM poison on the cpu: a select on it loses both (equal) arms and a short-circuit `or` on it "
-            "branches on poison, so the enclosing `if` takes the wrong branch; the docs leave only the "
-            "converted value unspecified"),
 }
 
 
@@ -1364,7 +1358,7 @@ class Reference:
         self.sticky = {}          # variable -> tags of its declaration (a dtype the implementation gets wrong)
 
     def run(self):
-        self.case.traits -= {"loop_iters_65535", "const_float_int_poison"}  # recomputed (a shrunk copy may lose them)
+        self.case.traits -= {"loop_iters_65535"}  # recomputed (a shrunk copy may lose them)
         self.block(self.case.stmts, [{}])
         if self.iters > 65535:
             self.case.traits.add("loop_iters_65535")
@@ -1425,9 +1419,6 @@ class Reference:
             r = lift(lambda x, y, z: binary("and", binary(e.op[0], x, y), binary(e.op[1], y, z)), *args)
         elif k == "cast":
             r = self.conv(args[0], e.dtype)
-            if isinstance(r, Unspec) and is_int(e.dtype) and not is_int(e.args[0].dtype) and \
-                    not any(n.kind in ("var", "in", "load") for n in walk_exprs(e.args[0])):
-                self.case.traits.add("const_float_int_poison")  # (KNOWN_BUGS: the whole case)
         elif k == "bitcast":
             r = lift(lambda x: bit_cast(x, e.dtype), args[0])
         elif k == "select":

@@ -940,3 +940,28 @@ def test_python_type_return_annotations_follow_the_current_init():
     assert _first_of(np.array([0.1])) == 0.1
     qd.init(arch=qd.cfg.arch)
     assert _first_of(np.array([0.1], np.float32)) == float(np.float32(0.1))
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_an_out_of_range_float_to_int_conversion_is_one_value():
+    """qd.cast(-7.25, qd.u8) is unspecified (docs/language.md), but it is one value: comparing it with
+    itself, selecting it, or branching on it is consistent (on LLVM it was poison, which a select or
+    an `or` could turn into either branch: the fuzzer's case)."""
+    out = qd.field(qd.i32, 4)
+
+    @qd.kernel
+    def k(flag: qd.i32):
+        c = qd.cast(qd.f64(-7.25), qd.u8)
+        s = qd.select(flag > 0, c, c)
+        out[0] = 1 if s == c else 2
+        r = 0
+        if flag > 5 or c == c:
+            r = 7
+        out[1] = r
+        out[2] = qd.cast(c, qd.i32) - qd.cast(s, qd.i32)
+        big = qd.cast(qd.f32(3e9), qd.i32)
+        out[3] = 1 if big == big else 2
+
+    for flag in (0, 1):
+        k(flag)
+        assert out.to_numpy().tolist() == [1, 7, 0, 1]

@@ -227,7 +227,10 @@ Value *LlvmCodegen::cast(Value *v, DataType from, DataType to) {
   if (from == to) return v;
   if (to == DataType::u1) return to_bool(v, from);
   if (is_real(from) && is_real(to)) return b_.CreateFPCast(v, t);
-  if (is_real(from)) return is_signed(to) ? b_.CreateFPToSI(v, t) : b_.CreateFPToUI(v, t);
+  // A float out of the integer type's range converts to LLVM poison, which spreads to the selects and
+  // branches that use it (an `if` on it may take either way): frozen, it is one unspecified value, as
+  // docs/language.md specifies.
+  if (is_real(from)) return b_.CreateFreeze(is_signed(to) ? b_.CreateFPToSI(v, t) : b_.CreateFPToUI(v, t));
   if (is_real(to)) return is_signed(from) ? b_.CreateSIToFP(v, t) : b_.CreateUIToFP(v, t);
   return b_.CreateIntCast(v, t, is_signed(from));
 }

@@ -240,7 +240,9 @@ def _minor(r, i, j):
 
 
 def _square(ctx, r, what, largest=4):
-    if len(r.shape) != 2 or r.shape[0] != r.shape[1] or r.shape[0] > largest:
+    if len(r.shape) != 2 or r.shape[0] != r.shape[1]:
+        ctx.type_error(f".{what}(): expected a square matrix, got shape {r.shape}")
+    if r.shape[0] > largest:
         ctx.type_error(f".{what}() needs a square matrix of size 1 to {largest}, got shape {r.shape}")
 
 
@@ -315,7 +317,9 @@ def attribute(ctx, m, attr):
         "normalized": lambda eps=0: ctx.binary("div", r, ops.sqrt(ctx.binary("add", norm_sqr(), eps) if eps
                                                                    else norm_sqr())),
         "transpose": lambda: MatrixValue([r.entry(j, i) for i in range(r.shape[1]) for j in range(r.shape[0])],
-                                         (r.shape[1], r.shape[0])) if len(r.shape) == 2 else r,
+                                         (r.shape[1], r.shape[0])) if len(r.shape) == 2 else ctx.type_error(
+            "`transpose()` cannot apply to a vector. If you want something like `a @ b.transpose()`, write "
+            "`a.outer_product(b)` instead."),
         "cross": lambda o: _cross(ctx, r, ctx.rvalue(o)),
         "max": lambda: ops.max(*r.entries),
         "min": lambda: ops.min(*r.entries),

@@ -3,6 +3,7 @@ qd.Vector / qd.Matrix outside kernels)."""
 import numpy as np
 
 from quadrants._lib import runtime
+from quadrants.types.exceptions import QuadrantsTypeError
 
 _SWIZZLE_GROUPS = ("xyzw", "rgba", "stpq")
 
@@ -94,6 +95,23 @@ class PyMatrix(np.ndarray):
 
     def determinant(self):
         return np.linalg.det(np.asarray(self))
+
+    def trace(self, *args, **kwargs):
+        if self.ndim != 2 or self.shape[0] != self.shape[1]:
+            raise QuadrantsTypeError(f".trace(): expected a square matrix, got shape {self.shape}")
+        return np.asarray(self).trace(*args, **kwargs)
+
+    @property
+    def entries(self):
+        """The components as a numpy array (of this value's dtype)."""
+        return np.asarray(self)
+
+    def __iter__(self):  # a vector's components as numbers, a matrix's rows as lists (list(m) == rows)
+        for row in np.asarray(self):
+            yield row.tolist() if isinstance(row, np.ndarray) else row.item()
+
+    def __bool__(self):  # `assert u == v`, `if v:`: every component nonzero (numpy raises for two or more)
+        return bool(np.all(np.asarray(self)))
 
     def transpose(self, *axes):
         return np.asarray(self).transpose(*axes).view(PyMatrix)

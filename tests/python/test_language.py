@@ -323,7 +323,7 @@ def test_matrix_indices_follow_python_rules():
         out[0] = m[1, -1]
         out[1] = m[-1, 0]
         out[2] = v[-1]
-        out[3] = m[-1].sum()
+        out[3] = m[-1, :].sum()
 
     k()
     assert list(out.to_numpy()) == [6, 4, 9, 15]

@@ -204,7 +204,7 @@ def test_runtime_indexing_of_local_vectors_and_matrices():
             acc += v[i]
         out[0] = acc
         out[1] = m[j, 1 - j]
-        row = m[j]               # a row at a run-time index
+        row = m[j, :]            # a row at a run-time index
         out[2] = row[0] * 10 + row[1]
         v[j] = 7
         out[3] = v.x * 100 + v.y * 10 + v.z
@@ -657,3 +657,48 @@ def test_fns_finds_the_nth_set_bit():
 
     k(m, b, o, out)
     assert out.tolist() == [_fns_reference(*c) for c in cases]
+
+
+@test(arch=qd.cpu)
+def test_matrix_index_count_trace_and_transpose_errors():
+    """A matrix takes two indices in kernels (a row is m[i, :]), a vector one; trace() needs a square
+    matrix (in both scopes); transpose() of a vector points to outer_product: each a compile error."""
+    @qd.kernel
+    def row():
+        m = qd.Matrix([[1, 2, 3], [4, 5, 6]])
+        print(m[0])
+
+    @qd.kernel
+    def two():
+        v = qd.Vector([1, 2, 3, 4])
+        print(v[0, 0])
+
+    @qd.kernel
+    def trace():
+        print(qd.Matrix([[0.1, 3.0], [5.0, 7.0], [1.0, 2.0]]).trace())
+
+    @qd.kernel
+    def transpose():
+        x = qd.Vector([1, 2])
+        print(x @ x.transpose())
+
+    for kernel, match in ((row, r"Expected 2 indices, got 1 \(a row is m\[i, :\]\)"), (two, r"Expected 1 indices, got 2"),
+                          (trace, r"expected a square matrix, got shape \(3, 2\)"),
+                          (transpose, r"`transpose\(\)` cannot apply to a vector.*`a.outer_product\(b\)`")):
+        with pytest.raises(qd.QuadrantsCompilationError, match=match):
+            kernel()
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"expected a square matrix, got shape \(3, 2\)"):
+        qd.Matrix([[0.1, 3.0], [5.0, 7.0], [1.0, 2.0]]).trace()
+    assert qd.Matrix([[0.5, 3.0], [5.0, 7.0]]).trace() == 7.5
+
+
+def test_python_scope_matrix_iterates_compares_and_has_entries():
+    """list(m) is its rows as lists, list(v) its components as numbers; `u == v` is element-wise and
+    true when every component is; .entries is the numpy array of the value's dtype."""
+    data = [[2, 3, 4], [5, 6, 7]]
+    m = qd.Matrix(data)
+    assert list(m) == data and len(m) == 2 and list(qd.Vector([1.5, 2])) == [1.5, 2.0]
+    assert qd.Vector([1, 2]) == qd.Vector([1, 2]) and not (qd.Vector([1, 2]) == qd.Vector([1, 3]))
+    assert (qd.Vector([1, 2]) == qd.Vector([1, 3])).tolist() == [True, False]
+    assert qd.types.vector(3, dtype=qd.f32)([0, 1, 2]).entries.dtype == np.float32
+    assert qd.types.matrix(2, 2, dtype=qd.i32)([[0, 1], [2, 3]]).entries.dtype == np.int32

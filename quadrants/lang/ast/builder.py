@@ -856,9 +856,7 @@ class FunctionWalker(ast.NodeVisitor):
                 return self.slice_matrix(base, idx)
             if not all(isinstance(i, (int, np.integer)) for i in idx):
                 return self.runtime_index(base, idx)
-            if len(idx) > len(base.shape):
-                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
-                                      f"indices, got {len(idx)}")
+            self._check_index_count(base, idx)
             # Python's rules per axis: negative counts from the end, out of range is an error (a
             # flat offset would silently land on another entry).
             for i, n in zip(idx, base.shape):
@@ -866,12 +864,6 @@ class FunctionWalker(ast.NodeVisitor):
                     raise QuadrantsIndexError(self.located(f"index {i} out of range for a vector/matrix of shape "
                                                            f"{base.shape}"))
             idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
-            if len(idx) != len(base.shape):
-                if len(idx) == 1 and len(base.shape) == 2:  # a matrix row
-                    m = base.shape[1]
-                    return MatrixValue(base.entries[idx[0] * m:(idx[0] + 1) * m], (m,))
-                self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
-                                      f"indices, got {len(idx)}")
             return base.entry(*idx)
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error("cannot index a scalar")
@@ -880,20 +872,21 @@ class FunctionWalker(ast.NodeVisitor):
         except Exception as e:
             self.ctx.syntax_error(f"cannot index {type(base).__name__}: {e}")
 
+    def _check_index_count(self, base, idx):
+        """A vector takes one index, a matrix two (a row is m[i, :])."""
+        if len(idx) != len(base.shape):
+            self.ctx.syntax_error(f"a {'vector' if len(base.shape) == 1 else 'matrix'} of shape {base.shape} takes "
+                                  f"{len(base.shape)} indices: Expected {len(base.shape)} indices, got {len(idx)}"
+                                  + (" (a row is m[i, :])" if len(idx) == 1 else ""))
+
     def runtime_index(self, base, idx):
-        """v[i] / m[i, j] / m[i] with run-time indices: a DynIndex over the entries (out of range: the
-        last entry is read, nothing is written)."""
-        if len(idx) > len(base.shape):
-            self.ctx.syntax_error(f"a {base.shape} matrix needs {len(base.shape)} indices: Expected {len(base.shape)} "
-                                      f"indices, got {len(idx)}")
+        """v[i] / m[i, j] with run-time indices: a DynIndex over the entries (out of range: the last
+        entry is read, nothing is written)."""
+        self._check_index_count(base, idx)
         idx = [self.ctx.rvalue(i) if not isinstance(i, (int, np.integer)) else int(i) for i in idx]
         for i in idx:
             if isinstance(i, Expr) and i.dtype.is_real:
                 self.ctx.type_error("vector/matrix indices must be integers")
-        if len(idx) == 1 and len(base.shape) == 2:  # a row: one DynIndex per column
-            m = base.shape[1]
-            return MatrixValue([DynIndex([base.entry(r, c) for r in range(base.shape[0])], idx[0]) for c in range(m)],
-                               (m,))
         if self.ctx.config.bounds_checks:  # debug=True / check_out_of_bound=True: each run-time index checked
             for i, n in zip(idx, base.shape):
                 if isinstance(i, Expr):

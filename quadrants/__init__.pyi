@@ -76,6 +76,7 @@ _Shape: TypeAlias = int | Sequence[int]
 
 
 def template() -> Template: ...
+def ref(dtype: Any) -> Any: ...  # a @qd.func parameter by reference
 
 # --- start-up ----------------------------------------------------------------------------------
 cpu: Arch

@@ -652,9 +652,13 @@ class Func:
             values = {}
             for k, (name, v) in enumerate(bound.arguments.items()):
                 ann = self.signature.parameters[name].annotation
+                if isinstance(ann, T.RefType):
+                    values[name] = _ref_argument(ctx, self, name, v, ann)
+                    continue
                 values[name] = v if T.is_template(ann) or (k == 0 and self_lvalue) else _func_argument(ctx, self, name, ctx.rvalue(v), ann)
             names = list(self.signature.parameters)
-            templates = [n for n in names if T.is_template(self.signature.parameters[n].annotation)]
+            templates = [n for n in names if T.is_template(self.signature.parameters[n].annotation)
+                         or isinstance(self.signature.parameters[n].annotation, T.RefType)]
             if self_lvalue and names:  # a method's self: p.advance(dt) changes p
                 templates.append(names[0])
             result = walker.emit(values, by_reference=templates)
@@ -717,6 +721,16 @@ class _BoundFunc:
         if ctx is None:
             raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
         return self.func.inline(ctx, [self.obj] + list(args), kwargs, self_lvalue=True)
+
+
+def _ref_argument(ctx, func, name, v, ann):
+    """A qd.ref(dtype) parameter: the caller's variable or memory element itself, of that dtype."""
+    if not isinstance(v, (Var, Ptr)):
+        ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r}: it must be a variable "
+                       f"or a memory element, got {type(v).__name__}")
+    if v.dtype is not T.to_dtype(ann.dtype):
+        ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but is {v.dtype}")
+    return v
 
 
 def _func_argument(ctx, func, name, v, ann):

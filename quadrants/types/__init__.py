@@ -6,7 +6,7 @@ qd.types.matrix(2, 2, qd.f32), qd.types.struct(a=qd.f32), qd.types.template().
 """
 from quadrants.types import primitive_types
 from quadrants.types.annotations import (
-    MatrixType, NdarrayType, Template, VectorType, _NDArrayAlias, is_template, template,
+    MatrixType, NdarrayType, RefType, Template, VectorType, _NDArrayAlias, is_template, ref, template,
 )
 from quadrants.types.primitive_types import (  # qd.types.f32 ... as well as qd.f32
     ALL, DataType, f16, f32, f64, from_core, from_numpy, i8, i16, i32, i64, to_dtype, u1, u8, u16, u32, u64,
@@ -38,5 +38,5 @@ def is_signed(dtype):
 
 
 __all__ = ["ALL", "f16", "f32", "f64", "from_core", "from_numpy", "i8", "i16", "i32", "i64", "to_dtype",
-           "u1", "u8", "u16", "u32", "u64", "DataType", "MatrixType", "NDArray", "NdarrayType", "Template", "VectorType", "is_integral", "is_real",
-           "is_signed", "is_template", "matrix", "ndarray", "primitive_types", "struct", "template", "vector"]
+           "u1", "u8", "u16", "u32", "u64", "DataType", "MatrixType", "NDArray", "NdarrayType", "RefType", "Template", "VectorType", "is_integral", "is_real",
+           "is_signed", "is_template", "matrix", "ndarray", "primitive_types", "ref", "struct", "template", "vector"]

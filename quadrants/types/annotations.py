@@ -39,6 +39,21 @@ def template():
     return Template()
 
 
+class RefType:
+    """qd.ref(qd.f32): a @qd.func / @qd.real_func parameter passed by reference: the func's stores to it
+    (a = 7, a += a, qd.atomic_add(a, 1)) change the caller's variable or memory element."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"ref({self.dtype!r})"
+
+
+def ref(dtype):
+    return RefType(dtype)
+
+
 def is_template(annotation):
     """qd.template(), qd.template or qd.Template."""
     return isinstance(annotation, Template) or annotation is template or annotation is Template

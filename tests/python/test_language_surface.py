@@ -702,3 +702,48 @@ def test_python_scope_matrix_iterates_compares_and_has_entries():
     assert (qd.Vector([1, 2]) == qd.Vector([1, 3])).tolist() == [True, False]
     assert qd.types.vector(3, dtype=qd.f32)([0, 1, 2]).entries.dtype == np.float32
     assert qd.types.matrix(2, 2, dtype=qd.i32)([[0, 1], [2, 3]]).entries.dtype == np.int32
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_a_ref_parameter_is_the_callers_variable():
+    """qd.ref(dtype): the func's stores (=, +=, atomics) change the caller's variable or element; a
+    value that is not a variable, or of another dtype, is a compile error."""
+    out = qd.field(qd.f32, 4)
+
+    @qd.real_func
+    def set7(a: qd.ref(qd.f32)):
+        a = 7
+
+    @qd.func
+    def twice(a: qd.ref(qd.f32)):
+        a += a
+        qd.atomic_add(a, 1.0)
+
+    @qd.kernel
+    def k():
+        a = 5.0
+        set7(a)
+        out[0] = a
+        b = 5.0
+        twice(b)
+        out[1] = b
+        twice(out[2])
+
+    out[2] = 1.5
+    k()
+    assert out.to_numpy()[:3].tolist() == [7.0, 11.0, 4.0]
+
+    @qd.kernel
+    def bad():
+        twice(3.0)
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"annotated ref\(f32\): it must be a variable"):
+        bad()
+
+    @qd.kernel
+    def bad_dtype():
+        i = 3
+        twice(i)
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"annotated ref\(f32\) but is i32"):
+        bad_dtype()

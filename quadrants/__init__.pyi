@@ -30,6 +30,7 @@ from quadrants.memory.field import Axis, Field as Field, SNode
 from quadrants.kernels.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
 from quadrants.memory.ndarray import Ndarray as Ndarray
+from quadrants.memory.tensor import Backend as Backend, MatrixTensor as MatrixTensor, Tensor as Tensor, VectorTensor as VectorTensor
 from quadrants.memory.struct import Struct as Struct, StructField as StructField, StructType
 from quadrants._lib.arch import Arch
 from quadrants import types as types
@@ -139,6 +140,10 @@ def atomic_support(op: None = None, *, dtype: _DTypeLike | str, arch: Arch | str
 def field(dtype: _ElementDType, shape: _Shape | None = None, name: str | None = None,
           offset: int | Sequence[int] | None = None) -> Field: ...
 def ndarray(dtype: _ElementDType, shape: _Shape) -> Ndarray: ...
+def tensor(dtype: _ElementDType, shape: _Shape, *, backend: Backend | int = ..., layout: tuple[int, ...] | None = None,
+           needs_grad: bool = False) -> Tensor: ...
+def wrap(impl: Field | Ndarray | Tensor) -> Tensor: ...
+ScalarField: type[Field]
 
 root: Any
 i: Axis

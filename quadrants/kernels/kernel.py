@@ -21,6 +21,8 @@ from quadrants.types.exceptions import (QuadrantsAssertionError, QuadrantsCompil
                                       QuadrantsTypeError)
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
+from quadrants.memory.field import Field
+from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
 from quadrants.lang import printing
 from quadrants.memory.struct import StructType, StructValue
@@ -61,7 +63,9 @@ class _Param:
                                        f"annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
         if annotation is T.NdarrayType:
             annotation = T.NdarrayType()  # `x: qd.types.ndarray` (not called): any dtype and ndim
-        if T.is_template(annotation):
+        if annotation is Tensor:
+            self.kind = "tensor"  # a field (compile-time, as qd.template()), an ndarray (run-time) or None
+        elif T.is_template(annotation):
             self.kind = "template"
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
@@ -83,6 +87,19 @@ class _Param:
         return T.to_dtype(self.annotation)
 
 
+_ANY_NDARRAY = T.NdarrayType()
+
+
+def _tensor_kind(param, value):
+    """How a value is passed: a qd.Tensor parameter takes a field as qd.template() does (and None,
+    compile-time), an ndarray or numpy / DLPack array as qd.types.ndarray() does."""
+    if param.kind != "tensor":
+        return param.kind
+    if value is None or isinstance(value, Field):
+        return "template"
+    return "ndarray"
+
+
 def _bad_ndarray_annotation(ann):
     """What is wrong with a qd.types.ndarray(dtype=, ndim=) annotation, or None."""
     if ann.dtype is not None and not isinstance(ann.dtype, (T.VectorType, T.MatrixType)):
@@ -97,7 +114,7 @@ def _bad_ndarray_annotation(ann):
 
 def _ndarray_parts(value, param, kernel_name):
     """(dtype, shape, element_shape) of an ndarray argument (a qd.ndarray or a numpy array)."""
-    ann = param.annotation
+    ann = param.annotation if param.kind != "tensor" else _ANY_NDARRAY
     if isinstance(value, Ndarray):
         dtype, shape, elem = value.dtype, value.shape, value.element_shape
         if ann.element_shape and tuple(elem) != tuple(ann.element_shape):
@@ -239,7 +256,7 @@ class Kernel:
                        for k, (n, p) in enumerate(self.signature.parameters.items())]
         _return_spec(self.signature.return_annotation, func)  # a bad annotation: an error here
         self._returns, self._returns_key = None, None
-        self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind == "ndarray"]
+        self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind in ("ndarray", "tensor")]
         self.cache = {}
         self.generation = None
         self.num_compilations = 0
@@ -263,11 +280,13 @@ class Kernel:
     def _key(self, values, idents):
         key = []
         for p, v in zip(self.params, values):
-            if p.kind == "template":
+            kind = _tensor_kind(p, v)
+            if kind == "template":
                 key.append(template_key.argument_key(v, idents))
-            elif p.kind == "ndarray":
+            elif kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
-                key.append(("nd", dtype.name, len(shape), elem))
+                key.append(("nd", dtype.name, len(shape), elem, getattr(v, "_qd_layout", None),
+                            getattr(v, "grad", None) is not None))
             else:
                 key.append("s")
         return tuple(key)
@@ -286,8 +305,10 @@ class Kernel:
                 raise TypeError(f"kernel '{self.__name__}': {e}") from None
             bound.apply_defaults()
             values = list(bound.arguments.values())
+        if any(isinstance(v, Tensor) for v in values):  # kernels see the bare field / ndarray
+            values = [v._unwrap() if isinstance(v, Tensor) else v for v in values]
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
-            if not isinstance(values[i], (Ndarray, np.ndarray)) and hasattr(values[i], "__dlpack__"):
+            if not isinstance(values[i], (Ndarray, np.ndarray, Field)) and hasattr(values[i], "__dlpack__"):
                 values = list(values)
                 values[i] = external_array(values[i], self.__name__, self.params[i].name)
         return values
@@ -319,11 +340,16 @@ class Kernel:
                     leaf_slots.append((path, slots, ld, lshape))
                 plan.append(("struct", leaf_slots))
                 bound[p.name] = ("struct", leaf_slots, p.annotation)
-            elif p.kind == "ndarray":
+            elif _tensor_kind(p, v) == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
-                buf = ctx.b.add_ndarray_arg(p.name, dtype.core, len(shape) + len(elem), list(elem))
-                plan.append(("ndarray", buf, len(shape), elem))
-                bound[p.name] = NdarrayArg(buf, dtype, len(shape) + len(elem), elem, p.name)
+                nd, layout = len(shape) + len(elem), getattr(v, "_qd_layout", None)
+                buf = ctx.b.add_ndarray_arg(p.name, dtype.core, nd, list(elem))
+                grad = None
+                if getattr(v, "grad", None) is not None:  # x.grad[i] in the kernel: a second buffer
+                    gbuf = ctx.b.add_ndarray_arg(f"{p.name}.grad", dtype.core, nd, list(elem))
+                    grad = NdarrayArg(gbuf, dtype, nd, elem, f"{p.name}.grad", layout)
+                plan.append(("ndarray", buf, len(shape), elem, grad and grad.buffer))
+                bound[p.name] = NdarrayArg(buf, dtype, nd, elem, p.name, layout, grad)
             else:
                 plan.append(("template",))
                 bound[p.name] = v
@@ -453,16 +479,19 @@ class Kernel:
                         for slot, e in zip(lslots, flat):
                             slots[slot] = self._scalar_slot(param, e, ld)
                 elif step[0] == "ndarray":
-                    _, buf, ndim, elem = step
-                    shape = tuple(v.shape if isinstance(v, Ndarray) else v.shape[:ndim])
+                    _, buf, ndim, elem, gbuf = step
+                    shape = tuple(v._physical_shape if isinstance(v, Ndarray) else v.shape[:ndim])
                     if math.prod(shape + tuple(elem)) > _MAX_ELEMENTS or any(n > _MAX_ELEMENTS for n in shape):
                         raise ValueError(f"kernel '{self.__name__}': argument '{param.name}' has "
                                          f"{math.prod(shape + tuple(elem))} elements (shape {shape}); ndarray "
                                          f"arguments hold at most 2**31 - 1 elements (indices are 32-bit)")
-                    buffers[buf] = staging.handle(param, buf, v)
-                    first = entry.compiled.shape_slot(buf)
-                    for k, n in enumerate(shape + tuple(elem)):
-                        slots[first + k] = int(n)
+                    for b, array in ((buf, v), (gbuf, getattr(v, "grad", None))):
+                        if b is None:
+                            continue
+                        buffers[b] = staging.handle(param, b, array)
+                        first = entry.compiled.shape_slot(b)
+                        for k, n in enumerate(shape + tuple(elem)):
+                            slots[first + k] = int(n)
             if entry.plan and entry.plan[-1][0] == "random":  # the launch number of qd.random's streams
                 prog.random_launches = getattr(prog, "random_launches", 0) + 1
                 slots[entry.plan[-1][1]] = prog.random_launches & 0xFFFFFFFF

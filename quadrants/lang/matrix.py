@@ -8,6 +8,7 @@ from quadrants.lang import ops
 from quadrants.lang.ast.context import check_numeric, current, describe, type_error
 from quadrants.memory.field import Field
 from quadrants.memory.ndarray import Ndarray
+from quadrants.memory import tensor as _tensor
 from quadrants.lang.ast.values import MatrixValue
 from quadrants.memory.host import _SWIZZLE_GROUPS, PyMatrix
 
@@ -150,6 +151,8 @@ class Matrix:
     def ndarray(n, m, dtype, shape):
         return Ndarray(dtype, shape, element_shape=(n, m))
 
+    tensor = staticmethod(_tensor.matrix_tensor)  # qd.Matrix.tensor(n, m, dtype, shape, backend=...)
+
 
 class Vector(Matrix):
     """qd.Vector([x, y, z])."""
@@ -166,6 +169,8 @@ class Vector(Matrix):
     @staticmethod
     def ndarray(n, dtype, shape):
         return Ndarray(dtype, shape, element_shape=(n,))
+
+    tensor = staticmethod(_tensor.vector_tensor)  # qd.Vector.tensor(n, dtype, shape, backend=...)
 
 
 # --- in-kernel operations on MatrixValue -------------------------------------------------------

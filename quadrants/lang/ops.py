@@ -201,8 +201,7 @@ def grouped_impl(ctx, x, grouped=True):
     elif type(x).__name__ == "StructField":
         bounds = [(0, n) for n in x.shape]
     elif isinstance(x, NdarrayArg):
-        n = x.ndim - len(x.element_shape)
-        bounds = [(0, ctx.expr(ctx.b.ndarray_shape(x.buffer, k))) for k in range(n)]
+        bounds = [(0, n) for n in ctx.ndarray_sizes(x)]
     else:
         ctx.syntax_error(f"cannot iterate over {type(x).__name__}")
     return LoopGroup(bounds, grouped=grouped)

@@ -782,8 +782,9 @@ class FunctionWalker(ast.NodeVisitor):
         attr = node.attr
         if isinstance(base, NdarrayArg):
             if attr == "shape":
-                n = base.ndim - len(base.element_shape)
-                return tuple(self.ctx.expr(self.b.ndarray_shape(base.buffer, k)) for k in range(n))
+                return tuple(self.ctx.ndarray_sizes(base))
+            if attr == "grad" and base.grad is not None:
+                return base.grad
             if attr == "dtype":
                 return base.dtype
             if attr == "fill":

@@ -348,7 +348,7 @@ class KernelContext:
     # --- memory ---------------------------------------------------------------------------------
     def field_buffer(self, f):
         f._check()
-        idx = self.b.add_field(f.id, f.dtype.core, list(f.full_shape), f.name)
+        idx = self.b.add_field(f.id, f.dtype.core, list(f._storage_shape), f.name)
         self.fields[idx] = f
         return idx
 
@@ -367,6 +367,9 @@ class KernelContext:
             nd = base.ndim - len(elem)
         if len(indices) != nd:
             self.syntax_error(f"'{name}' has {nd} dimension(s) but is indexed with {len(indices)} index(es)")
+        layout = getattr(base, "_qd_layout", None)
+        if layout:  # canonical indices, stored in the layout's axis order
+            indices = [indices[a] for a in layout]
         idx = [self.scalar(i).stmt for i in indices]
         if not elem:
             return Ptr(self.b.global_ptr(buf, idx), dtype, buf)
@@ -376,12 +379,19 @@ class KernelContext:
             ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype, buf))
         return MatrixValue(ptrs, elem)
 
+    def ndarray_sizes(self, arg):
+        """The canonical shape of an ndarray argument, as run-time values (the launch passes the stored shape)."""
+        n = arg.ndim - len(arg.element_shape)
+        stored = [self.expr(self.b.ndarray_shape(arg.buffer, k)) for k in range(n)]
+        layout = arg._qd_layout
+        return [stored[layout.index(i)] for i in range(n)] if layout else stored
+
     def fill(self, target, value):
         """`x.fill(v)` inside a kernel: a loop storing v to every element (parallel at kernel scope)."""
         if isinstance(target, Field):
             sizes = list(target.shape)
         else:
-            sizes = [self.expr(self.b.ndarray_shape(target.buffer, k)) for k in range(target.ndim - len(target.element_shape))]
+            sizes = self.ndarray_sizes(target)
         value = self.rvalue(value)
         if _is_runtime(value):
             value = self.new_var(value)  # computed once, before the loop

@@ -61,8 +61,10 @@ class DynIndex:
 class NdarrayArg:
     """An ndarray kernel argument: a buffer whose shape comes with the launch."""
 
-    def __init__(self, buffer, dtype, ndim, element_shape, name):
+    def __init__(self, buffer, dtype, ndim, element_shape, name, layout=None, grad=None):
         self.buffer, self.dtype, self.ndim, self.element_shape, self.name = buffer, dtype, ndim, element_shape, name
+        self._qd_layout = layout  # canonical axis per stored axis (qd.tensor(..., layout=)), or None
+        self.grad = grad  # the gradient companion's NdarrayArg, or None
 
 
 class LoopGroup:

@@ -271,6 +271,15 @@ class Kernel:
             self._returns, self._returns_key = _return_spec(self.signature.return_annotation, self.func), key
         return self._returns
 
+    @property
+    def _primal(self):  # the reference's name for the object owning the compiled specialisations
+        return self
+
+    @property
+    def materialized_kernels(self):
+        """The compiled specialisations (one per argument key)."""
+        return self.cache
+
     def __get__(self, obj, objtype=None):
         """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""
         if obj is None or not self.params or self.params[0].name != "self":

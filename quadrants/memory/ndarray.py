@@ -13,12 +13,27 @@ class Ndarray(RuntimeArray):
             element_shape, dtype = dtype.shape, dtype.dtype
         python_scope("creating an ndarray")
         self.dtype = T.to_dtype(dtype)
-        self.shape = as_shape(shape)
+        self._stored_shape = as_shape(shape)  # the storage's shape; .shape is canonical (see _qd_layout)
         self.element_shape = as_shape(element_shape, "the vector/matrix size")
         check_size(self.full_shape, "an ndarray")
         self._program = runtime.program()
         self.nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
         self.handle = self._program.runtime.allocate(self.nbytes)
+
+    @property
+    def shape(self):
+        """The canonical shape: the stored one with its axes put back in canonical order."""
+        layout = self._qd_layout
+        if not layout:
+            return self._stored_shape
+        canonical = [0] * len(layout)
+        for k, axis in enumerate(layout):
+            canonical[axis] = self._stored_shape[k]
+        return tuple(canonical)
+
+    @property
+    def _physical_shape(self):
+        return self._stored_shape
 
     @property
     def full_shape(self):

@@ -76,13 +76,10 @@ def _with_layout(array, layout):
     for k, axis in enumerate(layout or range(len(stored))):
         canonical[axis] = stored[k]
     for a in (impl, impl.grad):
-        if a is None:
-            continue
-        if isinstance(a, Field):
-            a._shape = tuple(canonical)
-        else:
-            a.shape = tuple(canonical)
-        a._qd_layout = layout
+        if a is not None:
+            if isinstance(a, Field):
+                a._shape = tuple(canonical)  # a field keeps its canonical shape; an ndarray its stored one
+            a._qd_layout = layout
     return array
 
 

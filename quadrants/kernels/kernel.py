@@ -1,4 +1,5 @@
 """@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
+import dataclasses
 import functools
 import inspect
 import math
@@ -67,6 +68,8 @@ class _Param:
             self.kind = "tensor"  # a field (compile-time, as qd.template()), an ndarray (run-time) or None
         elif T.is_template(annotation):
             self.kind = "template"
+        elif isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+            self.kind = "template"  # a dataclass of tensors and values: keyed by what the kernel reads of it
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
             bad = _bad_ndarray_annotation(annotation)
@@ -243,6 +246,11 @@ class _Compiled:
             self.error_messages = list(compiled.error_messages)
 
 
+class _Mapper:
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+
 class Kernel:
     _qd_kernel = True  # what the front end knows a kernel by (it does not import this layer)
     _qd_identity = True  # as a template argument, the kernel is the key, not its contents
@@ -279,6 +287,10 @@ class Kernel:
     def materialized_kernels(self):
         """The compiled specialisations (one per argument key)."""
         return self.cache
+
+    @property
+    def mapper(self):  # the reference's view of the same: .mapping, one entry per argument key
+        return _Mapper(self.cache)
 
     def __get__(self, obj, objtype=None):
         """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""
@@ -317,7 +329,10 @@ class Kernel:
         if any(isinstance(v, Tensor) for v in values):  # kernels see the bare field / ndarray
             values = [v._unwrap() if isinstance(v, Tensor) else v for v in values]
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
-            if not isinstance(values[i], (Ndarray, np.ndarray, Field)) and hasattr(values[i], "__dlpack__"):
+            v = values[i]
+            if isinstance(v, Field) and self.params[i].kind == "tensor":
+                continue  # a qd.Tensor parameter takes fields as they are
+            if not isinstance(v, (Ndarray, np.ndarray)) and hasattr(v, "__dlpack__"):
                 values = list(values)
                 values[i] = external_array(values[i], self.__name__, self.params[i].name)
         return values
@@ -396,6 +411,7 @@ class Kernel:
         num_slots = ctx.b.num_arg_slots()
         if ctx.rng_launch_slot is not None:
             plan.append(("random", ctx.rng_launch_slot))
+        ctx.tracker.captured = [(weakref.ref(a), arg) for a, arg in ctx.captured.values()]
         ctx.tracker.assert_messages = ctx.assert_messages
         ctx.tracker.print_formats = ctx.print_formats
         return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
@@ -433,11 +449,12 @@ class Kernel:
             entry.guards = tracker.guards
             entry.assert_messages = getattr(tracker, "assert_messages", [])
             entry.print_formats = getattr(tracker, "print_formats", [])
+            entry.captured = tracker.captured
             # The specialisation lives as long as every object it was compiled for: the objects
             # keyed by identity and the fields it reads. When one dies its entry goes (with the
             # compiled code); a new object at the same address compiles afresh.
             drop = functools.partial(_drop_entry, weakref.ref(self), key, id(entry))
-            for obj in idents + tracker.idents + list(fields.values()):
+            for obj in idents + tracker.idents + list(fields.values()) + [r() for r, _ in entry.captured]:
                 try:
                     entry.watch.append(weakref.ref(obj, drop))
                 except TypeError:
@@ -459,6 +476,17 @@ class Kernel:
                 raise RuntimeError(f"kernel '{self.__name__}': a field it was compiled for no longer exists")
             f._check()
             buffers[idx] = f.handle
+        for ref, arg in entry.captured:
+            a = ref()
+            if a is None:
+                raise RuntimeError(f"kernel '{self.__name__}': an ndarray it was compiled for no longer exists")
+            a._check()
+            for b, array in ((arg.buffer, a), (arg.grad and arg.grad.buffer, a.grad)):
+                if b is not None:
+                    buffers[b] = array.handle
+                    first = entry.compiled.shape_slot(b)
+                    for k, n in enumerate(array._storage_shape):
+                        slots[first + k] = int(n)
         staging = _Staging(self, prog, entry)
         try:
             for param, step, v in zip(self.params, entry.plan, values):

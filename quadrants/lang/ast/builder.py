@@ -21,6 +21,8 @@ from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsInde
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
 from quadrants.memory.field import Field
 from quadrants.memory.struct import PyStruct, StructField, StructType, StructValue
+from quadrants.memory.ndarray import Ndarray
+from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 from quadrants.lang import matrix, ops
 from quadrants.lang.printing import Format
@@ -141,6 +143,10 @@ class FunctionWalker(ast.NodeVisitor):
             if self.ctx.tracker.tracked and isinstance(node, ast.expr) and self.ctx.tracker.is_tracked(result) \
                     and not self._reads_only(node):
                 self.ctx.tracker.escape(result)  # used other than by reading attributes: guarded whole
+            if isinstance(result, Tensor):  # kernels see the bare field / ndarray
+                result = result._unwrap()
+            if isinstance(result, Ndarray):
+                result = self.ctx.captured_ndarray(result)
             return result
         except QuadrantsCompilationError:
             raise

@@ -94,6 +94,7 @@ class KernelContext:
         self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
         self.config = config
         self.fields = {}  # buffer index -> Field
+        self.captured = {}  # id(ndarray) -> (Ndarray, NdarrayArg): ndarrays reached other than as ndarray arguments
         self.loop_config = {}
         self.walker = None  # the FunctionWalker currently emitting
         self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
@@ -378,6 +379,24 @@ class KernelContext:
             tail = [self.b.const_int(_core.DataType.i32, int(k)) for k in e]
             ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype, buf))
         return MatrixValue(ptrs, elem)
+
+    def captured_ndarray(self, a):
+        """A qd.ndarray met as a Python value (a member of a template argument, a global) as an ndarray
+        argument the launch fills in; the specialisation holds while the same ndarray is met there."""
+        got = self.captured.get(id(a))
+        if got is not None and got[0] is a:
+            return got[1]
+        a._check()
+        nd, elem = len(a.full_shape), tuple(a.element_shape)
+        name = f"ndarray{len(self.captured)}"
+        grad = None
+        if a.grad is not None:
+            gbuf = self.b.add_ndarray_arg(f"{name}.grad", a.dtype.core, nd, list(elem))
+            grad = NdarrayArg(gbuf, a.dtype, nd, elem, f"{name}.grad", a._qd_layout)
+        buf = self.b.add_ndarray_arg(name, a.dtype.core, nd, list(elem))
+        arg = NdarrayArg(buf, a.dtype, nd, elem, name, a._qd_layout, grad)
+        self.captured[id(a)] = (a, arg)
+        return arg
 
     def ndarray_sizes(self, arg):
         """The canonical shape of an ndarray argument, as run-time values (the launch passes the stored shape)."""

@@ -306,8 +306,9 @@ class Kernel:
                 key.append(template_key.argument_key(v, idents))
             elif kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
-                key.append(("nd", dtype.name, len(shape), elem, getattr(v, "_qd_layout", None),
-                            getattr(v, "grad", None) is not None))
+                # (element type, ndim, gradient companion, element shape, layout)
+                key.append((dtype.name, len(shape), getattr(v, "grad", None) is not None, elem,
+                            getattr(v, "_qd_layout", None)))
             else:
                 key.append("s")
         return tuple(key)

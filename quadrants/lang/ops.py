@@ -3,13 +3,12 @@
 The atomic family is generated from the core's single table of atomic ops (csrc/atomics).
 """
 import builtins
-import itertools
 import math
 import operator
 
 from quadrants._lib import _core
 from quadrants import types as T
-from quadrants.types.exceptions import QuadrantsAssertionError
+from quadrants.types.exceptions import QuadrantsAssertionError, QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.memory.field import Field
 from quadrants.lang.ast.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
@@ -47,8 +46,7 @@ def static(x, *more):
     if isinstance(x, LoopGroup):
         if any(not isinstance(v, int) for b in x.bounds for v in b):
             ctx.syntax_error("qd.static(qd.ndrange(...)) needs compile-time bounds")
-        ranges = [range(b, e) for b, e in x.bounds]
-        return StaticIterable(itertools.product(*ranges))
+        return StaticIterable(x.static_points())
     return x
 
 
@@ -187,15 +185,31 @@ def select(cond, a, b):
 
 # --- loops -------------------------------------------------------------------------------------
 @builtin
-def ndrange(*dims):
-    """The iteration space of `for i, j in qd.ndrange(n, (a, b))`."""
+def ndrange(*dims, axes=None):
+    """The iteration space of `for i, j in qd.ndrange(n, (a, b))`. axes=: the axis at each nesting
+    level, outermost first (axes=(1, 0): j outer, i fastest); the loop variables stay in order."""
     bounds = [(d[0], d[1]) if isinstance(d, (tuple, list)) else (0, d) for d in dims]
-    return LoopGroup(bounds)
+    return LoopGroup(bounds, axes=_ndrange_axes(axes, len(bounds)))
+
+
+def _ndrange_axes(axes, n):
+    """A validated permutation of range(n), or None for None and the identity."""
+    if axes is None:
+        return None
+    axes = tuple(axes)
+    if any(isinstance(a, bool) or not isinstance(a, int) for a in axes):
+        raise QuadrantsTypeError(f"qd.ndrange(axes={axes!r}): entries must be Python ints (an axis index each)")
+    if len(axes) != n:
+        raise QuadrantsSyntaxError(f"qd.ndrange(axes={axes!r}) has {len(axes)} entries but ndrange has {n} "
+                                   f"dimension(s)")
+    if sorted(axes) != list(range(n)):
+        raise QuadrantsSyntaxError(f"qd.ndrange(axes={axes!r}) is not a permutation of range({n})")
+    return None if axes == tuple(range(n)) else axes
 
 
 def grouped_impl(ctx, x, grouped=True):
     if isinstance(x, LoopGroup):
-        return LoopGroup(x.bounds, grouped=grouped)
+        return LoopGroup(x.bounds, grouped=grouped, axes=x.axes)
     if isinstance(x, Field):
         bounds = [(o, o + n) for n, o in zip(x.shape, x.offset or (0,) * len(x.shape))]
     elif type(x).__name__ == "StructField":

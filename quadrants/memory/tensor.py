@@ -48,8 +48,8 @@ def _as_backend(backend):
                          f"{[str(b) for b in Backend]}") from None
 
 
-def _as_layout(layout, ndim):
-    """A validated permutation, or None for None and the identity."""
+def _as_layout(layout, ndim, keep_identity=False):
+    """A validated permutation, or None for None (and the identity unless keep_identity)."""
     if layout is None:
         return None
     try:
@@ -62,7 +62,7 @@ def _as_layout(layout, ndim):
         raise ValueError(f"layout={layout!r} is not a permutation of range({ndim})")
     if ndim > MAX_RANK:
         raise ValueError(f"layout: at most {MAX_RANK} dimensions are supported, got {ndim}")
-    return None if layout == tuple(range(ndim)) else layout
+    return None if layout == tuple(range(ndim)) and not keep_identity else layout
 
 
 def _with_layout(array, layout):
@@ -71,7 +71,7 @@ def _with_layout(array, layout):
     numpy / torch / DLPack then use canonical indices. Returns the array."""
     impl = array._unwrap() if isinstance(array, Tensor) else array
     stored = impl._physical_shape
-    layout = _as_layout(layout, len(stored))
+    layout = _as_layout(layout, len(stored), keep_identity=True)  # a tag, kept as given (a distinct cache key)
     canonical = [0] * len(stored)
     for k, axis in enumerate(layout or range(len(stored))):
         canonical[axis] = stored[k]

@@ -530,7 +530,7 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(iterable, (Field, NdarrayArg, StructField)):
             iterable = ops.grouped_impl(self.ctx, iterable, grouped=False)  # `for I in x` groups below
         if isinstance(iterable, LoopGroup):
-            return self.range_for(node, iterable.bounds, iterable.grouped)
+            return self.range_for(node, iterable.bounds, iterable.grouped, axes=iterable.axes)
         self.ctx.syntax_error(f"cannot iterate over {type(iterable).__name__} in a kernel")
 
     def visit_ListComp(self, node):
@@ -629,7 +629,7 @@ class FunctionWalker(ast.NodeVisitor):
         else:
             self.ctx.syntax_error("loop targets must be names")
 
-    def range_for(self, node, bounds, grouped, step=1):
+    def range_for(self, node, bounds, grouped, step=1, axes=None):
         ctx = self.ctx
         cfg, ctx.loop_config = ctx.loop_config, {}
         parallel = (self.is_kernel or self.top_level) and self.depth == 0 and not cfg.get("serialize", False)
@@ -656,16 +656,16 @@ class FunctionWalker(ast.NodeVisitor):
         flat = ctx.expr(self.b.loop_index(loop))
         if parallel:  # qd.random's per-iteration stream: the counter is declared here on first use
             ctx.rng_loops.append({"anchor": flat.stmt, "thread": flat, "counter": None})
-        coords = []
-        for (b, _), size in reversed(list(zip(bounds, sizes))):
+        coords = [None] * len(bounds)
+        for a in reversed(axes or range(len(bounds))):  # the last axis of `axes` varies fastest
+            b, size = bounds[a][0], sizes[a]
             if len(bounds) == 1:
                 local = flat
             else:
                 local = ctx.binary("mod", flat, size)
                 flat = ctx.binary("floordiv", flat, size)
-            coords.append(ctx.binary("add", ctx.binary("mul", local, step), b) if step != 1 else
-                          ctx.binary("add", local, b) if not (is_py_scalar(b) and b == 0) else local)
-        coords.reverse()
+            coords[a] = (ctx.binary("add", ctx.binary("mul", local, step), b) if step != 1 else
+                         ctx.binary("add", local, b) if not (is_py_scalar(b) and b == 0) else local)
         if grouped or (isinstance(node.target, ast.Name) and len(coords) != 1):
             self.assign_loop_target(node.target, MatrixValue(coords, (len(coords),)))
         elif isinstance(node.target, ast.Name) and len(coords) == 1:

@@ -1,4 +1,5 @@
 """Values the kernel front end manipulates while it walks a kernel's AST."""
+import itertools
 
 
 class Expr:
@@ -70,9 +71,25 @@ class NdarrayArg:
 class LoopGroup:
     """What qd.ndrange(...) / qd.grouped(...) describe: a multi-dimensional iteration space."""
 
-    def __init__(self, bounds, grouped=False):
+    def __init__(self, bounds, grouped=False, axes=None):
         self.bounds = bounds  # list of (begin, end) pairs; values may be Python ints or Exprs
         self.grouped = grouped
+        self.axes = axes  # the axis at each nesting level, outermost first (qd.ndrange(axes=)); None: in order
+
+    def static_points(self):
+        """Every index tuple (Python ints), in iteration order: the last of `axes` varies fastest."""
+        order = self.axes or tuple(range(len(self.bounds)))
+        ranges = [range(*self.bounds[a]) for a in order]
+        for p in itertools.product(*ranges):
+            point = [0] * len(order)
+            for a, v in zip(order, p):
+                point[a] = v
+            yield tuple(point)
+
+    def __iter__(self):  # Python scope: for i, j in qd.ndrange(...)
+        if any(not isinstance(v, int) for b in self.bounds for v in b):
+            raise TypeError("iterating a qd.ndrange in Python needs int bounds")
+        return self.static_points()
 
 
 def _prod(shape):

@@ -30,6 +30,7 @@ from quadrants.memory.field import Axis, Field as Field, SNode
 from quadrants.kernels.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
 from quadrants.memory.ndarray import Ndarray as Ndarray
+from quadrants.memory.buffer_view import BufferView as BufferView
 from quadrants.memory.tensor import Backend as Backend, MatrixTensor as MatrixTensor, Tensor as Tensor, VectorTensor as VectorTensor
 from quadrants.memory.struct import Struct as Struct, StructField as StructField, StructType
 from quadrants._lib.arch import Arch

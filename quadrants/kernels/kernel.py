@@ -23,8 +23,9 @@ from quadrants.types.exceptions import (QuadrantsAssertionError, QuadrantsCompil
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
 from quadrants.memory.field import Field
+from quadrants.memory import buffer_view as _bv
 from quadrants.memory.tensor import Tensor
-from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import printing
 from quadrants.memory.struct import StructType, StructValue
 
@@ -68,6 +69,8 @@ class _Param:
             self.kind = "tensor"  # a field (compile-time, as qd.template()), an ndarray (run-time) or None
         elif T.is_template(annotation):
             self.kind = "template"
+        elif _bv.is_annotation(annotation):
+            self.kind = "buffer_view"  # the ndarray, its offset and its size
         elif isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
             self.kind = "template"  # a dataclass of tensors and values: keyed by what the kernel reads of it
         elif isinstance(annotation, T.NdarrayType):
@@ -91,6 +94,18 @@ class _Param:
 
 
 _ANY_NDARRAY = T.NdarrayType()
+
+
+def _view_array(value, param, kernel_name):
+    """The ndarray of a BufferView argument (checked against BufferView[dtype])."""
+    if not isinstance(value, _bv.BufferView):
+        raise QuadrantsRuntimeTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects a qd.BufferView "
+                                        f"(a[lo:hi] of a 1-D ndarray), got {type(value).__name__}")
+    want = _bv.annotation_dtype(param.annotation)
+    if want is not None and want is not value.dtype:
+        raise QuadrantsRuntimeTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects a "
+                                        f"BufferView[{want}], got one of {value.dtype}")
+    return value.get_ndarray()
 
 
 def _tensor_kind(param, value):
@@ -309,6 +324,9 @@ class Kernel:
                 # (element type, ndim, gradient companion, element shape, layout)
                 key.append((dtype.name, len(shape), getattr(v, "grad", None) is not None, elem,
                             getattr(v, "_qd_layout", None)))
+            elif kind == "buffer_view":
+                a = _view_array(v, p, self.__name__)
+                key.append(("view", a.dtype.name, tuple(a.element_shape)))
             else:
                 key.append("s")
         return tuple(key)
@@ -365,6 +383,14 @@ class Kernel:
                     leaf_slots.append((path, slots, ld, lshape))
                 plan.append(("struct", leaf_slots))
                 bound[p.name] = ("struct", leaf_slots, p.annotation)
+            elif p.kind == "buffer_view":
+                a = _view_array(v, p, self.__name__)
+                elem = tuple(a.element_shape)
+                buf = ctx.b.add_ndarray_arg(p.name, a.dtype.core, 1 + len(elem), list(elem))
+                off = ctx.b.add_scalar_arg(f"{p.name}.offset", T.i32.core)
+                size = ctx.b.add_scalar_arg(f"{p.name}.size", T.i32.core)
+                plan.append(("buffer_view", buf, off, size))
+                bound[p.name] = ("buffer_view", NdarrayArg(buf, a.dtype, 1 + len(elem), elem, p.name), off, size)
             elif _tensor_kind(p, v) == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
                 nd, layout = len(shape) + len(elem), getattr(v, "_qd_layout", None)
@@ -394,6 +420,8 @@ class Kernel:
             for n, v in bound.items():
                 if isinstance(v, tuple) and v[0] == "scalar":
                     v = ctx.expr(ctx.b.arg(v[1], v[2].core))
+                elif isinstance(v, tuple) and v[0] == "buffer_view":
+                    v = ViewValue(v[1], ctx.expr(ctx.b.arg(v[2], T.i32.core)), ctx.expr(ctx.b.arg(v[3], T.i32.core)))
                 elif isinstance(v, tuple) and v[0] == "matrix":
                     v = MatrixValue([ctx.expr(ctx.b.arg(slot, v[2].core)) for slot in v[1]], v[3])
                 elif isinstance(v, tuple) and v[0] == "struct":
@@ -516,6 +544,15 @@ class Kernel:
                                                             f"{np.shape(member)}")
                         for slot, e in zip(lslots, flat):
                             slots[slot] = self._scalar_slot(param, e, ld)
+                elif step[0] == "buffer_view":
+                    _, buf, off, size = step
+                    a = v.get_ndarray()
+                    a._check()
+                    buffers[buf] = a.handle
+                    first = entry.compiled.shape_slot(buf)
+                    for k, n in enumerate(a._storage_shape):
+                        slots[first + k] = int(n)
+                    slots[off], slots[size] = v.offset, v.size
                 elif step[0] == "ndarray":
                     _, buf, ndim, elem, gbuf = step
                     shape = tuple(v._physical_shape if isinstance(v, Ndarray) else v.shape[:ndim])

@@ -5,6 +5,7 @@ from quadrants._lib import runtime
 from quadrants import types as T
 from quadrants.memory.field import as_shape, check_size
 from quadrants.memory.array import RuntimeArray, host_array, python_scope
+from quadrants.memory.buffer_view import BufferView, slice_bounds
 
 
 class Ndarray(RuntimeArray):
@@ -51,6 +52,9 @@ class Ndarray(RuntimeArray):
 
     def __getitem__(self, key):
         self._check()
+        if isinstance(key, slice):  # a[lo:hi]: a qd.BufferView of a 1-D ndarray
+            lo, hi = slice_bounds(key, self.shape[0]) if len(self.shape) == 1 else (0, 0)
+            return BufferView(self, lo, hi - lo)
         if self._is_element(key):
             return self._read_element(key)
         a = self.to_numpy()  # slices, masks, fancy indices: numpy's indexing of a copy

@@ -294,3 +294,44 @@ def test_torch_interop():
     assert tuple(view.shape) == (3, 4) and view.stride() == (1, 3)
     t.from_torch(out * 2)
     assert t[2, 1] == 18.0
+
+
+@test(arch=ARCHS)
+def test_buffer_view():
+    data = qd.ndarray(qd.f32, shape=(32,))
+    data.fill(0)
+    a = data[8:24]
+    assert isinstance(a, qd.BufferView) and (a.offset, a.size, a.shape) == (8, 16, (16,))
+    assert a.get_ndarray() is data and (a[4:12].offset, a[4:12].size) == (12, 8) and data[-8:].offset == 24
+    assert (a.subview(4, 8).offset, a.subview(4, 8)[:4].size) == (12, 4)
+    with pytest.raises(ValueError, match="step=1"):
+        data[::2]
+    with pytest.raises(TypeError, match="1D"):
+        qd.ndarray(qd.f32, (4, 4))[:2]
+    with pytest.raises(TypeError, match="slice"):
+        a[0]
+    with pytest.raises(ValueError, match="subview out of range"):
+        a.subview(8, 16)
+    with pytest.raises(ValueError, match="out of range"):
+        qd.BufferView(data, 16, 32)
+
+    @qd.func
+    def put(v: qd.BufferView[qd.f32], i: qd.i32, x: qd.f32):
+        v[i] = x
+
+    @qd.kernel
+    def k(v: qd.BufferView[qd.f32], arr: qd.types.ndarray(qd.f32, ndim=1)):
+        for i in range(v.size):
+            put(v, i, 1.0)
+        sub = v[2:4]
+        for i in range(sub.size):
+            sub[i] = 5.0
+        w = qd.BufferView(arr, 28, 4)
+        for i in range(w.subview(1, 2).size):
+            w.subview(1, 2)[i] = 9.0
+
+    k(a, data)
+    want = [0.0] * 8 + [1.0, 1.0, 5.0, 5.0] + [1.0] * 12 + [0.0] * 5 + [9.0, 9.0, 0.0]
+    assert data.to_numpy().tolist() == want
+    with pytest.raises(qd.QuadrantsRuntimeTypeError):
+        k(data, data)  # a plain ndarray is not a view

@@ -23,7 +23,7 @@ from quadrants.memory.field import Field
 from quadrants.memory.struct import PyStruct, StructField, StructType, StructValue
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.tensor import Tensor
-from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import matrix, ops
 from quadrants.lang.printing import Format
 from quadrants.lang.simt.block import SharedArray
@@ -801,6 +801,21 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.syntax_error(f"{attr}() is a Python-scope operation and cannot be used inside a kernel or "
                                       f"@qd.func; call it before or after the kernel")
             self.ctx.syntax_error(f"ndarray arguments have no attribute '{attr}' in kernels")
+        if isinstance(base, ViewValue):
+            if attr == "size":
+                return base.size
+            if attr == "shape":
+                return (base.size,)
+            if attr == "offset":
+                return base.offset
+            if attr == "dtype":
+                return base.array.dtype
+            if attr == "subview":
+                sub = lambda offset, size: self.ctx.subview(base, offset, size)  # noqa: E731
+                sub._qd_builtin = True
+                return sub
+            self.ctx.syntax_error(f"a BufferView has no attribute '{attr}' in kernels (size, shape, offset, dtype, "
+                                  f"subview)")
         if isinstance(base, MatrixValue):
             return matrix.attribute(self.ctx, base, attr)
         if isinstance(base, StructValue):
@@ -821,6 +836,8 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_Subscript(self, node):
         base = self.visit(node.value)
+        if isinstance(base, ViewValue):
+            return self.view_subscript(base, node.slice)
         index = self.visit(node.slice)
         if isinstance(base, (Field, NdarrayArg, StructField, SharedArray)):
             if index is None:
@@ -922,6 +939,20 @@ class FunctionWalker(ast.NodeVisitor):
         if any(k is None or isinstance(k, (Expr, MatrixValue)) for k in keys):
             self.ctx.syntax_error("a dict in a kernel needs compile-time keys (and no ** unpacking)")
         return {k: self.visit(v) for k, v in zip(keys, node.values)}
+
+    def view_subscript(self, view, index):
+        """v[i] (element offset + i of the ndarray) or v[lo:hi] (a subview) of a BufferView."""
+        ctx = self.ctx
+        if isinstance(index, ast.Slice):
+            if index.step is not None:
+                ctx.syntax_error("a BufferView slice in a kernel takes no explicit step (v[lo:hi] only)")
+            lo = ctx.rvalue(self.visit(index.lower)) if index.lower is not None else 0
+            hi = ctx.rvalue(self.visit(index.upper)) if index.upper is not None else view.size
+            return ctx.subview(view, lo, ctx.binary("sub", hi, lo))
+        i = ctx.rvalue(self.visit(index))
+        if isinstance(i, (tuple, MatrixValue)):
+            ctx.syntax_error("a BufferView takes one index")
+        return ctx.element(view.array, [ctx.binary("add", view.offset, i)])
 
     def visit_Slice(self, node):
         """v[a:b:c] on a vector / matrix: a Python slice; its bounds must be known at compile time."""

@@ -13,7 +13,7 @@ from quadrants.types.primitive_types import describe, is_py_scalar  # noqa: F401
 from quadrants._lib import runtime
 from quadrants.types.exceptions import QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.memory.field import Field, program_field
-from quadrants.lang.ast.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang.ast.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import printing
 from quadrants.memory.struct import ANONYMOUS, StructField, StructValue
 
@@ -397,6 +397,20 @@ class KernelContext:
         arg = NdarrayArg(buf, a.dtype, nd, elem, name, a._qd_layout, grad)
         self.captured[id(a)] = (a, arg)
         return arg
+
+    def buffer_view(self, array, offset=0, size=None):
+        """qd.BufferView(a, offset, size) in a kernel: a view of 1-D ndarray argument `a`."""
+        if not isinstance(array, NdarrayArg) or array.ndim - len(array.element_shape) != 1:
+            self.type_error(f"qd.BufferView(...) in a kernel takes a 1D ndarray argument, got {type(array).__name__}")
+        offset = self.cast(self.rvalue(offset), T.i32)
+        size = self.binary("sub", self.ndarray_sizes(array)[0], offset) if size is None else \
+            self.cast(self.rvalue(size), T.i32)
+        return ViewValue(array, offset, size)
+
+    def subview(self, view, offset, size):
+        """view.subview(offset, size) / view[lo:hi] in a kernel."""
+        return ViewValue(view.array, self.binary("add", view.offset, self.cast(self.rvalue(offset), T.i32)),
+                         self.cast(self.rvalue(size), T.i32))
 
     def ndarray_sizes(self, arg):
         """The canonical shape of an ndarray argument, as run-time values (the launch passes the stored shape)."""

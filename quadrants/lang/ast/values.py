@@ -97,3 +97,10 @@ def _prod(shape):
     for s in shape:
         p *= s
     return p
+
+
+class ViewValue:
+    """A qd.BufferView in a kernel: elements [offset, offset + size) of a 1-D ndarray argument."""
+
+    def __init__(self, array, offset, size):
+        self.array, self.offset, self.size = array, offset, size  # NdarrayArg, i32 values

@@ -129,16 +129,19 @@ def _as_offset(offset, shape):
     return items if any(items) else None
 
 
-def field(dtype, shape=None, name=None, offset=None, order=None):
+def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False):
     """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape).
     offset=: the index of the first element per axis (x[offset] is the first; `for i in x` runs
     offset .. offset + shape - 1). order=: the axes outermost first in memory ("ji": j outer, i
-    inner), indices staying canonical."""
+    inner), indices staying canonical. needs_grad=: a real field gets a gradient companion, x.grad."""
     element_shape = ()
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
         element_shape, dtype = dtype.shape, dtype.dtype
-    f = Field(dtype, shape, element_shape=element_shape, name=name, offset=offset)
-    return with_order(f, order)
+    f = with_order(Field(dtype, shape, element_shape=element_shape, name=name, offset=offset), order)
+    if needs_grad and f.dtype.is_real:
+        f.grad = with_order(Field(dtype, shape, element_shape=element_shape, name=f"{f.name}.grad", offset=offset),
+                            order)
+    return f
 
 
 _AXES = "ijklmnopqrst"  # up to 12 axes

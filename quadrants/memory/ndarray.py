@@ -77,5 +77,9 @@ class Ndarray(RuntimeArray):
         self.from_numpy(a)
 
 
-def ndarray(dtype, shape):
-    return Ndarray(dtype, shape)
+def ndarray(dtype, shape, needs_grad=False):
+    """qd.ndarray(dtype, shape); needs_grad=: a real ndarray gets a gradient companion, a.grad."""
+    a = Ndarray(dtype, shape)
+    if needs_grad and a.dtype.is_real:
+        a.grad = Ndarray(dtype, shape)
+    return a

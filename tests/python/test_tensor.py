@@ -335,3 +335,21 @@ def test_buffer_view():
     assert data.to_numpy().tolist() == want
     with pytest.raises(qd.QuadrantsRuntimeTypeError):
         k(data, data)  # a plain ndarray is not a view
+
+
+@test(arch=ARCHS)
+def test_needs_grad_on_bare_fields_and_ndarrays():
+    f = qd.field(qd.f32, shape=(2, 3), order="ji", needs_grad=True)
+    a = qd.ndarray(qd.f32, (3,), needs_grad=True)
+    assert f.grad.shape == (2, 3) and f.grad._qd_layout == (1, 0) and a.grad.shape == (3,)
+    assert qd.field(qd.i32, (2,), needs_grad=True).grad is None and qd.ndarray(qd.f32, (2,)).grad is None
+
+    @qd.kernel
+    def k(x: qd.template(), y: qd.types.ndarray()):
+        for i, j in x:
+            x.grad[i, j] = i * 10.0 + j
+        for i in range(3):
+            y.grad[i] = i + 0.5
+
+    k(f, a)
+    assert f.grad.to_numpy().tolist() == [[0, 1, 2], [10, 11, 12]] and a.grad.to_numpy().tolist() == [0.5, 1.5, 2.5]

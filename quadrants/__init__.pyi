@@ -30,6 +30,8 @@ from quadrants.memory.field import Axis, Field as Field, SNode
 from quadrants.kernels.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
 from quadrants.memory.ndarray import Ndarray as Ndarray
+from quadrants.memory.buffer_view import BufferView as BufferView
+from quadrants.memory.tensor import Backend as Backend, MatrixTensor as MatrixTensor, Tensor as Tensor, VectorTensor as VectorTensor
 from quadrants.memory.struct import Struct as Struct, StructField as StructField, StructType
 from quadrants._lib.arch import Arch
 from quadrants import types as types
@@ -138,8 +140,12 @@ def atomic_support(op: None = None, *, dtype: _DTypeLike | str, arch: Arch | str
 
 # --- data --------------------------------------------------------------------------------------
 def field(dtype: _ElementDType, shape: _Shape | None = None, name: str | None = None,
-          offset: int | Sequence[int] | None = None) -> Field: ...
-def ndarray(dtype: _ElementDType, shape: _Shape) -> Ndarray: ...
+          offset: int | Sequence[int] | None = None, order: str | None = None, needs_grad: bool = False) -> Field: ...
+def ndarray(dtype: _ElementDType, shape: _Shape, needs_grad: bool = False) -> Ndarray: ...
+def tensor(dtype: _ElementDType, shape: _Shape, *, backend: Backend | int = ..., layout: tuple[int, ...] | None = None,
+           needs_grad: bool = False) -> Tensor: ...
+def wrap(impl: Field | Ndarray | Tensor) -> Tensor: ...
+ScalarField: type[Field]
 
 root: Any
 i: Axis

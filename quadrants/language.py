@@ -23,6 +23,8 @@ from quadrants.lang.ops import (  # noqa: F401
 from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
 from quadrants.memory.ndarray import Ndarray, ndarray  # noqa: F401
 from quadrants.memory.struct import Struct, StructField  # noqa: F401
+from quadrants.memory.buffer_view import BufferView  # noqa: F401
+from quadrants.memory.tensor import Backend, MatrixTensor, Tensor, VectorTensor, tensor, wrap  # noqa: F401
 from quadrants.types import Template, f16, f32, f64, i8, i16, i32, i64, template, u1, u8, u16, u32, u64  # noqa: F401
 from quadrants.types import ref  # noqa: F401  (qd.ref(qd.f32): a func parameter by reference)
 from quadrants.types.exceptions import (  # noqa: F401
@@ -38,6 +40,7 @@ uint8, uint16, uint32, uint64 = u8, u16, u32, u64
 float16, float32, float64 = f16, f32, f64
 half = f16
 x64 = x86_64 = cpu
+ScalarField = Field  # the field class, whatever its element (the reference names the scalar one so)
 extension = _lib.core.Extension
 
 

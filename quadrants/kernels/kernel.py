@@ -1,4 +1,5 @@
 """@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
+import dataclasses
 import functools
 import inspect
 import math
@@ -21,7 +22,10 @@ from quadrants.types.exceptions import (QuadrantsAssertionError, QuadrantsCompil
                                       QuadrantsTypeError)
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
-from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.memory.field import Field
+from quadrants.memory import buffer_view as _bv
+from quadrants.memory.tensor import Tensor
+from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import printing
 from quadrants.memory.struct import StructType, StructValue
 
@@ -61,8 +65,14 @@ class _Param:
                                        f"annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
         if annotation is T.NdarrayType:
             annotation = T.NdarrayType()  # `x: qd.types.ndarray` (not called): any dtype and ndim
-        if T.is_template(annotation):
+        if annotation is Tensor:
+            self.kind = "tensor"  # a field (compile-time, as qd.template()), an ndarray (run-time) or None
+        elif T.is_template(annotation):
             self.kind = "template"
+        elif _bv.is_annotation(annotation):
+            self.kind = "buffer_view"  # the ndarray, its offset and its size
+        elif isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+            self.kind = "template"  # a dataclass of tensors and values: keyed by what the kernel reads of it
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
             bad = _bad_ndarray_annotation(annotation)
@@ -83,6 +93,31 @@ class _Param:
         return T.to_dtype(self.annotation)
 
 
+_ANY_NDARRAY = T.NdarrayType()
+
+
+def _view_array(value, param, kernel_name):
+    """The ndarray of a BufferView argument (checked against BufferView[dtype])."""
+    if not isinstance(value, _bv.BufferView):
+        raise QuadrantsRuntimeTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects a qd.BufferView "
+                                        f"(a[lo:hi] of a 1-D ndarray), got {type(value).__name__}")
+    want = _bv.annotation_dtype(param.annotation)
+    if want is not None and want is not value.dtype:
+        raise QuadrantsRuntimeTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects a "
+                                        f"BufferView[{want}], got one of {value.dtype}")
+    return value.get_ndarray()
+
+
+def _tensor_kind(param, value):
+    """How a value is passed: a qd.Tensor parameter takes a field as qd.template() does (and None,
+    compile-time), an ndarray or numpy / DLPack array as qd.types.ndarray() does."""
+    if param.kind != "tensor":
+        return param.kind
+    if value is None or isinstance(value, Field):
+        return "template"
+    return "ndarray"
+
+
 def _bad_ndarray_annotation(ann):
     """What is wrong with a qd.types.ndarray(dtype=, ndim=) annotation, or None."""
     if ann.dtype is not None and not isinstance(ann.dtype, (T.VectorType, T.MatrixType)):
@@ -97,7 +132,7 @@ def _bad_ndarray_annotation(ann):
 
 def _ndarray_parts(value, param, kernel_name):
     """(dtype, shape, element_shape) of an ndarray argument (a qd.ndarray or a numpy array)."""
-    ann = param.annotation
+    ann = param.annotation if param.kind != "tensor" else _ANY_NDARRAY
     if isinstance(value, Ndarray):
         dtype, shape, elem = value.dtype, value.shape, value.element_shape
         if ann.element_shape and tuple(elem) != tuple(ann.element_shape):
@@ -226,6 +261,11 @@ class _Compiled:
             self.error_messages = list(compiled.error_messages)
 
 
+class _Mapper:
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+
 class Kernel:
     _qd_kernel = True  # what the front end knows a kernel by (it does not import this layer)
     _qd_identity = True  # as a template argument, the kernel is the key, not its contents
@@ -239,7 +279,7 @@ class Kernel:
                        for k, (n, p) in enumerate(self.signature.parameters.items())]
         _return_spec(self.signature.return_annotation, func)  # a bad annotation: an error here
         self._returns, self._returns_key = None, None
-        self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind == "ndarray"]
+        self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind in ("ndarray", "tensor")]
         self.cache = {}
         self.generation = None
         self.num_compilations = 0
@@ -254,6 +294,19 @@ class Kernel:
             self._returns, self._returns_key = _return_spec(self.signature.return_annotation, self.func), key
         return self._returns
 
+    @property
+    def _primal(self):  # the reference's name for the object owning the compiled specialisations
+        return self
+
+    @property
+    def materialized_kernels(self):
+        """The compiled specialisations (one per argument key)."""
+        return self.cache
+
+    @property
+    def mapper(self):  # the reference's view of the same: .mapping, one entry per argument key
+        return _Mapper(self.cache)
+
     def __get__(self, obj, objtype=None):
         """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""
         if obj is None or not self.params or self.params[0].name != "self":
@@ -263,11 +316,17 @@ class Kernel:
     def _key(self, values, idents):
         key = []
         for p, v in zip(self.params, values):
-            if p.kind == "template":
+            kind = _tensor_kind(p, v)
+            if kind == "template":
                 key.append(template_key.argument_key(v, idents))
-            elif p.kind == "ndarray":
+            elif kind == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
-                key.append(("nd", dtype.name, len(shape), elem))
+                # (element type, ndim, gradient companion, element shape, layout)
+                key.append((dtype.name, len(shape), getattr(v, "grad", None) is not None, elem,
+                            getattr(v, "_qd_layout", None)))
+            elif kind == "buffer_view":
+                a = _view_array(v, p, self.__name__)
+                key.append(("view", a.dtype.name, tuple(a.element_shape)))
             else:
                 key.append("s")
         return tuple(key)
@@ -286,8 +345,13 @@ class Kernel:
                 raise TypeError(f"kernel '{self.__name__}': {e}") from None
             bound.apply_defaults()
             values = list(bound.arguments.values())
+        if any(isinstance(v, Tensor) for v in values):  # kernels see the bare field / ndarray
+            values = [v._unwrap() if isinstance(v, Tensor) else v for v in values]
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
-            if not isinstance(values[i], (Ndarray, np.ndarray)) and hasattr(values[i], "__dlpack__"):
+            v = values[i]
+            if isinstance(v, Field) and self.params[i].kind == "tensor":
+                continue  # a qd.Tensor parameter takes fields as they are
+            if not isinstance(v, (Ndarray, np.ndarray)) and hasattr(v, "__dlpack__"):
                 values = list(values)
                 values[i] = external_array(values[i], self.__name__, self.params[i].name)
         return values
@@ -319,11 +383,24 @@ class Kernel:
                     leaf_slots.append((path, slots, ld, lshape))
                 plan.append(("struct", leaf_slots))
                 bound[p.name] = ("struct", leaf_slots, p.annotation)
-            elif p.kind == "ndarray":
+            elif p.kind == "buffer_view":
+                a = _view_array(v, p, self.__name__)
+                elem = tuple(a.element_shape)
+                buf = ctx.b.add_ndarray_arg(p.name, a.dtype.core, 1 + len(elem), list(elem))
+                off = ctx.b.add_scalar_arg(f"{p.name}.offset", T.i32.core)
+                size = ctx.b.add_scalar_arg(f"{p.name}.size", T.i32.core)
+                plan.append(("buffer_view", buf, off, size))
+                bound[p.name] = ("buffer_view", NdarrayArg(buf, a.dtype, 1 + len(elem), elem, p.name), off, size)
+            elif _tensor_kind(p, v) == "ndarray":
                 dtype, shape, elem = _ndarray_parts(v, p, self.__name__)
-                buf = ctx.b.add_ndarray_arg(p.name, dtype.core, len(shape) + len(elem), list(elem))
-                plan.append(("ndarray", buf, len(shape), elem))
-                bound[p.name] = NdarrayArg(buf, dtype, len(shape) + len(elem), elem, p.name)
+                nd, layout = len(shape) + len(elem), getattr(v, "_qd_layout", None)
+                buf = ctx.b.add_ndarray_arg(p.name, dtype.core, nd, list(elem))
+                grad = None
+                if getattr(v, "grad", None) is not None:  # x.grad[i] in the kernel: a second buffer
+                    gbuf = ctx.b.add_ndarray_arg(f"{p.name}.grad", dtype.core, nd, list(elem))
+                    grad = NdarrayArg(gbuf, dtype, nd, elem, f"{p.name}.grad", layout)
+                plan.append(("ndarray", buf, len(shape), elem, grad and grad.buffer))
+                bound[p.name] = NdarrayArg(buf, dtype, nd, elem, p.name, layout, grad)
             else:
                 plan.append(("template",))
                 bound[p.name] = v
@@ -343,6 +420,8 @@ class Kernel:
             for n, v in bound.items():
                 if isinstance(v, tuple) and v[0] == "scalar":
                     v = ctx.expr(ctx.b.arg(v[1], v[2].core))
+                elif isinstance(v, tuple) and v[0] == "buffer_view":
+                    v = ViewValue(v[1], ctx.expr(ctx.b.arg(v[2], T.i32.core)), ctx.expr(ctx.b.arg(v[3], T.i32.core)))
                 elif isinstance(v, tuple) and v[0] == "matrix":
                     v = MatrixValue([ctx.expr(ctx.b.arg(slot, v[2].core)) for slot in v[1]], v[3])
                 elif isinstance(v, tuple) and v[0] == "struct":
@@ -361,6 +440,7 @@ class Kernel:
         num_slots = ctx.b.num_arg_slots()
         if ctx.rng_launch_slot is not None:
             plan.append(("random", ctx.rng_launch_slot))
+        ctx.tracker.captured = [(weakref.ref(a), arg) for a, arg in ctx.captured.values()]
         ctx.tracker.assert_messages = ctx.assert_messages
         ctx.tracker.print_formats = ctx.print_formats
         return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
@@ -398,11 +478,12 @@ class Kernel:
             entry.guards = tracker.guards
             entry.assert_messages = getattr(tracker, "assert_messages", [])
             entry.print_formats = getattr(tracker, "print_formats", [])
+            entry.captured = tracker.captured
             # The specialisation lives as long as every object it was compiled for: the objects
             # keyed by identity and the fields it reads. When one dies its entry goes (with the
             # compiled code); a new object at the same address compiles afresh.
             drop = functools.partial(_drop_entry, weakref.ref(self), key, id(entry))
-            for obj in idents + tracker.idents + list(fields.values()):
+            for obj in idents + tracker.idents + list(fields.values()) + [r() for r, _ in entry.captured]:
                 try:
                     entry.watch.append(weakref.ref(obj, drop))
                 except TypeError:
@@ -424,6 +505,17 @@ class Kernel:
                 raise RuntimeError(f"kernel '{self.__name__}': a field it was compiled for no longer exists")
             f._check()
             buffers[idx] = f.handle
+        for ref, arg in entry.captured:
+            a = ref()
+            if a is None:
+                raise RuntimeError(f"kernel '{self.__name__}': an ndarray it was compiled for no longer exists")
+            a._check()
+            for b, array in ((arg.buffer, a), (arg.grad and arg.grad.buffer, a.grad)):
+                if b is not None:
+                    buffers[b] = array.handle
+                    first = entry.compiled.shape_slot(b)
+                    for k, n in enumerate(array._storage_shape):
+                        slots[first + k] = int(n)
         staging = _Staging(self, prog, entry)
         try:
             for param, step, v in zip(self.params, entry.plan, values):
@@ -452,17 +544,29 @@ class Kernel:
                                                             f"{np.shape(member)}")
                         for slot, e in zip(lslots, flat):
                             slots[slot] = self._scalar_slot(param, e, ld)
+                elif step[0] == "buffer_view":
+                    _, buf, off, size = step
+                    a = v.get_ndarray()
+                    a._check()
+                    buffers[buf] = a.handle
+                    first = entry.compiled.shape_slot(buf)
+                    for k, n in enumerate(a._storage_shape):
+                        slots[first + k] = int(n)
+                    slots[off], slots[size] = v.offset, v.size
                 elif step[0] == "ndarray":
-                    _, buf, ndim, elem = step
-                    shape = tuple(v.shape if isinstance(v, Ndarray) else v.shape[:ndim])
+                    _, buf, ndim, elem, gbuf = step
+                    shape = tuple(v._physical_shape if isinstance(v, Ndarray) else v.shape[:ndim])
                     if math.prod(shape + tuple(elem)) > _MAX_ELEMENTS or any(n > _MAX_ELEMENTS for n in shape):
                         raise ValueError(f"kernel '{self.__name__}': argument '{param.name}' has "
                                          f"{math.prod(shape + tuple(elem))} elements (shape {shape}); ndarray "
                                          f"arguments hold at most 2**31 - 1 elements (indices are 32-bit)")
-                    buffers[buf] = staging.handle(param, buf, v)
-                    first = entry.compiled.shape_slot(buf)
-                    for k, n in enumerate(shape + tuple(elem)):
-                        slots[first + k] = int(n)
+                    for b, array in ((buf, v), (gbuf, getattr(v, "grad", None))):
+                        if b is None:
+                            continue
+                        buffers[b] = staging.handle(param, b, array)
+                        first = entry.compiled.shape_slot(b)
+                        for k, n in enumerate(shape + tuple(elem)):
+                            slots[first + k] = int(n)
             if entry.plan and entry.plan[-1][0] == "random":  # the launch number of qd.random's streams
                 prog.random_launches = getattr(prog, "random_launches", 0) + 1
                 slots[entry.plan[-1][1]] = prog.random_launches & 0xFFFFFFFF

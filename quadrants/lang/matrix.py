@@ -6,8 +6,9 @@ from quadrants import types as T
 from quadrants.memory.array import host_array
 from quadrants.lang import ops
 from quadrants.lang.ast.context import check_numeric, current, describe, type_error
-from quadrants.memory.field import Field
+from quadrants.memory.field import Field, with_order
 from quadrants.memory.ndarray import Ndarray
+from quadrants.memory import tensor as _tensor
 from quadrants.lang.ast.values import MatrixValue
 from quadrants.memory.host import _SWIZZLE_GROUPS, PyMatrix
 
@@ -102,8 +103,8 @@ class Matrix:
         return ctx.cast(mv, dt) if dt else mv
 
     @staticmethod
-    def field(n, m, dtype, shape=None, name=None, **_ignored):
-        return Field(dtype, shape, element_shape=(n, m), name=name)
+    def field(n, m, dtype, shape=None, name=None, offset=None, order=None, **_ignored):
+        return with_order(Field(dtype, shape, element_shape=(n, m), name=name, offset=offset), order)
 
     @staticmethod
     def identity(dt, n):
@@ -153,6 +154,8 @@ class Matrix:
     def ndarray(n, m, dtype, shape):
         return Ndarray(dtype, shape, element_shape=(n, m))
 
+    tensor = staticmethod(_tensor.matrix_tensor)  # qd.Matrix.tensor(n, m, dtype, shape, backend=...)
+
 
 class Vector(Matrix):
     """qd.Vector([x, y, z])."""
@@ -163,12 +166,14 @@ class Vector(Matrix):
         return Matrix.__new__(cls, entries, dt)
 
     @staticmethod
-    def field(n, dtype, shape=None, name=None, **_ignored):
-        return Field(dtype, shape, element_shape=(n,), name=name)
+    def field(n, dtype, shape=None, name=None, offset=None, order=None, **_ignored):
+        return with_order(Field(dtype, shape, element_shape=(n,), name=name, offset=offset), order)
 
     @staticmethod
     def ndarray(n, dtype, shape):
         return Ndarray(dtype, shape, element_shape=(n,))
+
+    tensor = staticmethod(_tensor.vector_tensor)  # qd.Vector.tensor(n, dtype, shape, backend=...)
 
 
 # --- in-kernel operations on MatrixValue -------------------------------------------------------

@@ -3,13 +3,14 @@
 The atomic family is generated from the core's single table of atomic ops (csrc/atomics).
 """
 import builtins
-import itertools
 import math
 import operator
 
+import numpy as np
+
 from quadrants._lib import _core
 from quadrants import types as T
-from quadrants.types.exceptions import QuadrantsAssertionError
+from quadrants.types.exceptions import QuadrantsAssertionError, QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.memory.field import Field
 from quadrants.lang.ast.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
@@ -45,10 +46,9 @@ def static(x, *more):
     if isinstance(x, range):
         return StaticIterable(x)
     if isinstance(x, LoopGroup):
-        if any(not isinstance(v, int) for b in x.bounds for v in b):
+        if any(not isinstance(v, (int, np.integer)) for b in x.bounds for v in b):
             ctx.syntax_error("qd.static(qd.ndrange(...)) needs compile-time bounds")
-        ranges = [range(b, e) for b, e in x.bounds]
-        return StaticIterable(itertools.product(*ranges))
+        return StaticIterable(x.static_points())
     return x
 
 
@@ -187,22 +187,53 @@ def select(cond, a, b):
 
 # --- loops -------------------------------------------------------------------------------------
 @builtin
-def ndrange(*dims):
-    """The iteration space of `for i, j in qd.ndrange(n, (a, b))`."""
+def ndrange(*dims, axes=None):
+    """The iteration space of `for i, j in qd.ndrange(n, (a, b))`. axes=: the axis at each nesting
+    level, outermost first (axes=(1, 0): j outer, i fastest); the loop variables stay in order."""
+    for d in dims:
+        if isinstance(d, (tuple, list)) and len(d) != 2:
+            _loop_error(QuadrantsSyntaxError, f"qd.ndrange({d!r}): Every argument of ndrange should be a scalar or a "
+                                              f"tuple/list like (begin, end)")
+        for v in d if isinstance(d, (tuple, list)) else (d,):
+            if isinstance(v, (bool, float, np.floating)) or (isinstance(v, (Expr, Var, Ptr)) and v.dtype.is_real):
+                _loop_error(QuadrantsTypeError, f"qd.ndrange: {v!r}: Every argument of ndrange should be an integer "
+                                                f"scalar or a tuple/list of (int, int)")
     bounds = [(d[0], d[1]) if isinstance(d, (tuple, list)) else (0, d) for d in dims]
-    return LoopGroup(bounds)
+    return LoopGroup(bounds, axes=_ndrange_axes(axes, len(bounds)), from_ndrange=True)
+
+
+def _loop_error(exc, msg):
+    """QuadrantsSyntaxError / QuadrantsTypeError, naming the kernel line while a kernel compiles."""
+    ctx = current()
+    if ctx is not None:
+        (ctx.type_error if exc is QuadrantsTypeError else ctx.syntax_error)(msg)
+    raise exc(msg)
+
+
+def _ndrange_axes(axes, n):
+    """A validated permutation of range(n), or None for None and the identity."""
+    if axes is None:
+        return None
+    axes = tuple(axes)
+    if any(isinstance(a, bool) or not isinstance(a, int) for a in axes):
+        raise QuadrantsTypeError(f"qd.ndrange(axes={axes!r}): entries must be Python ints (an axis index each)")
+    if len(axes) != n:
+        raise QuadrantsSyntaxError(f"qd.ndrange(axes={axes!r}) has {len(axes)} entries but ndrange has {n} "
+                                   f"dimension(s)")
+    if sorted(axes) != list(range(n)):
+        raise QuadrantsSyntaxError(f"qd.ndrange(axes={axes!r}) is not a permutation of range({n})")
+    return None if axes == tuple(range(n)) else axes
 
 
 def grouped_impl(ctx, x, grouped=True):
     if isinstance(x, LoopGroup):
-        return LoopGroup(x.bounds, grouped=grouped)
+        return LoopGroup(x.bounds, grouped=grouped, axes=x.axes, from_ndrange=x.from_ndrange)
     if isinstance(x, Field):
         bounds = [(o, o + n) for n, o in zip(x.shape, x.offset or (0,) * len(x.shape))]
     elif type(x).__name__ == "StructField":
         bounds = [(0, n) for n in x.shape]
     elif isinstance(x, NdarrayArg):
-        n = x.ndim - len(x.element_shape)
-        bounds = [(0, ctx.expr(ctx.b.ndarray_shape(x.buffer, k))) for k in range(n)]
+        bounds = [(0, n) for n in ctx.ndarray_sizes(x)]
     else:
         ctx.syntax_error(f"cannot iterate over {type(x).__name__}")
     return LoopGroup(bounds, grouped=grouped)

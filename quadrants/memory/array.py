@@ -68,6 +68,37 @@ class RuntimeArray:
 
     handle = None
     _program = None
+    _qd_layout = None  # a permutation of the axes: the canonical axis at each memory level, outermost first
+    grad = None  # the gradient companion (needs_grad=True), an array of the same kind, shape and layout
+
+    @property
+    def _lead_shape(self):
+        return tuple(self.full_shape[:len(self.full_shape) - len(self.element_shape)])
+
+    @property
+    def _physical_shape(self):
+        """The shape of the storage: the canonical shape permuted by the layout."""
+        lead = self._lead_shape
+        return tuple(lead[a] for a in self._qd_layout) if self._qd_layout else lead
+
+    @property
+    def _storage_shape(self):
+        return self._physical_shape + tuple(self.element_shape)
+
+    def _canonical(self, stored):
+        """A numpy array of the storage shape seen in canonical axis order (a view)."""
+        if not self._qd_layout:
+            return stored
+        n = len(self._qd_layout)
+        inverse = [self._qd_layout.index(i) for i in range(n)]
+        return stored.transpose(inverse + list(range(n, stored.ndim)))
+
+    def _stored(self, canonical):
+        """The inverse of _canonical: a canonical-order array in storage order (a view)."""
+        if not self._qd_layout:
+            return canonical
+        n = len(self._qd_layout)
+        return canonical.transpose(list(self._qd_layout) + list(range(n, canonical.ndim)))
 
     def _check(self):
         if self._program is not runtime._program:
@@ -108,7 +139,7 @@ class RuntimeArray:
         self._check()
         if self._program.config.arch is not runtime.cpu or self.handle is None:
             return None
-        return np.asarray(_HostMemory(self, self.full_shape, self.dtype.np))
+        return self._canonical(np.asarray(_HostMemory(self, self._storage_shape, self.dtype.np)))
 
     # --- one element --------------------------------------------------------------------------------
     def _label(self):
@@ -117,7 +148,7 @@ class RuntimeArray:
     def _offset(self, key):
         """The byte offset of element `key`: one integer per dimension (a bare integer for one, None
         or () for none); IndexError / TypeError naming the array otherwise."""
-        shape = tuple(self.full_shape[:len(self.full_shape) - len(self.element_shape)])
+        shape = self._lead_shape
         if key is None:
             key = ()
         if not isinstance(key, tuple):
@@ -132,6 +163,10 @@ class RuntimeArray:
             k = operator.index(k)
             if not 0 <= k < n:
                 raise IndexError(f"index {key} out of range for shape {shape}")
+        ks = tuple(operator.index(k) for k in key)
+        if self._qd_layout:
+            ks = tuple(ks[a] for a in self._qd_layout)
+        for k, n in zip(ks, self._physical_shape):
             flat = flat * n + k
         return flat * int(np.prod(self.element_shape, dtype=np.int64)) * self.dtype.np.itemsize
 
@@ -172,10 +207,10 @@ class RuntimeArray:
             if copy is False:
                 raise ValueError(f"to_numpy(copy=False): {_COPY_FALSE_NEEDS_CPU}" if view is None else
                                  f"to_numpy(copy=False) cannot convert {view.dtype} to {np.dtype(dtype)}")
-        out = np.empty(self.full_shape, dtype=self.dtype.np)
+        out = np.empty(self._storage_shape, dtype=self.dtype.np)
         if out.size:
             self._program.runtime.read(self.handle, 0, out)
-        out = out.reshape(shape)
+        out = np.ascontiguousarray(self._canonical(out)).reshape(shape)
         return out if dtype is None else out.astype(dtype)
 
     @_scope_checked
@@ -186,7 +221,8 @@ class RuntimeArray:
         if not self._fits(arr.shape):
             raise ValueError(f"from_numpy: shape {arr.shape} does not match {self.full_shape}")
         if arr.size:
-            self._program.runtime.write(self.handle, 0, np.ascontiguousarray(arr).reshape(-1))
+            arr = arr.reshape(self.full_shape)
+            self._program.runtime.write(self.handle, 0, np.ascontiguousarray(self._stored(arr)).reshape(-1))
 
     def fill(self, value):
         """Sets every element (every component of vector / matrix elements) to `value`. Inside a

@@ -129,13 +129,37 @@ def _as_offset(offset, shape):
     return items if any(items) else None
 
 
-def field(dtype, shape=None, name=None, offset=None):
+def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False):
     """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape).
     offset=: the index of the first element per axis (x[offset] is the first; `for i in x` runs
-    offset .. offset + shape - 1)."""
+    offset .. offset + shape - 1). order=: the axes outermost first in memory ("ji": j outer, i
+    inner), indices staying canonical. needs_grad=: a real field gets a gradient companion, x.grad."""
+    element_shape = ()
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
-        return Field(dtype.dtype, shape, element_shape=dtype.shape, name=name, offset=offset)
-    return Field(dtype, shape, name=name, offset=offset)
+        element_shape, dtype = dtype.shape, dtype.dtype
+    f = with_order(Field(dtype, shape, element_shape=element_shape, name=name, offset=offset), order)
+    if needs_grad and f.dtype.is_real:
+        f.grad = with_order(Field(dtype, shape, element_shape=element_shape, name=f"{f.name}.grad", offset=offset),
+                            order)
+    return f
+
+
+_AXES = "ijklmnopqrst"  # up to 12 axes
+
+
+def with_order(f, order):
+    """Stores field `f` with its axes in `order` (qd.field(..., order="ji")); returns f."""
+    if order is None:
+        return f
+    if f.shape is None:
+        raise ValueError("qd.field: order= needs shape=")
+    nd = len(f.shape)
+    if not isinstance(order, str) or sorted(order) != sorted(_AXES[:nd]):
+        raise ValueError(f"qd.field: order={order!r} must name each of the axes {_AXES[:nd]!r} of shape {f.shape} "
+                         f"once, outermost first")
+    layout = tuple(_AXES.index(c) for c in order)
+    f._qd_layout = None if layout == tuple(range(nd)) else layout
+    return f
 
 
 # Axes for qd.root.dense(qd.i, n), qd.root.dense(qd.ij, (n, m)).

@@ -5,6 +5,7 @@ from quadrants._lib import runtime
 from quadrants import types as T
 from quadrants.memory.field import as_shape, check_size
 from quadrants.memory.array import RuntimeArray, host_array, python_scope
+from quadrants.memory.buffer_view import BufferView, slice_bounds
 
 
 class Ndarray(RuntimeArray):
@@ -13,12 +14,27 @@ class Ndarray(RuntimeArray):
             element_shape, dtype = dtype.shape, dtype.dtype
         python_scope("creating an ndarray")
         self.dtype = T.to_dtype(dtype)
-        self.shape = as_shape(shape)
+        self._stored_shape = as_shape(shape)  # the storage's shape; .shape is canonical (see _qd_layout)
         self.element_shape = as_shape(element_shape, "the vector/matrix size")
         check_size(self.full_shape, "an ndarray")
         self._program = runtime.program()
         self.nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
         self.handle = self._program.runtime.allocate(self.nbytes)
+
+    @property
+    def shape(self):
+        """The canonical shape: the stored one with its axes put back in canonical order."""
+        layout = self._qd_layout
+        if not layout:
+            return self._stored_shape
+        canonical = [0] * len(layout)
+        for k, axis in enumerate(layout):
+            canonical[axis] = self._stored_shape[k]
+        return tuple(canonical)
+
+    @property
+    def _physical_shape(self):
+        return self._stored_shape
 
     @property
     def full_shape(self):
@@ -36,6 +52,9 @@ class Ndarray(RuntimeArray):
 
     def __getitem__(self, key):
         self._check()
+        if isinstance(key, slice):  # a[lo:hi]: a qd.BufferView of a 1-D ndarray
+            lo, hi = slice_bounds(key, self.shape[0]) if len(self.shape) == 1 else (0, 0)
+            return BufferView(self, lo, hi - lo)
         if self._is_element(key):
             return self._read_element(key)
         a = self.to_numpy()  # slices, masks, fancy indices: numpy's indexing of a copy
@@ -58,5 +77,9 @@ class Ndarray(RuntimeArray):
         self.from_numpy(a)
 
 
-def ndarray(dtype, shape):
-    return Ndarray(dtype, shape)
+def ndarray(dtype, shape, needs_grad=False):
+    """qd.ndarray(dtype, shape); needs_grad=: a real ndarray gets a gradient companion, a.grad."""
+    a = Ndarray(dtype, shape)
+    if needs_grad and a.dtype.is_real:
+        a.grad = Ndarray(dtype, shape)
+    return a

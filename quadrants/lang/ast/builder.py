@@ -21,7 +21,9 @@ from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsInde
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
 from quadrants.memory.field import Field
 from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue
-from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.memory.ndarray import Ndarray
+from quadrants.memory.tensor import Tensor
+from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import matrix, ops
 from quadrants.lang.printing import Format
 from quadrants.lang.simt.block import SharedArray
@@ -152,6 +154,10 @@ class FunctionWalker(ast.NodeVisitor):
             if self.ctx.tracker.tracked and isinstance(node, ast.expr) and self.ctx.tracker.is_tracked(result) \
                     and not self._reads_only(node):
                 self.ctx.tracker.escape(result)  # used other than by reading attributes: guarded whole
+            if isinstance(result, Tensor):  # kernels see the bare field / ndarray
+                result = result._unwrap()
+            if isinstance(result, Ndarray):
+                result = self.ctx.captured_ndarray(result)
             return result
         except QuadrantsCompilationError:
             raise
@@ -547,7 +553,12 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(iterable, (Field, NdarrayArg, StructField)):
             iterable = ops.grouped_impl(self.ctx, iterable, grouped=False)  # `for I in x` groups below
         if isinstance(iterable, LoopGroup):
-            return self.range_for(node, iterable.bounds, iterable.grouped)
+            names = len(node.target.elts) if isinstance(node.target, (ast.Tuple, ast.List)) else 1
+            if iterable.from_ndrange and not iterable.grouped and names != len(iterable.bounds):
+                self.ctx.syntax_error(f"for with {names} loop variable(s) over a {len(iterable.bounds)}-D qd.ndrange: "
+                                      f"Ndrange for loop with number of the loop variables not equal to the dimension "
+                                      f"of the ndrange is not supported (qd.grouped(qd.ndrange(...)) gives one vector)")
+            return self.range_for(node, iterable.bounds, iterable.grouped, axes=iterable.axes)
         self.ctx.syntax_error(f"cannot iterate over {type(iterable).__name__} in a kernel")
 
     def visit_ListComp(self, node):
@@ -646,7 +657,7 @@ class FunctionWalker(ast.NodeVisitor):
         else:
             self.ctx.syntax_error("loop targets must be names")
 
-    def range_for(self, node, bounds, grouped, step=1):
+    def range_for(self, node, bounds, grouped, step=1, axes=None):
         ctx = self.ctx
         cfg, ctx.loop_config = ctx.loop_config, {}
         parallel = (self.is_kernel or self.top_level) and self.depth == 0 and not cfg.get("serialize", False)
@@ -673,16 +684,16 @@ class FunctionWalker(ast.NodeVisitor):
         flat = ctx.expr(self.b.loop_index(loop))
         if parallel:  # qd.random's per-iteration stream: the counter is declared here on first use
             ctx.rng_loops.append({"anchor": flat.stmt, "thread": flat, "counter": None})
-        coords = []
-        for (b, _), size in reversed(list(zip(bounds, sizes))):
+        coords = [None] * len(bounds)
+        for a in reversed(axes or range(len(bounds))):  # the last axis of `axes` varies fastest
+            b, size = bounds[a][0], sizes[a]
             if len(bounds) == 1:
                 local = flat
             else:
                 local = ctx.binary("mod", flat, size)
                 flat = ctx.binary("floordiv", flat, size)
-            coords.append(ctx.binary("add", ctx.binary("mul", local, step), b) if step != 1 else
-                          ctx.binary("add", local, b) if not (is_py_scalar(b) and b == 0) else local)
-        coords.reverse()
+            coords[a] = (ctx.binary("add", ctx.binary("mul", local, step), b) if step != 1 else
+                         ctx.binary("add", local, b) if not (is_py_scalar(b) and b == 0) else local)
         if grouped or (isinstance(node.target, ast.Name) and len(coords) != 1):
             self.assign_loop_target(node.target, MatrixValue(coords, (len(coords),)))
         elif isinstance(node.target, ast.Name) and len(coords) == 1:
@@ -805,8 +816,9 @@ class FunctionWalker(ast.NodeVisitor):
         attr = node.attr
         if isinstance(base, NdarrayArg):
             if attr == "shape":
-                n = base.ndim - len(base.element_shape)
-                return tuple(self.ctx.expr(self.b.ndarray_shape(base.buffer, k)) for k in range(n))
+                return tuple(self.ctx.ndarray_sizes(base))
+            if attr == "grad" and base.grad is not None:
+                return base.grad
             if attr == "dtype":
                 return base.dtype
             if attr == "fill":
@@ -817,6 +829,21 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.syntax_error(f"{attr}() is a Python-scope operation and cannot be used inside a kernel or "
                                       f"@qd.func; call it before or after the kernel")
             self.ctx.syntax_error(f"ndarray arguments have no attribute '{attr}' in kernels")
+        if isinstance(base, ViewValue):
+            if attr == "size":
+                return base.size
+            if attr == "shape":
+                return (base.size,)
+            if attr == "offset":
+                return base.offset
+            if attr == "dtype":
+                return base.array.dtype
+            if attr == "subview":
+                sub = lambda offset, size: self.ctx.subview(base, offset, size)  # noqa: E731
+                sub._qd_builtin = True
+                return sub
+            self.ctx.syntax_error(f"a BufferView has no attribute '{attr}' in kernels (size, shape, offset, dtype, "
+                                  f"subview)")
         if isinstance(base, MatrixValue):
             return matrix.attribute(self.ctx, base, attr)
         if isinstance(base, StructValue):
@@ -837,6 +864,8 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_Subscript(self, node):
         base = self.visit(node.value)
+        if isinstance(base, ViewValue):
+            return self.view_subscript(base, node.slice)
         index = self.visit(node.slice)
         if isinstance(base, (Field, NdarrayArg, StructField, SharedArray)):
             if index is None:
@@ -931,6 +960,20 @@ class FunctionWalker(ast.NodeVisitor):
         if any(k is None or isinstance(k, (Expr, MatrixValue)) for k in keys):
             self.ctx.syntax_error("a dict in a kernel needs compile-time keys (and no ** unpacking)")
         return {k: self.visit(v) for k, v in zip(keys, node.values)}
+
+    def view_subscript(self, view, index):
+        """v[i] (element offset + i of the ndarray) or v[lo:hi] (a subview) of a BufferView."""
+        ctx = self.ctx
+        if isinstance(index, ast.Slice):
+            if index.step is not None:
+                ctx.syntax_error("a BufferView slice in a kernel takes no explicit step (v[lo:hi] only)")
+            lo = ctx.rvalue(self.visit(index.lower)) if index.lower is not None else 0
+            hi = ctx.rvalue(self.visit(index.upper)) if index.upper is not None else view.size
+            return ctx.subview(view, lo, ctx.binary("sub", hi, lo))
+        i = ctx.rvalue(self.visit(index))
+        if isinstance(i, (tuple, MatrixValue)):
+            ctx.syntax_error("a BufferView takes one index")
+        return ctx.element(view.array, [ctx.binary("add", view.offset, i)])
 
     def visit_Slice(self, node):
         """v[a:b:c] on a vector / matrix: a Python slice; its bounds must be known at compile time."""

@@ -14,7 +14,7 @@ from quadrants._lib import runtime
 from quadrants.types.exceptions import QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.memory.field import Field, program_field
 from quadrants.memory.host import PyMatrix
-from quadrants.lang.ast.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var
+from quadrants.lang.ast.values import DynIndex, Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import printing
 from quadrants.memory.struct import ANONYMOUS, StructField, StructValue
 
@@ -95,6 +95,7 @@ class KernelContext:
         self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
         self.config = config
         self.fields = {}  # buffer index -> Field
+        self.captured = {}  # id(ndarray) -> (Ndarray, NdarrayArg): ndarrays reached other than as ndarray arguments
         self.loop_config = {}
         self.walker = None  # the FunctionWalker currently emitting
         self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
@@ -351,7 +352,7 @@ class KernelContext:
     # --- memory ---------------------------------------------------------------------------------
     def field_buffer(self, f):
         f._check()
-        idx = self.b.add_field(f.id, f.dtype.core, list(f.full_shape), f.name)
+        idx = self.b.add_field(f.id, f.dtype.core, list(f._storage_shape), f.name)
         self.fields[idx] = f
         return idx
 
@@ -370,6 +371,9 @@ class KernelContext:
             nd = base.ndim - len(elem)
         if len(indices) != nd:
             self.syntax_error(f"'{name}' has {nd} dimension(s) but is indexed with {len(indices)} index(es)")
+        layout = getattr(base, "_qd_layout", None)
+        if layout:  # canonical indices, stored in the layout's axis order
+            indices = [indices[a] for a in layout]
         idx = [self.scalar(i).stmt for i in indices]
         if not elem:
             return Ptr(self.b.global_ptr(buf, idx), dtype, buf)
@@ -379,12 +383,51 @@ class KernelContext:
             ptrs.append(Ptr(self.b.global_ptr(buf, idx + tail), dtype, buf))
         return MatrixValue(ptrs, elem)
 
+    def captured_ndarray(self, a):
+        """A qd.ndarray met as a Python value (a member of a template argument, a global) as an ndarray
+        argument the launch fills in; the specialisation holds while the same ndarray is met there."""
+        got = self.captured.get(id(a))
+        if got is not None and got[0] is a:
+            return got[1]
+        a._check()
+        nd, elem = len(a.full_shape), tuple(a.element_shape)
+        name = f"ndarray{len(self.captured)}"
+        grad = None
+        if a.grad is not None:
+            gbuf = self.b.add_ndarray_arg(f"{name}.grad", a.dtype.core, nd, list(elem))
+            grad = NdarrayArg(gbuf, a.dtype, nd, elem, f"{name}.grad", a._qd_layout)
+        buf = self.b.add_ndarray_arg(name, a.dtype.core, nd, list(elem))
+        arg = NdarrayArg(buf, a.dtype, nd, elem, name, a._qd_layout, grad)
+        self.captured[id(a)] = (a, arg)
+        return arg
+
+    def buffer_view(self, array, offset=0, size=None):
+        """qd.BufferView(a, offset, size) in a kernel: a view of 1-D ndarray argument `a`."""
+        if not isinstance(array, NdarrayArg) or array.ndim - len(array.element_shape) != 1:
+            self.type_error(f"qd.BufferView(...) in a kernel takes a 1D ndarray argument, got {type(array).__name__}")
+        offset = self.cast(self.rvalue(offset), T.i32)
+        size = self.binary("sub", self.ndarray_sizes(array)[0], offset) if size is None else \
+            self.cast(self.rvalue(size), T.i32)
+        return ViewValue(array, offset, size)
+
+    def subview(self, view, offset, size):
+        """view.subview(offset, size) / view[lo:hi] in a kernel."""
+        return ViewValue(view.array, self.binary("add", view.offset, self.cast(self.rvalue(offset), T.i32)),
+                         self.cast(self.rvalue(size), T.i32))
+
+    def ndarray_sizes(self, arg):
+        """The canonical shape of an ndarray argument, as run-time values (the launch passes the stored shape)."""
+        n = arg.ndim - len(arg.element_shape)
+        stored = [self.expr(self.b.ndarray_shape(arg.buffer, k)) for k in range(n)]
+        layout = arg._qd_layout
+        return [stored[layout.index(i)] for i in range(n)] if layout else stored
+
     def fill(self, target, value):
         """`x.fill(v)` inside a kernel: a loop storing v to every element (parallel at kernel scope)."""
         if isinstance(target, Field):
             sizes = list(target.shape)
         else:
-            sizes = [self.expr(self.b.ndarray_shape(target.buffer, k)) for k in range(target.ndim - len(target.element_shape))]
+            sizes = self.ndarray_sizes(target)
         value = self.rvalue(value)
         if _is_runtime(value):
             value = self.new_var(value)  # computed once, before the loop

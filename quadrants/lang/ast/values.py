@@ -1,4 +1,7 @@
 """Values the kernel front end manipulates while it walks a kernel's AST."""
+import itertools
+
+import numpy as np
 
 
 class Expr:
@@ -61,16 +64,35 @@ class DynIndex:
 class NdarrayArg:
     """An ndarray kernel argument: a buffer whose shape comes with the launch."""
 
-    def __init__(self, buffer, dtype, ndim, element_shape, name):
+    def __init__(self, buffer, dtype, ndim, element_shape, name, layout=None, grad=None):
         self.buffer, self.dtype, self.ndim, self.element_shape, self.name = buffer, dtype, ndim, element_shape, name
+        self._qd_layout = layout  # canonical axis per stored axis (qd.tensor(..., layout=)), or None
+        self.grad = grad  # the gradient companion's NdarrayArg, or None
 
 
 class LoopGroup:
     """What qd.ndrange(...) / qd.grouped(...) describe: a multi-dimensional iteration space."""
 
-    def __init__(self, bounds, grouped=False):
+    def __init__(self, bounds, grouped=False, axes=None, from_ndrange=False):
+        self.from_ndrange = from_ndrange  # qd.ndrange(...) itself (not a field's or ndarray's index space)
         self.bounds = bounds  # list of (begin, end) pairs; values may be Python ints or Exprs
         self.grouped = grouped
+        self.axes = axes  # the axis at each nesting level, outermost first (qd.ndrange(axes=)); None: in order
+
+    def static_points(self):
+        """Every index tuple (Python ints), in iteration order: the last of `axes` varies fastest."""
+        order = self.axes or tuple(range(len(self.bounds)))
+        ranges = [range(*self.bounds[a]) for a in order]
+        for p in itertools.product(*ranges):
+            point = [0] * len(order)
+            for a, v in zip(order, p):
+                point[a] = v
+            yield tuple(point)
+
+    def __iter__(self):  # Python scope: for i, j in qd.ndrange(...)
+        if any(not isinstance(v, (int, np.integer)) for b in self.bounds for v in b):
+            raise TypeError("iterating a qd.ndrange in Python needs int bounds")
+        return self.static_points()
 
 
 def _prod(shape):
@@ -78,3 +100,10 @@ def _prod(shape):
     for s in shape:
         p *= s
     return p
+
+
+class ViewValue:
+    """A qd.BufferView in a kernel: elements [offset, offset + size) of a 1-D ndarray argument."""
+
+    def __init__(self, array, offset, size):
+        self.array, self.offset, self.size = array, offset, size  # NdarrayArg, i32 values

@@ -747,3 +747,39 @@ def test_a_ref_parameter_is_the_callers_variable():
 
     with pytest.raises(qd.QuadrantsTypeError, match=r"annotated ref\(f32\) but is i32"):
         bad_dtype()
+
+
+@test(arch=qd.cpu)
+def test_ndrange_arguments_are_checked():
+    """qd.ndrange takes integers and (begin, end) pairs, and a loop over an N-D one N variables (one
+    vector: qd.grouped); numpy integers are compile-time bounds for qd.static(qd.ndrange(...))."""
+    @qd.kernel
+    def triple():
+        for i in qd.ndrange((1, 2, 3)):
+            pass
+
+    @qd.kernel
+    def floats():
+        for i in qd.ndrange((1.1, 10.5)):
+            pass
+
+    @qd.kernel
+    def one_variable():
+        for i in qd.ndrange(4, 4):
+            pass
+
+    for kernel, exc, match in ((triple, qd.QuadrantsSyntaxError, r"should be a scalar or a tuple/list like \(begin, end\)"),
+                               (floats, qd.QuadrantsTypeError, r"should be an integer scalar or a tuple/list of \(int, int\)"),
+                               (one_variable, qd.QuadrantsSyntaxError, r"number of the loop variables not equal")):
+        with pytest.raises(exc, match=match):
+            kernel()
+    out = qd.field(qd.i32, 1)
+    a, b = np.int64(2), np.int32(5)
+
+    @qd.kernel
+    def static_numpy():
+        for i in qd.static(qd.ndrange((a, b))):
+            out[0] += i[0]  # one index tuple per point
+
+    static_numpy()
+    assert out[0] == 2 + 3 + 4

@@ -783,3 +783,22 @@ def test_ndrange_arguments_are_checked():
 
     static_numpy()
     assert out[0] == 2 + 3 + 4
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_a_loop_iterable_chosen_at_compile_time():
+    """for i in range(n) if qd.static(c) else qd.static(range(m)): the branch qd.static picks (a run-time
+    range or an unrolled one)."""
+    out = qd.field(qd.i32, 2)
+
+    @qd.kernel
+    def k(n: qd.i32, c: qd.template()):
+        for i in range(n) if qd.static(c) else qd.static(range(3)):
+            out[0] += i
+        out[1] = 1
+
+    k(5, True)
+    assert out[0] == 10
+    out[0] = 0
+    k(5, False)
+    assert out[0] == 3

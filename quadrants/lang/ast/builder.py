@@ -458,9 +458,9 @@ class FunctionWalker(ast.NodeVisitor):
         if self.loops and self.loops[-1] == "static":
             if self.depth == self._unroll_depths[-1]:
                 raise (_UnrolledBreak if what == "break" else _UnrolledContinue)()
-            self.ctx.syntax_error(f"'{what}' under a run-time condition is not supported in a loop unrolled at "
-                                  f"compile time (qd.static or a Python sequence): its condition must be "
-                                  f"compile-time (qd.static(...))")
+            self.ctx.syntax_error(f"You are trying to `{what}` a static `for` loop: '{what}' under a run-time "
+                                  f"condition is not supported in a loop unrolled at compile time (qd.static or a "
+                                  f"Python sequence): its condition must be compile-time (qd.static(...))")
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
@@ -538,6 +538,11 @@ class FunctionWalker(ast.NodeVisitor):
         if node.orelse:
             self.ctx.syntax_error("'for ... else' is not supported in kernels")
         it = node.iter
+        while isinstance(it, ast.IfExp):  # `for i in range(n) if qd.static(c) else qd.static(range(m))`
+            cond = self.ctx.truth(self.visit(it.test))
+            if not isinstance(cond, bool):
+                self.ctx.syntax_error("a conditional loop iterable needs a compile-time condition (qd.static(...))")
+            it = it.body if cond else it.orelse
         if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
             args = [self.visit(a) for a in it.args]
             if it.keywords or not 1 <= len(args) <= 3:

@@ -10,10 +10,14 @@ from quadrants._lib.runtime import (  # noqa: F401
     amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan, vulkan_caps,
 )
 from quadrants._lib.support import atomic_support  # noqa: F401
+from quadrants._lib import log as _logging  # noqa: F401  (qd._logging.is_logging_effective, as Quadrants has it)
+from quadrants._lib.log import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN, set_logging_level  # noqa: F401
 from quadrants.kernels.classes import data_oriented, dataclass  # noqa: F401
 from quadrants.kernels.kernel import compile, func, kernel, real_func  # noqa: F401
 from quadrants.lang import exception, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.simt)
 from quadrants.lang.matrix import Matrix, Vector  # noqa: F401
+from quadrants.lang import misc, ops, util  # noqa: F401  (qd.lang.misc, qd.lang.ops, qd.lang.util)
+from quadrants.lang.misc import is_extension_enabled  # noqa: F401
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS
 from quadrants.lang.ops import (  # noqa: F401
     MemoryOrder, MemScope, abs, acos, asin, atan, atan2, atomic_fence, atomic_load, atomic_store, bit_cast, bit_shr,
@@ -37,6 +41,7 @@ uint8, uint16, uint32, uint64 = u8, u16, u32, u64
 float16, float32, float64 = f16, f32, f64
 half = f16
 x64 = x86_64 = cpu
+arm64 = cpu  # the cpu arch on an arm64 host: the same LLVM cpu backend (qd.cpu)
 extension = _lib.core.Extension
 
 

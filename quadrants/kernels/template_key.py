@@ -16,6 +16,7 @@ import types as pytypes
 import numpy as np
 
 from quadrants import types as T
+from quadrants._lib import runtime
 from quadrants.memory.field import Field
 from quadrants.memory.ndarray import Ndarray
 
@@ -42,6 +43,9 @@ def value_key(v, idents, seen=None):
     if isinstance(v, (bool, int, str, bytes, type(None), np.integer, np.bool_)):
         return (type(v), v)
     if isinstance(v, (float, np.floating)):
+        if runtime.config().raise_on_templated_floats:
+            raise ValueError(f"a float ({v!r}) in a template argument: each value compiles a kernel of its own; "
+                             f"pass it as a run-time argument (or qd.init(raise_on_templated_floats=False))")
         return (type(v), float(v).hex())  # keeps -0.0 and nan apart from 0.0 / each other
     if isinstance(v, (tuple, list)):
         return (type(v),) + tuple(value_key(e, idents, seen) for e in v)

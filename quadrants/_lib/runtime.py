@@ -25,6 +25,10 @@ class Config:
         self.default_ip = self.default_ip or T.i32
         self.default_fp = self.default_fp or T.f32
 
+    def __call__(self):
+        """cfg() is cfg: Quadrants code reads the configuration as prog.config()."""
+        return self
+
     @property
     def bounds_checks(self):
         return bool(self.debug or self.check_out_of_bound)

@@ -65,6 +65,8 @@ def value_key(v, idents, seen=None):
 def argument_key(v, idents):
     """The first-level cache key of a template argument: plain objects by type (guards do the rest)."""
     if is_plain_object(v):
+        if runtime.config().raise_on_templated_floats:
+            value_key(v, [])  # a float anywhere in it raises, as its attributes are compile-time values
         return ("object", type(v))
     return value_key(v, idents)
 

@@ -161,6 +161,7 @@ def reset():
     """Drops the runtime: fields and ndarrays of this init become invalid, kernels recompile."""
     if _program is not None:
         _program.runtime.sync()
+        offline_cache.flush(_program)
     _use(None)
 
 

@@ -27,6 +27,7 @@ from quadrants.lang.ops import (  # noqa: F401
 )
 from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
 from quadrants.memory.ndarray import Ndarray, ndarray  # noqa: F401
+from quadrants.memory.field import FieldsBuilder, SNodeTree  # noqa: F401
 from quadrants.memory.struct import Struct, StructField  # noqa: F401
 from quadrants.types import Template, f16, f32, f64, i8, i16, i32, i64, template, u1, u8, u16, u32, u64  # noqa: F401
 from quadrants.types.exceptions import (  # noqa: F401

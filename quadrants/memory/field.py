@@ -8,6 +8,7 @@ import numpy as np
 from quadrants._lib import runtime
 from quadrants import types as T
 from quadrants.types import scope
+from quadrants.types.exceptions import QuadrantsRuntimeError
 from quadrants.memory.array import RuntimeArray, python_scope
 
 _ids = itertools.count()
@@ -74,7 +75,13 @@ class Field(RuntimeArray):
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
         self.handle = self._program.runtime.allocate(nbytes)
 
+    def _destroy(self):
+        self._release()
+        self.handle, self._destroyed = None, True
+
     def _check(self):
+        if getattr(self, "_destroyed", False):
+            raise QuadrantsRuntimeError(f"field {self.name} was freed with its SNodeTree (tree.destroy())")
         if self._shape is None:
             raise RuntimeError(f"field {self.name} has no shape yet: give shape= or place it with qd.root")
         super()._check()
@@ -155,8 +162,9 @@ class SNode:
     order of the dense() calls: after qd.root.dense(qd.k, n).dense(qd.i, m), x[i, k] with i < m and
     k < n. An axis used twice has the product of its sizes."""
 
-    def __init__(self, sizes=()):
+    def __init__(self, sizes=(), placed=None):
         self.sizes = tuple(sizes)  # (axis, size) pairs, outermost first
+        self._placed = placed      # the list a qd.FieldsBuilder collects its fields in (None: qd.root)
 
     @property
     def shape(self):
@@ -170,11 +178,13 @@ class SNode:
             dims = dims * len(axis_ids)
         if len(dims) != len(axis_ids):
             raise ValueError(f"dense(): {len(axis_ids)} axes but {len(dims)} dimension sizes")
-        return SNode(self.sizes + tuple(zip(axis_ids, dims)))
+        return SNode(self.sizes + tuple(zip(axis_ids, dims)), self._placed)
 
     def place(self, *fields):
         for f in fields:
             f._place(self.shape)
+            if self._placed is not None:
+                self._placed.append(f)
         return self
 
 
@@ -187,6 +197,52 @@ class _Root:
 
 
 root = _Root()
+
+
+class FieldsBuilder:
+    """qd.FieldsBuilder(): a layout built like qd.root (fb.dense(qd.i, n).place(x)) whose fields can be
+    freed together: fb.finalize() returns an SNodeTree; tree.destroy() frees them (using one after
+    that is a QuadrantsRuntimeError). Fields are allocated (zeroed) when placed, as with qd.root."""
+
+    def __init__(self):
+        self._fields = []
+        self._finalized = False
+
+    def dense(self, axes, dimensions):
+        self._check_open()
+        return SNode((), self._fields).dense(axes, dimensions)
+
+    def place(self, *fields):
+        self._check_open()
+        return SNode((), self._fields).place(*fields)
+
+    def _check_open(self):
+        if self._finalized:
+            raise QuadrantsRuntimeError("this FieldsBuilder is finalized: create a new one to place more fields")
+
+    def finalize(self, raise_warning=True):
+        self._check_open()
+        self._finalized = True
+        return SNodeTree(self._fields)
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+
+class SNodeTree:
+    """The fields of a finalized qd.FieldsBuilder; destroy() frees them."""
+
+    def __init__(self, fields):
+        self._fields = list(fields)
+        self._destroyed = False
+
+    def destroy(self):
+        if self._destroyed:
+            raise QuadrantsRuntimeError("this SNodeTree is already destroyed")
+        self._destroyed = True
+        for f in self._fields:
+            f._destroy()
 
 
 def program_field(prog, key, dtype, shape, name):

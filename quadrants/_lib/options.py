@@ -83,11 +83,11 @@ OPTIONS = {name: Option(*spec) for name, spec in {
         ("demote_no_access_mesh_fors", True, "bool"), ("experimental_auto_mesh_local", False, "bool"),
         ("auto_mesh_local_default_occupacy", 4, "int"), ("vk_api_version", "", "str"),
         ("external_metal_command_queue", 0, "int"), ("external_metal_command_queue_is_torch_queue", False, "bool"),
-        # The on-disk cache is never cleaned here (entries are keyed by content; delete the directory).
-        ("offline_cache_cleaning_policy", "lru", "cleaning_policy"),
-        ("offline_cache_max_size_of_files", 100 * 1024 * 1024, "int"),
-        ("offline_cache_cleaning_factor", 0.25, "number"),
     ]},
+    # Honoured: when a qd.init ends, the on-disk cache is cleaned (_lib/offline_cache.py).
+    "offline_cache_cleaning_policy": ("lru", "cleaning_policy", True),  # never | version | lru | fifo
+    "offline_cache_max_size_of_files": (100 * 1024 * 1024, "int", True),  # bytes
+    "offline_cache_cleaning_factor": (0.25, "number", True),  # the fraction of entries removed
 }.items()}
 
 CLEANING_POLICIES = ("never", "version", "lru", "fifo")
@@ -101,6 +101,9 @@ def _check(name, kind, value):
 
     if kind == "bool":
         if isinstance(value, (bool, numbers.Integral)) and value in (0, 1):
+            if name == "short_circuit_operators" and not value:
+                raise ValueError("qd.init(short_circuit_operators=False): `and` / `or` always short-circuit here "
+                                 "(evaluating both operands is not implemented)")
             return bool(value)
         raise bad("a bool")
     if kind == "int":
@@ -127,9 +130,6 @@ def _check(name, kind, value):
         if value in CLEANING_POLICIES:
             return value
         raise ValueError(f"qd.init({name}={value!r}): choose one of {', '.join(CLEANING_POLICIES)}")
-    if name == "short_circuit_operators" and kind == "bool" and value in (0, False):
-        raise ValueError("qd.init(short_circuit_operators=False): `and` / `or` always short-circuit here "
-                         "(both operands evaluated is not implemented)")
     if kind == "log_level":
         if isinstance(value, str) and value.lower() in LOG_LEVELS:
             return value.lower()

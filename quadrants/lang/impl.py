@@ -19,6 +19,9 @@ class _RuntimeHandle:
             raise QuadrantsRuntimeError("Quadrants is not initialized: call qd.init() first")
         return runtime._program
 
+    def materialize_root_fb(self, is_first_call=False):
+        """Nothing to do here: qd.root's fields are allocated when placed."""
+
     @property
     def default_fp(self):
         """The dtype Python's float stands for in kernels (qd.init(default_fp=...)): the qd.f32 / qd.f64 object itself."""

@@ -162,9 +162,36 @@ class SNode:
     order of the dense() calls: after qd.root.dense(qd.k, n).dense(qd.i, m), x[i, k] with i < m and
     k < n. An axis used twice has the product of its sizes."""
 
-    def __init__(self, sizes=(), placed=None):
+    def __init__(self, sizes=(), placed=None, parent=None, kind="dense"):
         self.sizes = tuple(sizes)  # (axis, size) pairs, outermost first
         self._placed = placed      # the list a qd.FieldsBuilder collects its fields in (None: qd.root)
+        self._parent, self._kind, self._children = parent, kind, []
+        if parent is not None:
+            parent._children.append(self)
+
+    # Reflection, as Quadrants has it: x.snode.parent(n), node._get_children(), str(x.snode).
+    def parent(self, n=1):
+        """The node n levels up (0: this one; qd.root at the top, None above it)."""
+        node = self
+        for _ in range(n):
+            if node is None:
+                return None
+            node = node._parent
+        return node
+
+    def _get_children(self):
+        return list(self._children)
+
+    def _path_from_root(self):
+        path, node = [], self
+        while node is not None:
+            path.append(node)
+            node = node._parent
+        return path[::-1]
+
+    def __str__(self):
+        return " => ".join("qd.root" if isinstance(n, _Root) else f"{n._kind} {list(n.shape)}"
+                           for n in self._path_from_root())
 
     @property
     def shape(self):
@@ -178,22 +205,36 @@ class SNode:
             dims = dims * len(axis_ids)
         if len(dims) != len(axis_ids):
             raise ValueError(f"dense(): {len(axis_ids)} axes but {len(dims)} dimension sizes")
-        return SNode(self.sizes + tuple(zip(axis_ids, dims)), self._placed)
+        return SNode(self.sizes + tuple(zip(axis_ids, dims)), self._placed, self)
 
     def place(self, *fields):
         for f in fields:
             f._place(self.shape)
+            f.snode = SNode(self.sizes, None, self, "place")
             if self._placed is not None:
                 self._placed.append(f)
         return self
 
 
-class _Root:
+class _Root(SNode):
+    """qd.root: the top of the layout tree of the current qd.init (its children are those of that init)."""
+
+    def __init__(self):
+        super().__init__()
+        self._program = None
+
+    def _get_children(self):
+        if self._program is not runtime._program:  # a new qd.init: the old tree is gone
+            self._program, self._children = runtime._program, []
+        return list(self._children)
+
     def dense(self, axes, dimensions):
-        return SNode().dense(axes, dimensions)
+        self._get_children()
+        return super().dense(axes, dimensions)
 
     def place(self, *fields):
-        return SNode().place(*fields)
+        self._get_children()
+        return super().place(*fields)
 
 
 root = _Root()
@@ -207,14 +248,23 @@ class FieldsBuilder:
     def __init__(self):
         self._fields = []
         self._finalized = False
+        self._root = SNode((), self._fields)
 
     def dense(self, axes, dimensions):
         self._check_open()
-        return SNode((), self._fields).dense(axes, dimensions)
+        return self._root.dense(axes, dimensions)
 
     def place(self, *fields):
         self._check_open()
-        return SNode((), self._fields).place(*fields)
+        return self._root.place(*fields)
+
+    def _get_children(self):
+        return self._root._get_children()
+
+    @staticmethod
+    def _finalized_roots():
+        """The layout trees of the current qd.init: qd.root's first."""
+        return [root]
 
     def _check_open(self):
         if self._finalized:

@@ -247,3 +247,31 @@ def test_fields_builder():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         del tree
+
+
+@test(arch=qd.cpu)
+def test_layout_reflection():
+    val = qd.field(qd.i32)
+    blk1 = qd.root.dense(qd.k, 3)
+    blk2 = blk1.dense(qd.i, 7)
+    blk3 = blk2.dense(qd.j, 11)
+    blk3.place(val)
+    assert val.shape == (7, 11, 3)  # axis order i, j, k, whatever the order of the dense() calls
+    assert [val.snode.parent(n) for n in range(6)] == [val.snode, blk3, blk2, blk1, qd.root, None]
+    assert val.snode._path_from_root() == [qd.root, blk1, blk2, blk3, val.snode]
+    assert blk1 in qd.root._get_children() and blk2 in blk1._get_children() and val.snode in blk3._get_children()
+    assert str(val.snode) == "qd.root => dense [3] => dense [7, 3] => dense [7, 11, 3] => place [7, 11, 3]"
+    assert qd.FieldsBuilder._finalized_roots()[0] is qd.root and qd.root.parent() is None
+    qd.init(arch=qd.cpu)
+    assert qd.root._get_children() == []  # a new qd.init starts a new tree
+
+
+def test_ast_resolver():
+    import ast
+
+    from quadrants.lang.ast.symbol_resolver import ASTResolver
+
+    scope = {"qd": qd, "other": object()}
+    assert ASTResolver.resolve_to(ast.parse("qd.lang.ops.atomic_add", mode="eval").body, qd.atomic_add, scope)
+    assert not ASTResolver.resolve_to(ast.parse("other.kernel", mode="eval").body, qd.kernel, scope)
+    assert not ASTResolver.resolve_to(ast.parse("missing", mode="eval").body, qd.kernel, scope)

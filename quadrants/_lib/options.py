@@ -168,7 +168,7 @@ def env_name(name):
     return "QD_" + name.upper()
 
 
-def parse(options):
+def parse(options, use_env=True):
     """qd.init's keyword options -> {name: checked value} for every option, defaults filled in.
 
     An option not passed is read from $QD_<NAME> when that is set (QD_DEBUG=1, QD_LOG_LEVEL=warn,
@@ -187,7 +187,7 @@ def parse(options):
                        f"docs/getting_started.md")
     values = {n: opt.default for n, opt in OPTIONS.items()}
     for n, opt in OPTIONS.items():
-        text = os.environ.get(env_name(n), "")
+        text = os.environ.get(env_name(n), "") if use_env else ""
         if n in options and options[n] is not None:
             if text:
                 warnings.warn(f"environment variable {env_name(n)}={text} overridden by qd.init argument {n!r}",

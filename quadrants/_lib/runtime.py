@@ -18,9 +18,9 @@ class Config:
     """The options of one qd.init(), as qd.cfg shows them: .arch, .debug, .default_fp, ... (every
     name in quadrants/_lib/options.py)."""
 
-    def __init__(self, arch=cpu, **options):
+    def __init__(self, arch=cpu, _use_env=True, **options):
         self.arch = arch
-        for name, value in options_mod.parse(options).items():
+        for name, value in options_mod.parse(options, _use_env).items():
             setattr(self, name, value)
         self.default_ip = self.default_ip or T.i32
         self.default_fp = self.default_fp or T.f32
@@ -66,7 +66,7 @@ class Program:
 
 
 _program = None
-_default_config = Config()
+_default_config = Config(_use_env=False)  # before qd.init: the defaults (a bad $QD_<NAME> fails qd.init, not import)
 
 
 def config():

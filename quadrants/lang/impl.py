@@ -47,7 +47,7 @@ def current_cfg():
 
 def default_cfg():
     """A configuration with every option at its default."""
-    return runtime.Config()
+    return runtime.Config(_use_env=False)
 
 
 def get_max_shared_memory_bytes(*, is_lowerbound_ok):

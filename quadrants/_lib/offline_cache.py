@@ -12,15 +12,12 @@ import atexit
 import hashlib
 import json
 import os
-import shutil
 import stat
-import time
 
 from quadrants._lib import _core
 
 ENTRIES_DIR = "kernel_compilation_manager"  # under offline_cache_file_path: the entries (*.qdk)
-METADATA = "qdcache.qdb"  # in ENTRIES_DIR: {entry: {"size", "mtime"}} as of the last qd.init's end
-_STAGING = ".staging"  # under offline_cache_file_path: one directory per live program
+METADATA = "qdcache.qdb"  # in ENTRIES_DIR: {"entries": count, "bytes": total} as of the last cleaning pass
 
 _compiler_id = None
 
@@ -54,123 +51,94 @@ def _safe(path):
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _clear_dead_staging(base):
-    root = os.path.join(base, _STAGING)
-    for name in os.listdir(root) if os.path.isdir(root) else ():
-        try:
-            os.kill(int(name.split("-")[0]), 0)
-        except ProcessLookupError:  # its process is gone without flushing (killed): drop what it staged
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        except (ValueError, PermissionError):
-            pass
-
-
 def attach(program):
-    """Points the program's runtime at the cache directory of its config (or at none).
-
-    The entries live in <offline_cache_file_path>/kernel_compilation_manager. A program reads and
-    writes a staging directory holding hard links to them; what it compiled joins the entries when the
-    program ends (qd.reset(), the next qd.init(), or the process's exit), and the cleaning policy
-    runs then, as Quadrants does it."""
+    """Points the program's runtime at <offline_cache_file_path>/kernel_compilation_manager (Quadrants'
+    layout), or at none. Entries are written when kernels compile; the cleaning policy runs when the
+    program ends (flush)."""
     cfg = program.config
-    program.offline_cache_path = program._cache_staging = None
-    if not cfg.offline_cache:
+    program.offline_cache_path = program._cache_entries = None
+    path = ""
+    if cfg.offline_cache:
+        base = os.path.abspath(os.path.expanduser(cfg.offline_cache_file_path or default_path()))
+        try:
+            os.makedirs(base, mode=0o700, exist_ok=True)
+        except OSError:
+            pass  # the runtime's own attempt reports it (caching stays off)
+        if _safe(base):
+            path = os.path.join(base, ENTRIES_DIR)
+    if path and program.runtime.set_offline_cache(path, compiler_id()):  # creates it (0700)
+        program.offline_cache_path, program._cache_entries = base, path
+    else:
         program.runtime.set_offline_cache("", compiler_id())
-        return
-    base = os.path.abspath(os.path.expanduser(cfg.offline_cache_file_path or default_path()))
-    final = os.path.join(base, ENTRIES_DIR)
-    try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
-    except OSError:
-        pass  # the runtime's own attempt below reports it (caching stays off)
-    if not program.runtime.set_offline_cache(final, compiler_id()) or not _safe(base):  # creates it (0700)
-        program.runtime.set_offline_cache("", compiler_id())
-        return
-    _clear_dead_staging(base)
-    global _serial
-    _serial += 1
-    staging = os.path.join(base, _STAGING, f"{os.getpid()}-{_serial}")
-    if not program.runtime.set_offline_cache(staging, compiler_id()):
-        return
-    for name in os.listdir(final):
-        if name.endswith(".qdk"):
-            try:
-                os.link(os.path.join(final, name), os.path.join(staging, name), follow_symlinks=False)
-            except OSError:
-                pass  # gone meanwhile (another process cleaned it): compiled again if needed
-    program.offline_cache_path, program._cache_final, program._cache_staging = base, final, staging
-
-
-_serial = 0
 
 
 def flush(program):
-    """Ends the program's use of the cache: entries it wrote (new or rewritten) replace those of the
-    directory (atomic renames), the cleaning policy runs, and the metadata file is rewritten."""
-    staging = getattr(program, "_cache_staging", None)
-    if not staging:
+    """At the end of a program (qd.reset(), the next qd.init(), exit): the cleaning policy, and the
+    metadata file. Costs one small read when nothing was written and the cache is under its limit."""
+    entries_dir = getattr(program, "_cache_entries", None)
+    if not entries_dir:
         return
-    program._cache_staging = None
-    final = program._cache_final
-    program.runtime.set_offline_cache("", compiler_id())  # the runtime writes no more into staging
-    try:
-        for name in os.listdir(staging):
-            src, dst = os.path.join(staging, name), os.path.join(final, name)
-            if not name.endswith(".qdk"):
-                continue
-            try:
-                if not os.path.lexists(dst) or not os.path.samestat(os.lstat(src), os.lstat(dst)):
-                    os.replace(src, dst)
-            except OSError:
-                pass
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    _clean(final, program.config)
-    _write_metadata(final)
+    program._cache_entries = None
+    cfg = program.config
+    wrote = program.runtime.offline_cache_stats()["writes"] > 0
+    meta = _read_metadata(entries_dir)
+    if not wrote and meta is not None and meta.get("bytes", 0) <= cfg.offline_cache_max_size_of_files:
+        return
+    entries = _entries(entries_dir)
+    entries = _clean(entries_dir, entries, cfg)
+    _write_metadata(entries_dir, entries)
 
 
-def _entries(final):
+def _entries(entries_dir):
     out = []
-    for name in os.listdir(final):
-        if name.endswith(".qdk"):
-            try:
-                st = os.lstat(os.path.join(final, name))
-            except OSError:
-                continue
-            out.append((name, st))
+    with os.scandir(entries_dir) as it:
+        for e in it:
+            if e.name.endswith(".qdk"):
+                try:
+                    out.append((e.name, e.stat(follow_symlinks=False)))
+                except OSError:
+                    pass
     return out
 
 
-def _clean(final, cfg):
+def _clean(entries_dir, entries, cfg):
     """offline_cache_cleaning_policy: "never" and "version" keep everything (entries of another
     compiler are never loaded: their key differs); "fifo" (oldest written first) and "lru" (least
     recently read or written first, as the file system records access times) remove
     int(offline_cache_cleaning_factor * count) entries once their total size passes
-    offline_cache_max_size_of_files bytes."""
+    offline_cache_max_size_of_files bytes. Returns the entries left."""
     if cfg.offline_cache_cleaning_policy not in ("lru", "fifo"):
-        return
-    entries = _entries(final)
+        return entries
     if sum(st.st_size for _, st in entries) <= cfg.offline_cache_max_size_of_files:
-        return
+        return entries
     if cfg.offline_cache_cleaning_policy == "fifo":
-        entries.sort(key=lambda e: e[1].st_mtime_ns)
+        entries = sorted(entries, key=lambda e: e[1].st_mtime_ns)
     else:
-        entries.sort(key=lambda e: max(e[1].st_mtime_ns, e[1].st_atime_ns))
-    for name, _ in entries[:int(cfg.offline_cache_cleaning_factor * len(entries))]:
+        entries = sorted(entries, key=lambda e: max(e[1].st_mtime_ns, e[1].st_atime_ns))
+    n = int(cfg.offline_cache_cleaning_factor * len(entries))
+    for name, _ in entries[:n]:
         try:
-            os.unlink(os.path.join(final, name))
+            os.unlink(os.path.join(entries_dir, name))
         except OSError:
             pass
+    return entries[n:]
 
 
-def _write_metadata(final):
-    meta = {name: {"size": st.st_size, "mtime": st.st_mtime} for name, st in _entries(final)}
-    tmp = os.path.join(final, f".{METADATA}.{os.getpid()}.tmp")
+def _read_metadata(entries_dir):
+    try:
+        with open(os.path.join(entries_dir, METADATA)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_metadata(entries_dir, entries):
+    tmp = os.path.join(entries_dir, f".{METADATA}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w") as f:
-            json.dump({"written": time.time(), "entries": meta}, f)
+            json.dump({"entries": len(entries), "bytes": sum(st.st_size for _, st in entries)}, f)
         os.chmod(tmp, 0o600)
-        os.replace(tmp, os.path.join(final, METADATA))
+        os.replace(tmp, os.path.join(entries_dir, METADATA))
     except OSError:
         pass
 

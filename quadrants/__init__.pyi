@@ -89,7 +89,19 @@ metal: Arch
 gpu: list[Arch]
 x64: Arch  # = cpu
 x86_64: Arch
+arm64: Arch  # = cpu
 extension: Any  # qd._lib.core.Extension
+def is_extension_enabled(ext: Any) -> bool: ...
+def clock_freq_hz() -> float: ...
+
+# --- logging (quadrants/_lib/log.py) -------------------------------------------------------------
+TRACE: str
+DEBUG: str
+INFO: str
+WARN: str
+ERROR: str
+CRITICAL: str
+def set_logging_level(level: str) -> None: ...
 
 # Every option of quadrants/_lib/options.py (docs/getting_started.md); an unknown one raises KeyError.
 def init(
@@ -97,6 +109,8 @@ def init(
     default_fp: _DTypeLike | None = None,
     default_ip: _DTypeLike | None = None,
     enable_fallback: bool = True,
+    require_version: str | None = None,
+    _test_mode: bool = False,
     *,
     debug: bool = ...,
     check_out_of_bound: bool = ...,
@@ -104,18 +118,20 @@ def init(
     cpu_max_num_threads: int = ...,
     vulkan_disable_caps: Sequence[str] = ...,
     device: str = ...,
-    offline_cache: bool = ...,
-    offline_cache_file_path: str = ...,
-    src_ll_cache: bool = ...,
     fast_math: bool = ...,
     subgroup_aggregation: bool = ...,
     constant_folding: bool = ...,
+    offline_cache: bool = ...,
+    offline_cache_file_path: str = ...,
+    log_level: str = ...,
+    raise_on_templated_floats: bool = ...,
+    short_circuit_operators: bool = ...,
+    src_ll_cache: bool = ...,
     advanced_optimization: bool = ...,
     ad_stack_size: int = ...,
     ad_stack_experimental_enabled: bool = ...,
     random_seed: int = ...,
     print_full_traceback: bool = ...,
-    log_level: str = ...,
     device_memory_GB: float = ...,
     device_memory_fraction: float = ...,
     kernel_profiler: bool = ...,
@@ -124,9 +140,61 @@ def init(
     debug_dump_path: str = ...,
     print_kernel_llvm_ir: bool = ...,
     num_compile_threads: int = ...,
-    short_circuit_operators: bool = ...,
     real_matrix_scalarize: bool = ...,
-) -> None: ...
+    print_non_pure: bool = ...,
+    gdb_trigger: bool = ...,
+    unrolling_limit: int = ...,
+    opt_level: int = ...,
+    external_optimization_level: int = ...,
+    max_vector_width: int = ...,
+    cfg_optimization: bool = ...,
+    use_llvm: bool = ...,
+    print_preprocessed_ir: bool = ...,
+    print_ir_dbg_info: bool = ...,
+    print_accessor_ir: bool = ...,
+    print_struct_llvm_ir: bool = ...,
+    print_kernel_llvm_ir_optimized: bool = ...,
+    print_kernel_asm: bool = ...,
+    print_kernel_amdgcn: bool = ...,
+    simplify_before_lower_access: bool = ...,
+    lower_access: bool = ...,
+    simplify_after_lower_access: bool = ...,
+    move_loop_invariant_outside_if: bool = ...,
+    cache_loop_invariant_global_vars: bool = ...,
+    default_cpu_block_dim: int = ...,
+    cpu_block_dim_adaptive: bool = ...,
+    default_gpu_block_dim: int = ...,
+    gpu_max_reg: int = ...,
+    saturating_grid_dim: int = ...,
+    max_block_dim: int = ...,
+    verbose_kernel_launches: bool = ...,
+    demote_dense_struct_fors: bool = ...,
+    timeline: bool = ...,
+    ad_stack_sparse_threshold_bytes: int = ...,
+    flatten_if: bool = ...,
+    make_thread_local: bool = ...,
+    make_block_local: bool = ...,
+    detect_read_only: bool = ...,
+    force_scalarize_matrix: bool = ...,
+    half2_vectorization: bool = ...,
+    make_cpu_multithreading_loop: bool = ...,
+    quant_opt_store_fusion: bool = ...,
+    quant_opt_atomic_demotion: bool = ...,
+    make_mesh_block_local: bool = ...,
+    optimize_mesh_reordered_mapping: bool = ...,
+    mesh_localize_to_end_mapping: bool = ...,
+    mesh_localize_from_end_mapping: bool = ...,
+    mesh_localize_all_attr_mappings: bool = ...,
+    demote_no_access_mesh_fors: bool = ...,
+    experimental_auto_mesh_local: bool = ...,
+    auto_mesh_local_default_occupacy: int = ...,
+    vk_api_version: str = ...,
+    external_metal_command_queue: int = ...,
+    external_metal_command_queue_is_torch_queue: bool = ...,
+    offline_cache_cleaning_policy: str = ...,
+    offline_cache_max_size_of_files: int = ...,
+    offline_cache_cleaning_factor: float = ...,
+) -> Any: ...
 def reset() -> None: ...
 def sync() -> None: ...
 def is_arch_available(arch: Arch) -> bool: ...
@@ -139,6 +207,15 @@ def atomic_support(op: str | None = None, dtype: None = None, arch: Arch | str |
 def atomic_support(op: None = None, *, dtype: _DTypeLike | str, arch: Arch | str | None = None) -> dict[str, dict[str, str]]: ...
 
 # --- data --------------------------------------------------------------------------------------
+class SNodeTree:
+    def destroy(self) -> None: ...
+class FieldsBuilder:
+    """qd.FieldsBuilder(): fb.dense(qd.i, n).place(x); tree = fb.finalize(); tree.destroy() frees them."""
+    def dense(self, axes: Any, dimensions: int | Sequence[int]) -> Any: ...
+    def place(self, *fields: Field) -> Any: ...
+    def finalize(self, raise_warning: bool = True) -> SNodeTree: ...
+    @property
+    def finalized(self) -> bool: ...
 def field(dtype: _ElementDType, shape: _Shape | None = None, name: str | None = None,
           offset: int | Sequence[int] | None = None, order: str | None = None, needs_grad: bool = False) -> Field: ...
 def ndarray(dtype: _ElementDType, shape: _Shape, needs_grad: bool = False) -> Ndarray: ...
@@ -163,7 +240,10 @@ class _Kernel(Generic[_P, _R]):
     num_compilations: int
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
 
+@overload
 def kernel(fn: Callable[_P, _R]) -> _Kernel[_P, _R]: ...
+@overload
+def kernel(fn: None = None, *, fastcache: bool = False, pure: bool | None = None) -> Callable[[Callable[_P, _R]], _Kernel[_P, _R]]: ...
 @overload
 def func(fn: _F) -> _F: ...
 @overload
@@ -181,7 +261,10 @@ def random(dtype: Any = ...) -> Any: ...
 def randn(dt: Any = ...) -> Any: ...
 def dataclass(cls: type) -> StructType: ...
 _C = TypeVar("_C", bound=type)
+@overload
 def data_oriented(cls: _C) -> _C: ...
+@overload
+def data_oriented(cls: None = None, *, template_primitives: bool = True) -> Callable[[_C], _C]: ...
 def ndrange(*dims: int | tuple[int, int] | Any) -> Any: ...
 def grouped(x: Any) -> Any: ...
 def loop_config(*, serialize: bool = ..., block_dim: int = ..., parallelize: int = ...) -> None: ...

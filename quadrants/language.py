@@ -10,10 +10,15 @@ from quadrants._lib.runtime import (  # noqa: F401
     amdgpu, cpu, cuda, gpu, init, is_arch_available, metal, reset, sync, vulkan, vulkan_caps,
 )
 from quadrants._lib.support import atomic_support  # noqa: F401
+from quadrants._lib import log as _logging  # noqa: F401  (qd._logging.is_logging_effective, as Quadrants has it)
+from quadrants._lib.log import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN, set_logging_level  # noqa: F401
 from quadrants.kernels.classes import data_oriented, dataclass  # noqa: F401
 from quadrants.kernels.kernel import compile, func, kernel, real_func  # noqa: F401
 from quadrants.lang import exception, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.simt)
 from quadrants.lang.matrix import Matrix, Vector  # noqa: F401
+from quadrants.lang import misc, ops, util  # noqa: F401  (qd.lang.misc, qd.lang.ops, qd.lang.util)
+from quadrants.lang.misc import is_extension_enabled  # noqa: F401
+from quadrants.lang.impl import clock_freq_hz  # noqa: F401
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS
 from quadrants.lang.ops import (  # noqa: F401
     MemoryOrder, MemScope, abs, acos, asin, atan, atan2, atomic_fence, atomic_load, atomic_store, bit_cast, bit_shr,
@@ -22,6 +27,7 @@ from quadrants.lang.ops import (  # noqa: F401
 )
 from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
 from quadrants.memory.ndarray import Ndarray, ndarray  # noqa: F401
+from quadrants.memory.field import FieldsBuilder, SNodeTree  # noqa: F401
 from quadrants.memory.struct import Struct, StructField  # noqa: F401
 from quadrants.memory.buffer_view import BufferView  # noqa: F401
 from quadrants.memory.tensor import Backend, MatrixTensor, Tensor, VectorTensor, tensor, wrap  # noqa: F401
@@ -41,6 +47,7 @@ float16, float32, float64 = f16, f32, f64
 half = f16
 x64 = x86_64 = cpu
 ScalarField = Field  # the field class, whatever its element (the reference names the scalar one so)
+arm64 = cpu  # the cpu arch on an arm64 host: the same LLVM cpu backend (qd.cpu)
 extension = _lib.core.Extension
 
 

@@ -9,3 +9,4 @@ from quadrants.types import primitive_types
 primitive_types.bind_core(_core.DataType)  # before anything builds IR with a dtype
 
 from quadrants._lib import core  # noqa: E402,F401
+from quadrants._lib import utils  # noqa: E402,F401  (qd._lib.utils.import_qd_python_core)

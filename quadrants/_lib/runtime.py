@@ -6,6 +6,8 @@ import warnings
 from quadrants._lib import _core
 from quadrants._lib import breadcrumb as _crumb
 from quadrants._lib import core
+from quadrants._lib import log
+from quadrants._version import __version__
 from quadrants._lib.arch import ALL_ARCHS, Arch, amdgpu, arch_from_name, cpu, cuda, gpu, metal, vulkan  # noqa: F401
 from quadrants._lib import offline_cache
 from quadrants._lib import options as options_mod
@@ -16,9 +18,9 @@ class Config:
     """The options of one qd.init(), as qd.cfg shows them: .arch, .debug, .default_fp, ... (every
     name in quadrants/_lib/options.py)."""
 
-    def __init__(self, arch=cpu, **options):
+    def __init__(self, arch=cpu, _use_env=True, **options):
         self.arch = arch
-        for name, value in options_mod.parse(options).items():
+        for name, value in options_mod.parse(options, _use_env).items():
             setattr(self, name, value)
         self.default_ip = self.default_ip or T.i32
         self.default_fp = self.default_fp or T.f32
@@ -64,7 +66,7 @@ class Program:
 
 
 _program = None
-_default_config = Config()
+_default_config = Config(_use_env=False)  # before qd.init: the defaults (a bad $QD_<NAME> fails qd.init, not import)
 
 
 def config():
@@ -84,17 +86,44 @@ def _try_start(config):
         return e
 
 
-def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, **options):
+def check_require_version(required):
+    """Raises an Exception unless this Quadrants is `required` ("major.minor[.patch]", anything after
+    the numbers ignored) or a later patch / minor release of the same major version."""
+    numbers = required
+    for i, c in enumerate(required):
+        if not (c.isdigit() or c == "."):
+            numbers = required[:i]
+            break
+    try:
+        want = [int(n) for n in numbers.split(".")]
+        major, minor, patch = want[0], want[1], (want[2] if len(want) > 2 else 0)
+    except (ValueError, IndexError):
+        raise Exception(f"qd.init(require_version={required!r}): give major.minor.patch, e.g. 1.2.0") from None
+    have = [int(n) for n in __version__.split(".")[:3]]
+    if not (major == have[0] and (minor, patch) <= (have[1], have[2])):
+        raise Exception(f"Quadrants version mismatch: required version >= {major}.{minor}.{patch}, "
+                        f"installed version = {__version__}")
+
+
+def init(arch=None, default_fp=None, default_ip=None, enable_fallback=True, require_version=None, _test_mode=False,
+         **options):
     """Starts Quadrants on `arch` (default cpu, or $QD_ARCH; a list such as qd.gpu: the first that works).
 
     An arch that is not available falls back to cpu with a warning, or raises RuntimeError with
     enable_fallback=False. Every option is listed in docs/getting_started.md; an unknown one raises
-    KeyError naming it.
+    KeyError naming it. require_version="1.2.0": an Exception unless this Quadrants is that version
+    or a compatible later one. _test_mode=True checks the options and returns the configuration
+    without starting a runtime (the current one is dropped).
     """
+    if require_version is not None:
+        check_require_version(require_version)
     # Checked before anything is torn down: a mistyped option leaves the current program alone.
     options.update(default_fp=default_fp, default_ip=default_ip, enable_fallback=enable_fallback)
-    Config(cpu, **options)
+    checked = Config(cpu, **options)
     reset()
+    log.set_logging_level(checked.log_level)
+    if _test_mode:
+        return checked
     env_arch = os.environ.get("QD_ARCH")
     if arch is None:
         arch = arch_from_name(env_arch) if env_arch else cpu
@@ -132,6 +161,7 @@ def reset():
     """Drops the runtime: fields and ndarrays of this init become invalid, kernels recompile."""
     if _program is not None:
         _program.runtime.sync()
+        offline_cache.flush(_program)
     _use(None)
 
 

@@ -10,11 +10,18 @@ def dataclass(cls):
     return StructType(members, name=cls.__name__, methods=methods)
 
 
-def data_oriented(cls):
+def data_oriented(cls=None, *, template_primitives=True):
     """@qd.data_oriented: a class whose methods are kernels and funcs reading its fields (self.x[i]).
 
-    Kernels as methods take `self` as a compile-time argument; funcs as methods are inlined with it."""
+    Kernels as methods take `self` as a compile-time argument; funcs as methods are inlined with it.
+    The int / float / bool members a kernel reads are compile-time values keyed by value, so a changed
+    member always takes effect (by compiling a specialisation for the new value).
+    @qd.data_oriented(template_primitives=False) is accepted and computes the same results: Quadrants
+    reads such members as run-time arguments instead (no recompilation); here they stay keyed values."""
+    if cls is None:
+        return lambda c: data_oriented(c, template_primitives=template_primitives)
     cls._qd_data_oriented = True
+    cls._qd_template_primitives = bool(template_primitives)
     return cls
 
 

@@ -871,7 +871,12 @@ def _users_function(f, decorator):
     return f
 
 
-def kernel(func):
+def kernel(func=None, *, fastcache=False, pure=None):
+    """@qd.kernel, or @qd.kernel(fastcache=True): Quadrants' fast-cache flag (pure= is its older name)
+    is accepted and changes nothing here: compiled kernels are always kept in memory and, with
+    qd.init(offline_cache=True), on disk, keyed by everything they depend on."""
+    if func is None:
+        return lambda f: Kernel(_users_function(f, "qd.kernel"))
     return Kernel(_users_function(func, "qd.kernel"))
 
 

@@ -16,6 +16,7 @@ import types as pytypes
 import numpy as np
 
 from quadrants import types as T
+from quadrants._lib import runtime
 from quadrants.memory.field import Field
 from quadrants.memory.ndarray import Ndarray
 
@@ -42,6 +43,9 @@ def value_key(v, idents, seen=None):
     if isinstance(v, (bool, int, str, bytes, type(None), np.integer, np.bool_)):
         return (type(v), v)
     if isinstance(v, (float, np.floating)):
+        if runtime.config().raise_on_templated_floats:
+            raise ValueError(f"a float ({v!r}) in a template argument: each value compiles a kernel of its own; "
+                             f"pass it as a run-time argument (or qd.init(raise_on_templated_floats=False))")
         return (type(v), float(v).hex())  # keeps -0.0 and nan apart from 0.0 / each other
     if isinstance(v, (tuple, list)):
         return (type(v),) + tuple(value_key(e, idents, seen) for e in v)
@@ -61,6 +65,8 @@ def value_key(v, idents, seen=None):
 def argument_key(v, idents):
     """The first-level cache key of a template argument: plain objects by type (guards do the rest)."""
     if is_plain_object(v):
+        if runtime.config().raise_on_templated_floats:
+            value_key(v, [])  # a float anywhere in it raises, as its attributes are compile-time values
         return ("object", type(v))
     return value_key(v, idents)
 

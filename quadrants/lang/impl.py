@@ -19,6 +19,19 @@ class _RuntimeHandle:
             raise QuadrantsRuntimeError("Quadrants is not initialized: call qd.init() first")
         return runtime._program
 
+    def materialize_root_fb(self, is_first_call=False):
+        """Nothing to do here: qd.root's fields are allocated when placed."""
+
+    @property
+    def default_fp(self):
+        """The dtype Python's float stands for in kernels (qd.init(default_fp=...)): the qd.f32 / qd.f64 object itself."""
+        return runtime.config().default_fp
+
+    @property
+    def default_ip(self):
+        """The dtype Python's int stands for in kernels (qd.init(default_ip=...))."""
+        return runtime.config().default_ip
+
 
 _handle = _RuntimeHandle()
 
@@ -34,7 +47,7 @@ def current_cfg():
 
 def default_cfg():
     """A configuration with every option at its default."""
-    return runtime.Config()
+    return runtime.Config(_use_env=False)
 
 
 def get_max_shared_memory_bytes(*, is_lowerbound_ok):
@@ -61,6 +74,15 @@ def get_cuda_compute_capability():
     return (_cuda_attribute(_CU_COMPUTE_CAPABILITY_MAJOR) * 10 + _cuda_attribute(_CU_COMPUTE_CAPABILITY_MINOR))
 
 
+def clock_freq_hz():
+    """The compute device's nominal clock rate in Hz (cuda only; NotImplementedError on other arches)."""
+    arch = get_runtime().prog.config.arch
+    if arch is runtime.cuda:
+        return float(_cuda_attribute(_CU_CLOCK_RATE) * 1000)  # the driver reports kHz
+    raise NotImplementedError(f"clock_freq_hz not implemented for arch {arch.name}")
+
+
+_CU_CLOCK_RATE = 13
 _CU_COMPUTE_CAPABILITY_MAJOR = 75
 _CU_COMPUTE_CAPABILITY_MINOR = 76
 _CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97

@@ -1,5 +1,8 @@
-"""Helpers under the module path Quadrants' own tests import them from (quadrants.lang.misc)."""
+"""Helpers under the module path Quadrants code imports them from (quadrants.lang.misc)."""
+from quadrants._lib import core as _core_lib
 from quadrants._lib import runtime as _runtime
+from quadrants.lang.ast.context import current as _current
+from quadrants.lang.ops import builtin as _builtin
 
 
 def get_host_arch_list():
@@ -7,4 +10,23 @@ def get_host_arch_list():
     return [_runtime.cpu]
 
 
-__all__ = ["get_host_arch_list"]
+def is_extension_supported(arch, ext):
+    """Whether `arch` has the optional feature `ext` (a qd.extension member), in this implementation."""
+    return _core_lib.is_extension_supported(arch, ext)
+
+
+def is_extension_enabled(ext):
+    """Whether the arch of the current qd.init() has `ext` (qd.init() first)."""
+    return is_extension_supported(_runtime.program().config.arch, ext)
+
+
+@_builtin
+def loop_unique(val, covers=None):
+    """A hint that `val` differs between the iterations of the enclosing parallel loop (so accesses
+    indexed by it do not collide). Returns `val`; this implementation does not use the hint, which
+    changes no result."""
+    ctx = _current()
+    return val if ctx is None else ctx.rvalue(val)
+
+
+__all__ = ["get_host_arch_list", "is_extension_enabled", "is_extension_supported", "loop_unique"]

@@ -13,6 +13,7 @@ from quadrants import types as T
 from quadrants.types.exceptions import QuadrantsAssertionError, QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.memory.field import Field
+from quadrants.memory.host import PyMatrix
 from quadrants.lang.ast.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
 
 
@@ -69,6 +70,17 @@ sin, cos, tan = _unary("sin", "Sine."), _unary("cos", "Cosine."), _unary("tan", 
 asin, acos, atan = _unary("asin", "Arc sine."), _unary("acos", "Arc cosine."), _unary("atan", "Arc tangent.")
 exp, log, tanh = _unary("exp", "e**x."), _unary("log", "Natural log."), _unary("tanh", "Hyperbolic tangent.")
 floor, ceil, round = _unary("floor", "Floor."), _unary("ceil", "Ceiling."), _unary("round", "Round half to even.")
+
+
+@builtin
+def logical_not(x):
+    """1 where x is 0, else 0 (elementwise on vectors and matrices); `not x` in a kernel is the same."""
+    ctx = current()
+    if ctx is None:
+        import numpy as np
+        r = np.logical_not(x)
+        return r.astype(np.int32).view(PyMatrix) if isinstance(x, PyMatrix) else int(r) if np.ndim(r) == 0 else r
+    return ctx.unary("not_", x)
 
 
 def _np_operand(x):

@@ -8,6 +8,7 @@ import numpy as np
 from quadrants._lib import runtime
 from quadrants import types as T
 from quadrants.types import scope
+from quadrants.types.exceptions import QuadrantsRuntimeError
 from quadrants.memory.array import RuntimeArray, python_scope
 
 _ids = itertools.count()
@@ -74,7 +75,13 @@ class Field(RuntimeArray):
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
         self.handle = self._program.runtime.allocate(nbytes)
 
+    def _destroy(self):
+        self._release()
+        self.handle, self._destroyed = None, True
+
     def _check(self):
+        if getattr(self, "_destroyed", False):
+            raise QuadrantsRuntimeError(f"field {self.name} was freed with its SNodeTree (tree.destroy())")
         if self._shape is None:
             raise RuntimeError(f"field {self.name} has no shape yet: give shape= or place it with qd.root")
         super()._check()
@@ -90,6 +97,11 @@ class Field(RuntimeArray):
     @property
     def n(self):
         return self.element_shape[0] if self.element_shape else None
+
+    @property
+    def m(self):
+        """Columns of a matrix field's elements; 1 for a vector field, None for a scalar field."""
+        return self.element_shape[1] if len(self.element_shape) > 1 else (1 if self.element_shape else None)
 
     def _label(self):
         return self.name
@@ -179,8 +191,36 @@ class SNode:
     order of the dense() calls: after qd.root.dense(qd.k, n).dense(qd.i, m), x[i, k] with i < m and
     k < n. An axis used twice has the product of its sizes."""
 
-    def __init__(self, sizes=()):
+    def __init__(self, sizes=(), placed=None, parent=None, kind="dense"):
         self.sizes = tuple(sizes)  # (axis, size) pairs, outermost first
+        self._placed = placed      # the list a qd.FieldsBuilder collects its fields in (None: qd.root)
+        self._parent, self._kind, self._children = parent, kind, []
+        if parent is not None:
+            parent._children.append(self)
+
+    # Reflection, as Quadrants has it: x.snode.parent(n), node._get_children(), str(x.snode).
+    def parent(self, n=1):
+        """The node n levels up (0: this one; qd.root at the top, None above it)."""
+        node = self
+        for _ in range(n):
+            if node is None:
+                return None
+            node = node._parent
+        return node
+
+    def _get_children(self):
+        return list(self._children)
+
+    def _path_from_root(self):
+        path, node = [], self
+        while node is not None:
+            path.append(node)
+            node = node._parent
+        return path[::-1]
+
+    def __str__(self):
+        return " => ".join("qd.root" if isinstance(n, _Root) else f"{n._kind} {list(n.shape)}"
+                           for n in self._path_from_root())
 
     @property
     def shape(self):
@@ -194,23 +234,94 @@ class SNode:
             dims = dims * len(axis_ids)
         if len(dims) != len(axis_ids):
             raise ValueError(f"dense(): {len(axis_ids)} axes but {len(dims)} dimension sizes")
-        return SNode(self.sizes + tuple(zip(axis_ids, dims)))
+        return SNode(self.sizes + tuple(zip(axis_ids, dims)), self._placed, self)
 
     def place(self, *fields):
         for f in fields:
             f._place(self.shape)
+            f.snode = SNode(self.sizes, None, self, "place")
+            if self._placed is not None:
+                self._placed.append(f)
         return self
 
 
-class _Root:
+class _Root(SNode):
+    """qd.root: the top of the layout tree of the current qd.init (its children are those of that init)."""
+
+    def __init__(self):
+        super().__init__()
+        self._program = None
+
+    def _get_children(self):
+        if self._program is not runtime._program:  # a new qd.init: the old tree is gone
+            self._program, self._children = runtime._program, []
+        return list(self._children)
+
     def dense(self, axes, dimensions):
-        return SNode().dense(axes, dimensions)
+        self._get_children()
+        return super().dense(axes, dimensions)
 
     def place(self, *fields):
-        return SNode().place(*fields)
+        self._get_children()
+        return super().place(*fields)
 
 
 root = _Root()
+
+
+class FieldsBuilder:
+    """qd.FieldsBuilder(): a layout built like qd.root (fb.dense(qd.i, n).place(x)) whose fields can be
+    freed together: fb.finalize() returns an SNodeTree; tree.destroy() frees them (using one after
+    that is a QuadrantsRuntimeError). Fields are allocated (zeroed) when placed, as with qd.root."""
+
+    def __init__(self):
+        self._fields = []
+        self._finalized = False
+        self._root = SNode((), self._fields)
+
+    def dense(self, axes, dimensions):
+        self._check_open()
+        return self._root.dense(axes, dimensions)
+
+    def place(self, *fields):
+        self._check_open()
+        return self._root.place(*fields)
+
+    def _get_children(self):
+        return self._root._get_children()
+
+    @staticmethod
+    def _finalized_roots():
+        """The layout trees of the current qd.init: qd.root's first."""
+        return [root]
+
+    def _check_open(self):
+        if self._finalized:
+            raise QuadrantsRuntimeError("this FieldsBuilder is finalized: create a new one to place more fields")
+
+    def finalize(self, raise_warning=True):
+        self._check_open()
+        self._finalized = True
+        return SNodeTree(self._fields)
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+
+class SNodeTree:
+    """The fields of a finalized qd.FieldsBuilder; destroy() frees them."""
+
+    def __init__(self, fields):
+        self._fields = list(fields)
+        self._destroyed = False
+
+    def destroy(self):
+        if self._destroyed:
+            raise QuadrantsRuntimeError("this SNodeTree is already destroyed")
+        self._destroyed = True
+        for f in self._fields:
+            f._destroy()
 
 
 def program_field(prog, key, dtype, shape, name):

@@ -36,6 +36,10 @@ class DataType:
     def __repr__(self):
         return self.name
 
+    def to_string(self):
+        """The dtype's name, as str() gives it: "f32"."""
+        return self.name
+
     def __call__(self, value):
         ctx = scope.current()
         if ctx is None:
@@ -55,6 +59,18 @@ f16, f32, f64 = (DataType(n, n.replace("f", "float")) for n in ("f16", "f32", "f
 u1 = DataType("u1", "bool")
 
 ALL = [i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64]
+
+# The long names, and the dtype sets Quadrants code checks membership in (Python's int, float and
+# bool stand for the default dtypes, so they belong to the sets too).
+int8, int16, int32, int64 = i8, i16, i32, i64
+uint1, uint8, uint16, uint32, uint64 = u1, u8, u16, u32, u64
+float16, float32, float64 = f16, f32, f64
+real_types = {f16, f32, f64, float}
+integer_types = {i8, i16, i32, i64, u1, u8, u16, u32, u64, int, bool}
+all_types = real_types | integer_types
+real_type_ids = {id(t) for t in real_types}
+integer_type_ids = {id(t) for t in integer_types}
+type_ids = {id(t) for t in all_types}
 _BY_NP = {t.np: t for t in ALL}
 _BY_CORE = {}
 defaults = {"ip": i32, "fp": f32}  # Python's int and float as dtypes: qd.init(default_ip=, default_fp=) sets them

@@ -69,7 +69,7 @@ def expected(weight):
 
 
 def entries(cache):
-    return sorted(cache.glob("*.qdk"))
+    return sorted((cache / offline_cache.ENTRIES_DIR).glob("*.qdk"))
 
 
 def test_second_process_compiles_nothing(tmp_path):
@@ -147,7 +147,7 @@ def test_processes_share_the_directory_safely(tmp_path):
     for r in results:
         assert r["hist"] == expected(2) and r["sum2"] == 9900.0 and r["sum3"] == 14850.0
         assert r["stats"]["hits"] + r["stats"]["misses"] == 3
-    assert len(entries(cache)) == 3 and not list(cache.glob(".*tmp*"))   # whole entries, no leftovers
+    assert len(entries(cache)) == 3 and not list((cache / offline_cache.ENTRIES_DIR).glob(".*tmp*"))  # whole entries
     after = run(tmp_path, cache)
     assert after["stats"] == {"hits": 3, "misses": 0, "writes": 0}
 
@@ -168,3 +168,63 @@ def test_options_and_defaults(tmp_path, monkeypatch):
     qd.init(arch=qd.cpu)
     assert qd._lib.runtime.program().offline_cache_path == str(tmp_path / "env")
     assert qd.cfg.offline_cache is True
+
+
+def _files(cache):
+    d = cache / offline_cache.ENTRIES_DIR
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+@test(arch=qd.cpu)
+def test_layout_and_metadata(tmp_path):
+    """As Quadrants lays it out: <path>/kernel_compilation_manager holds one file per kernel and a
+    metadata file, which is written when a qd.init that compiled something ends."""
+    qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path))
+
+    @qd.kernel
+    def one() -> qd.i32:
+        return 1
+
+    assert one() == 1
+    assert len(_files(tmp_path)) == 1 and _files(tmp_path)[0].endswith(".qdk")  # written when compiled
+    qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path))
+    names = _files(tmp_path)
+    assert len(names) == 2 and offline_cache.METADATA in names
+    meta = json.loads((tmp_path / offline_cache.ENTRIES_DIR / offline_cache.METADATA).read_text())
+    assert meta == {"entries": 1, "bytes": entries(tmp_path)[0].stat().st_size}
+    assert one() == 1 and offline_cache.stats() == {"hits": 1, "misses": 0, "writes": 0}
+    qd.reset()
+    assert _files(tmp_path) == names
+
+
+@pytest.mark.parametrize("policy,factor,kept", [("never", 1.0, 4), ("version", 1.0, 4), ("fifo", 0.0, 4),
+                                                ("fifo", 0.25, 3), ("fifo", 0.85, 1), ("fifo", 1.0, 0),
+                                                ("lru", 0.5, 2)])
+@test(arch=qd.cpu)
+def test_cleaning_policy(tmp_path, policy, factor, kept):
+    def init(max_size):
+        qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path), offline_cache_cleaning_policy=policy,
+                offline_cache_max_size_of_files=max_size, offline_cache_cleaning_factor=factor)
+
+    init(1 << 30)
+    kernels = []
+    for c in range(4):
+        @qd.kernel
+        def k(x: qd.i32) -> qd.i32:
+            return x + qd.static(c)
+        kernels.append(k)
+    for c, k in enumerate(kernels):
+        assert k(1) == 1 + c
+    qd.reset()
+    first = entries(tmp_path)
+    assert len(first) == 4
+    by_age = [p.name for p in sorted(first, key=lambda p: p.stat().st_mtime_ns)]
+    init(1 << 30)
+    qd.reset()
+    assert len(entries(tmp_path)) == 4                   # under the limit: nothing removed
+    init(1)
+    qd.reset()
+    left = entries(tmp_path)
+    assert len(left) == kept
+    if policy == "fifo":                                 # the oldest written go first
+        assert sorted(p.name for p in left) == sorted(by_age[len(by_age) - kept:])

@@ -59,7 +59,7 @@ def test_stub_init_takes_every_option():
     from quadrants._lib.options import OPTIONS
 
     _, arity = _stub_names()
-    assert sorted(arity["init"]) == sorted(["arch", *OPTIONS])
+    assert sorted(arity["init"]) == sorted(["arch", "require_version", "_test_mode", *OPTIONS])
 
 
 def test_mypy_checks_calls_against_the_stub(tmp_path):

@@ -196,7 +196,11 @@ class FunctionWalker(ast.NodeVisitor):
             if node.id in scope:
                 return scope[node.id]
         if node.id in self.globals:
-            return self.globals[node.id]
+            v = self.globals[node.id]
+            if isinstance(v, float) and self.ctx.config.raise_on_templated_floats and not self.is_library:
+                self.ctx.type_error(f"global '{node.id}' is the float {v!r}, which would be compiled in as a constant "
+                                    f"(qd.init(raise_on_templated_floats=True)); pass it as an argument")
+            return v
         if hasattr(builtins, node.id):
             return getattr(builtins, node.id)
         raise QuadrantsNameError(self.located(f"name '{node.id}' is not defined"))

@@ -25,6 +25,7 @@ from quadrants.lang.ops import (  # noqa: F401
     cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min, ndrange, pow, randn, random, round, select, sin,
     sqrt, static, static_assert, tan, tanh, volatile_load,
 )
+from quadrants.lang.ops import one, zero  # noqa: F401
 from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
 from quadrants.memory.ndarray import Ndarray, ndarray  # noqa: F401
 from quadrants.memory.field import FieldsBuilder, SNodeTree  # noqa: F401

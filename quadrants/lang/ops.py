@@ -171,6 +171,29 @@ def bit_cast(x, dtype):
     return ctx.expr(ctx.b.bitcast(ctx.scalar(x).stmt, dtype.core))
 
 
+def _filled(x, value):
+    """x's shape and dtype, every component `value`."""
+    ctx = current()
+    if ctx is None:
+        return np.full_like(x, value) if isinstance(x, np.ndarray) else type(x)(value)
+    x = ctx.rvalue(x)
+    if isinstance(x, MatrixValue):
+        return MatrixValue([ctx.cast(value, ctx.scalar(e).dtype) for e in x.entries], x.shape)
+    return ctx.cast(value, ctx.scalar(x).dtype)
+
+
+@builtin
+def zero(x):
+    """A zero of x's dtype (and shape, for a vector / matrix): qd.zero(tot[None])."""
+    return _filled(x, 0)
+
+
+@builtin
+def one(x):
+    """A one of x's dtype and shape."""
+    return _filled(x, 1)
+
+
 @builtin
 def select(cond, a, b):
     """a where cond is nonzero, else b; element-wise when any of them is a vector / matrix (a

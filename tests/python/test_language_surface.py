@@ -802,3 +802,23 @@ def test_a_loop_iterable_chosen_at_compile_time():
     out[0] = 0
     k(5, False)
     assert out[0] == 3
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_zero_and_one_of_a_value():
+    """qd.zero(x) / qd.one(x): x's dtype and shape, every component 0 / 1 (in both scopes)."""
+    out = qd.field(qd.f64, 4)
+    u = qd.field(qd.u8, ())
+
+    @qd.kernel
+    def k():
+        z = qd.zero(u[None])
+        z -= 1                      # u8: wraps to 255
+        out[0] = z
+        m = qd.one(qd.Matrix([[1.5, 2.0], [3.0, 4.0]]))
+        out[1] = m.sum()
+        out[2] = qd.zero(2.5) + qd.one(7)
+
+    k()
+    assert out.to_numpy()[:3].tolist() == [255, 4.0, 1.0]
+    assert qd.one(qd.Vector([2, 3])).tolist() == [1, 1] and qd.zero(2.5) == 0.0

@@ -54,3 +54,46 @@ class QuadrantsAssertionError(QuadrantsRuntimeError, AssertionError):
 
 class QuadrantsOutOfBoundsError(QuadrantsAssertionError, IndexError):
     """qd.init(debug=True) / check_out_of_bound=True: a field or ndarray index was out of range."""
+
+
+# --- where an error is: the reference layout, `File "F", line N, in NAME:` then the source lines with
+# carets under the offending code -------------------------------------------------------------------
+TAB_WIDTH = 4   # tabs in the shown source line expand to this many columns
+WRAP_WIDTH = 80  # longer source lines are cut into pieces of this width, each over its carets
+
+
+def _display_col(line, col):
+    """The column `col` (a character index into `line`) takes on screen once tabs are expanded."""
+    return len(line[:col].expandtabs(TAB_WIDTH))
+
+
+def _excerpt_line(line, start, end):
+    """`line` (tabs expanded) over carets from character `start` to `end` (None: its last printable one)."""
+    shown = line.rstrip().expandtabs(TAB_WIDTH)
+    a = _display_col(line, start)
+    b = len(shown) if end is None else _display_col(line, end)
+    carets = " " * a + "^" * max(b - a, 1 if a < len(shown) else 0)
+    out = []
+    for k in range(0, max(len(shown), 1), WRAP_WIDTH):
+        out.append(shown[k:k + WRAP_WIDTH])
+        mark = carets[k:k + WRAP_WIDTH].rstrip()
+        if mark:
+            out.append(mark)
+    return out
+
+
+def source_location(file, lineno, name, lines, start=None, end=None):
+    """The location block of an error message, newline-terminated.
+
+    lines: the source lines from `lineno` on, as they are in the file; start: the character where the
+    offending code begins on the first line (None: its first non-blank one); end: where it ends on the
+    last line (None: the end of that line)."""
+    head = f'File "{file}", line {lineno}, in {name}:\n'
+    body = []
+    for k, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        a = start if k == 0 and start is not None else indent
+        b = end if k == len(lines) - 1 else None
+        if line.strip():
+            body.extend(_excerpt_line(line, a, b))
+    return head + "".join(s + "\n" for s in body)

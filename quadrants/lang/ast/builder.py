@@ -18,7 +18,7 @@ from quadrants._lib import _core
 from quadrants import types as T
 from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
-                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
+                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError, source_location)
 from quadrants.memory.field import Field
 from quadrants.memory.struct import PyStruct, StructField, StructType, StructValue
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
@@ -87,6 +87,8 @@ class FunctionWalker(ast.NodeVisitor):
                                        f"cell), not in `python -c` or a plain interactive prompt") from None
         self.source = textwrap.dedent("".join(lines))
         self.lines = self.source.splitlines()
+        self.file_lines = [line.rstrip("\r\n") for line in lines]  # as in the file, for error messages
+        self.indent = len(self.file_lines[0]) - len(self.lines[0]) if self.lines else 0
         self.line_offset = first - 1
         self.file = source_name(inspect.getsourcefile(func) or "<unknown>")
         # A function of Quadrants' own (qd.math's): its errors are reported at the user's call.
@@ -104,6 +106,7 @@ class FunctionWalker(ast.NodeVisitor):
                 except ValueError:
                     pass
         self.lineno = self.fdef.lineno
+        self.node = None  # the AST node being visited: where errors point
         self.parents = None  # AST node -> parent, built on first need
         self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
@@ -118,12 +121,39 @@ class FunctionWalker(ast.NodeVisitor):
 
     # --- locations ------------------------------------------------------------------------------
     def located(self, msg):
-        line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
+        """msg after where the walk is: the calls that led here (kernel first), then this line."""
         if self.is_library and self.caller is not None:
+            line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
             return self.caller.located(f"in {_public_module(self.func.__module__)}."
                                        f"{self.func.__name__} ({os.path.basename(self.file)}:"
                                        f"{self.lineno + self.line_offset}: {line}): {msg}")
-        return f"{self.file}:{self.lineno + self.line_offset}: in {self.func.__name__}:\n    {line}\n{msg}"
+        return f"in kernel '{self.ctx.name}':\n{self.position()}{msg}"
+
+    def position(self):
+        """The location blocks of the walk: each caller's call, then the node being visited here."""
+        outer = self.caller.position() if self.caller is not None else ""
+        if self.is_library and self.caller is not None:
+            return outer
+        node = self.node if self.node is not None and hasattr(self.node, "lineno") else None
+        first = node.lineno if node is not None else self.lineno
+        last = first
+        start = end = None
+        if node is not None:
+            last = node.end_lineno or first
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(node, ast.stmt):
+                last, end = max(body[0].lineno - 1, first), None  # a compound statement: its header
+            else:
+                end = self._file_col(last, node.end_col_offset)
+            start = self._file_col(first, node.col_offset)
+        shown = self.file_lines[first - 1:last]
+        return outer + source_location(self.file, first + self.line_offset, self.func.__name__, shown, start, end)
+
+    def _file_col(self, lineno, col):
+        """The character index in the file's line of `col`, a UTF-8 byte offset into the dedented line."""
+        if col is None or not 0 < lineno <= len(self.lines):
+            return None
+        return self.indent + len(self.lines[lineno - 1].encode()[:col].decode("utf-8", "ignore"))
 
     def set_loc(self, node):
         if hasattr(node, "lineno"):
@@ -133,6 +163,7 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit(self, node):
         self.set_loc(node)
+        outer, self.node = self.node, node
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
@@ -142,12 +173,25 @@ class FunctionWalker(ast.NodeVisitor):
                     and not self._reads_only(node):
                 self.ctx.tracker.escape(result)  # used other than by reading attributes: guarded whole
             return result
-        except QuadrantsCompilationError:
-            raise
+        except QuadrantsCompilationError as e:
+            core = self._core_message(e)
+            if core is None:
+                raise
+            raise type(e)(self.located(core)) from None  # the core's error, at this node with its callers
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError) as e:
             # A Python-level mistake in kernel code (wrong arity, bad value): report it at its line.
             self.set_loc(node)
             raise QuadrantsSyntaxError(self.located(f"{type(e).__name__}: {e}")) from e
+        finally:
+            self.node = outer
+
+    def _core_message(self, e):
+        """The message of an error the core raised at this walker's line ('FILE:LINE:\\n    TEXT\\nMSG'), or None."""
+        text = str(e)
+        head = f"{self.file}:{self.lineno + self.line_offset}:\n    "
+        if not text.startswith(head) or "\n" not in text[len(head):]:
+            return None
+        return text[len(head):].split("\n", 1)[1]
 
     def _reads_only(self, node):
         """Whether the use of a template object at `node` lets the tracker see everything read from it."""

@@ -92,6 +92,7 @@ class KernelContext:
 
     def __init__(self, name, config, tracker):
         self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
+        self.name = name  # the kernel's, for error messages
         self.config = config
         self.fields = {}  # buffer index -> Field
         self.loop_config = {}

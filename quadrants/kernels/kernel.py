@@ -17,7 +17,7 @@ from quadrants._lib import breadcrumb as _crumb
 from quadrants.memory import struct as _struct
 from quadrants import types as T
 from quadrants.types import scope
-from quadrants.types.exceptions import (QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError)
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
@@ -83,6 +83,40 @@ class _Param:
         return T.to_dtype(self.annotation)
 
 
+def bind_arguments(what, signature, args, kwargs):
+    """signature.bind(*args, **kwargs) with defaults applied; a QuadrantsArgumentError in Quadrants' words
+    ("Missing argument 'b'", "Unexpected argument 'c'", "Too many arguments", "Multiple values for
+    argument 'a'") for a call the signature does not take. what: "kernel 'foo'" or "@qd.func 'foo'"."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        raise QuadrantsArgumentError(_binding_error(what, signature, args, kwargs)) from None
+    bound.apply_defaults()
+    return bound
+
+
+def _binding_error(what, signature, args, kwargs):
+    P = inspect.Parameter
+    params = list(signature.parameters.values())
+    takes = f"it takes ({', '.join(p.name for p in params)})"
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional) and not any(p.kind is P.VAR_POSITIONAL for p in params):
+        return f"Too many arguments in the call of {what}: {len(args)} given, {takes}"
+    by_position = {p.name for p in positional[:len(args)]}
+    for name in kwargs:
+        if name in by_position:
+            return f"Multiple values for argument '{name}' in the call of {what}: given by position and by keyword"
+        p = signature.parameters.get(name)
+        if (p is None or p.kind in (P.POSITIONAL_ONLY, P.VAR_POSITIONAL, P.VAR_KEYWORD)) \
+                and not any(q.kind is P.VAR_KEYWORD for q in params):
+            return f"Unexpected argument '{name}' in the call of {what}; {takes}"
+    for p in params:
+        if p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD) \
+                and p.name not in by_position and p.name not in kwargs:
+            return f"Missing argument '{p.name}' in the call of {what}; {takes}"
+    return f"the call of {what} does not match its signature {signature}"
+
+
 def _bad_ndarray_annotation(ann):
     """What is wrong with a qd.types.ndarray(dtype=, ndim=) annotation, or None."""
     if ann.dtype is not None and not isinstance(ann.dtype, (T.VectorType, T.MatrixType)):
@@ -110,8 +144,9 @@ def _ndarray_parts(value, param, kernel_name):
                                      f"{elem} (the trailing axes), got an array of shape {value.shape}")
         shape = value.shape[:value.ndim - len(elem)]
     else:
-        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects an ndarray "
-                                 f"(qd.ndarray or numpy array), got {type(value).__name__}")
+        raise QuadrantsRuntimeTypeError(f"Invalid type for argument {param.name}, got {_short_repr(value)}: kernel "
+                                        f"'{kernel_name}' expects an ndarray (qd.ndarray or numpy array) there, not "
+                                        f"{type(value).__name__}")
     if ann.dtype is not None:
         want = ann.dtype.dtype if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else T.to_dtype(ann.dtype)
         if want is not dtype:
@@ -276,16 +311,7 @@ class Kernel:
         if not kwargs and len(args) == len(self.params):
             values = args  # the common case, without inspect's binding
         else:
-            for name in kwargs:
-                if name not in self.signature.parameters:
-                    raise TypeError(f"kernel '{self.__name__}' got an unexpected keyword argument '{name}'; its "
-                                    f"arguments are {list(self.signature.parameters)}")
-            try:
-                bound = self.signature.bind(*args, **kwargs)
-            except TypeError as e:
-                raise TypeError(f"kernel '{self.__name__}': {e}") from None
-            bound.apply_defaults()
-            values = list(bound.arguments.values())
+            values = list(bind_arguments(f"kernel '{self.__name__}'", self.signature, args, kwargs).arguments.values())
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
             if not isinstance(values[i], (Ndarray, np.ndarray)) and hasattr(values[i], "__dlpack__"):
                 values = list(values)
@@ -517,9 +543,15 @@ class Kernel:
             raise OverflowError(f"kernel '{self.__name__}': argument '{param.name}' = {v!r} {e}") from None
         except (TypeError, ValueError, struct.error):
             fractional = isinstance(v, (float, np.floating)) and not dtype.is_real
-            raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
-                                            f"({dtype}{', an integer' if fractional else ''}), got "
-                                            f"{type(v).__name__} {v!r}") from None
+            raise QuadrantsRuntimeTypeError(f"Argument ({self.params.index(param)},) (type={type(v)}) cannot be converted "
+                                            f"into required type {dtype}: kernel '{self.__name__}' argument "
+                                            f"'{param.name}' expects a number ({dtype}"
+                                            f"{', an integer' if fractional else ''}), got {_short_repr(v)}") from None
+
+
+def _short_repr(v, width=80):
+    text = repr(v)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _array_key(a):
@@ -620,14 +652,10 @@ class Func:
         return _BoundFunc(self, obj)
 
     def inline(self, ctx, args, kwargs, self_lvalue=False):
-        for name in kwargs:
-            if name not in self.signature.parameters:
-                ctx.syntax_error(f"@qd.func '{self.__name__}' got an unexpected keyword argument '{name}'")
         try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            ctx.syntax_error(f"@qd.func '{self.__name__}': {e}")
-        bound.apply_defaults()
+            bound = bind_arguments(f"@qd.func '{self.__name__}'", self.signature, args, kwargs)
+        except QuadrantsArgumentError as e:
+            raise QuadrantsArgumentError(ctx.walker.located(str(e)) if ctx.walker else str(e)) from None
         if self.requires_top_level and (ctx.depth != 0 or ctx.in_parallel_loop):
             ctx.syntax_error(f"@qd.func '{self.__name__}' is decorated with requires_top_level=True and must be called "
                              f"at the top level of a kernel (not inside a run-time if, for or while): its own "

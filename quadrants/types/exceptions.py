@@ -9,6 +9,7 @@ which raised QuadrantsSyntaxError before, is now caught by QuadrantsCompilationE
         QuadrantsNameError (NameError)          an undefined name in a kernel
         QuadrantsSyntaxError (SyntaxError)
             QuadrantsIndexError (IndexError)    a compile-time index out of range
+            QuadrantsArgumentError (TypeError)  a kernel or func called with missing / extra arguments
         QuadrantsTypeError (TypeError)
             QuadrantsRuntimeTypeError           a launch argument of the wrong kind
     QuadrantsRuntimeError (RuntimeError)
@@ -34,6 +35,11 @@ class QuadrantsNameError(QuadrantsCompilationError, NameError):
 
 class QuadrantsIndexError(QuadrantsSyntaxError, IndexError):
     """A compile-time index (into a vector or matrix) is out of range."""
+
+
+class QuadrantsArgumentError(QuadrantsSyntaxError, TypeError):
+    """A kernel or @qd.func called with arguments its signature does not take (missing, extra,
+    repeated): a QuadrantsSyntaxError as in Quadrants, and the TypeError Python raises for a call."""
 
 
 class QuadrantsTypeError(QuadrantsCompilationError, TypeError):

@@ -319,9 +319,11 @@ def test_scalar_argument_must_fit():
         k(2**40)
     with pytest.raises(OverflowError):
         k(-2**31 - 1)
-    with pytest.raises(qd.QuadrantsTypeError, match=r"expects a number \(i32, an integer\), got float 2.7"):
+    with pytest.raises(qd.QuadrantsRuntimeTypeError, match=r"Argument \(0,\) \(type=<class 'float'>\) cannot be "
+                       r"converted into required type i32: kernel 'k' argument 'n' expects a number \(i32, an "
+                       r"integer\), got 2.7"):
         k(2.7)
-    with pytest.raises(qd.QuadrantsTypeError, match=r"expects a number \(i32\), got str"):
+    with pytest.raises(qd.QuadrantsRuntimeTypeError, match=r"type=<class 'str'>.*expects a number \(i32\), got '3'"):
         k("3")
     assert ku(255) == 255
     with pytest.raises(OverflowError):
@@ -680,8 +682,10 @@ def test_wrong_keyword_argument():
     def k(a: qd.i32) -> qd.i32:
         return a
 
-    with pytest.raises(TypeError, match="unexpected keyword argument 'b'"):
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"Unexpected argument 'b' in the call of kernel 'k'; it takes \(a\)"):
         k(b=1)
+    with pytest.raises(TypeError, match="Missing argument 'a'"):  # also the TypeError of a Python call
+        k()
     assert k(a=3) == 3
 
     @qd.func
@@ -692,8 +696,9 @@ def test_wrong_keyword_argument():
     def k2() -> qd.i32:
         return f(b=1)
 
-    with pytest.raises(qd.QuadrantsSyntaxError, match="unexpected keyword argument 'b'"):
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Unexpected argument 'b' in the call of @qd.func 'f'") as e:
         k2()
+    assert "return f(b=1)\n" in str(e.value)
 
 
 @test(arch=CPU_VULKAN)
@@ -846,7 +851,7 @@ _EXPECTED = {
     "shape_float": "TypeError shape must be an int or a tuple of ints, got 4.5",
     "recursion": "QuadrantsSyntaxError",
     "overflow": "OverflowError kernel 'k': argument 'n' = 1099511627776 does not fit in i32",
-    "keyword": "TypeError kernel 'k' got an unexpected keyword argument 'b'",
+    "keyword": "QuadrantsArgumentError Unexpected argument 'b' in the call of kernel 'k'",
     "huge": "ValueError kernel 'n': argument 'a' has 2147483658 elements",
     "vector_return": "OK [1.0, 2.0, 3.0]",
     "python_scope": "QuadrantsSyntaxError",

@@ -107,6 +107,7 @@ class FunctionWalker(ast.NodeVisitor):
                     pass
         self.lineno = self.fdef.lineno
         self.node = None  # the AST node being visited: where errors point
+        self.kernel_args = set()  # a kernel's parameter names: read-only in its body
         self.parents = None  # AST node -> parent, built on first need
         self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
@@ -274,6 +275,8 @@ class FunctionWalker(ast.NodeVisitor):
         ones: `x = 1` in the func sets the caller's variable)."""
         prev = self.ctx.walker
         self.ctx.walker = self
+        if self.is_kernel:
+            self.kernel_args = set(bound_args)
         try:
             assigned = {_stored_root(n) for n in ast.walk(self.fdef)
                         if isinstance(n, (ast.Name, ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store)}
@@ -327,9 +330,18 @@ class FunctionWalker(ast.NodeVisitor):
         for t in node.targets:
             self.assign(t, value)
 
+    def check_not_kernel_argument(self, target):
+        """A kernel's arguments are read-only, as in Quadrants: `a = ...` / `a += ...` on one is an error."""
+        names = [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        for name in names:
+            if name in self.kernel_args:
+                self.ctx.syntax_error(f'Kernel argument "{name}" is immutable in the kernel: copy it into a new '
+                                      f'variable and change that')
+
     def visit_AnnAssign(self, node):
         if not isinstance(node.target, ast.Name):
             self.ctx.syntax_error("annotated assignment needs a plain variable name")
+        self.check_not_kernel_argument(node.target)
         dtype = self.visit(node.annotation)
         if isinstance(dtype, (T.VectorType, T.MatrixType, StructType)):  # v: vec3 = ..., p: Particle = ...
             value = self.ctx.rvalue(self.visit(node.value)) if node.value is not None else None
@@ -349,6 +361,7 @@ class FunctionWalker(ast.NodeVisitor):
 
     def assign(self, target, value):
         if isinstance(target, ast.Name):
+            self.check_not_kernel_argument(target)
             existing = self.lookup_local(target.id)
             if isinstance(existing, (Var, MatrixValue, StructValue)) and self._is_lvalue(existing):
                 self.ctx.store(existing, value)
@@ -398,6 +411,8 @@ class FunctionWalker(ast.NodeVisitor):
         return isinstance(v, (Var, Ptr))
 
     def visit_AugAssign(self, node):
+        if isinstance(node.target, ast.Name):
+            self.check_not_kernel_argument(node.target)
         target = self.visit(node.target)
         value = self.visit(node.value)
         if not self._is_lvalue(target):

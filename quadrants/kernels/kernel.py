@@ -1,9 +1,12 @@
 """@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
+import ast
 import functools
 import inspect
 import math
 import operator
 import struct
+import textwrap
+import typing
 import weakref
 
 import numpy as np
@@ -18,7 +21,7 @@ from quadrants.memory import struct as _struct
 from quadrants import types as T
 from quadrants.types import scope
 from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
-                                      QuadrantsTypeError)
+                                      QuadrantsTypeError, source_location)
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
 from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var
@@ -26,15 +29,22 @@ from quadrants.lang import printing
 from quadrants.memory.struct import StructType, StructValue
 
 
-def _def_site(func):
-    """Where a kernel's signature is: 'FILE:LINE: in NAME:' and the def line, for errors about it."""
+def _def_site(func, param=None):
+    """Where a kernel's signature is, for errors about it: the location block of its def line, with
+    carets under parameter `param` (a name) when given."""
     code = func.__code__
     try:
         lines, first = inspect.getsourcelines(func)
-        k = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
-        return f"{code.co_filename}:{first + k}: in {func.__name__}:\n    {lines[k].strip()}\n"
-    except (OSError, TypeError, StopIteration):
-        return f"{code.co_filename}:{code.co_firstlineno}: in {func.__name__}:\n"
+        source = textwrap.dedent("".join(lines))
+        indent = len(lines[0].rstrip("\r\n")) - len(source.splitlines()[0])
+        fdef = ast.parse(source).body[0]
+        node = next((a for a in ast.walk(fdef.args) if isinstance(a, ast.arg) and a.arg == param), fdef)
+        line = lines[node.lineno - 1].rstrip("\r\n")
+        one_line = node is not fdef and node.end_lineno == node.lineno
+        return source_location(code.co_filename, first + node.lineno - 1, func.__name__, [line],
+                               indent + node.col_offset, indent + node.end_col_offset if one_line else None)
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return f'File "{code.co_filename}", line {code.co_firstlineno}, in {func.__name__}:\n'
 
 
 def _python_function(f, decorator):
@@ -57,8 +67,8 @@ class _Param:
         if annotation is inspect.Parameter.empty and first and name == "self":
             annotation = T.template()  # a kernel written as a method: the instance is compile-time
         if annotation is inspect.Parameter.empty:
-            raise QuadrantsSyntaxError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' needs a type "
-                                       f"annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
+            raise QuadrantsSyntaxError(f"{_def_site(func, name)}kernel '{kernel_name}': argument '{name}' needs a "
+                                       f"type annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
         if annotation is T.NdarrayType:
             annotation = T.NdarrayType()  # `x: qd.types.ndarray` (not called): any dtype and ndim
         if T.is_template(annotation):
@@ -67,7 +77,8 @@ class _Param:
             self.kind = "ndarray"
             bad = _bad_ndarray_annotation(annotation)
             if bad:
-                raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}': {bad}")
+                raise QuadrantsArgumentError(f"{_def_site(func, name)}Invalid type annotation of argument '{name}' of "
+                                             f"kernel '{kernel_name}': {bad}")
         elif isinstance(annotation, T.DataType) or annotation in (int, float):
             self.kind = "scalar"
         elif isinstance(annotation, (T.VectorType, T.MatrixType)):
@@ -75,8 +86,9 @@ class _Param:
         elif isinstance(annotation, _struct.StructType):
             self.kind = "struct"  # one scalar slot per entry of each member
         else:
-            raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' has an unsupported "
-                                     f"annotation {annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
+            raise QuadrantsArgumentError(f"{_def_site(func, name)}Invalid type annotation of argument '{name}' of "
+                                         f"kernel '{kernel_name}': {annotation!r} is not a dtype, qd.types.ndarray(...), "
+                                         f"qd.types.vector / matrix / struct(...) or qd.template()")
         self.annotation = annotation
 
     def dtype(self):
@@ -209,6 +221,8 @@ def _return_spec(annotation, func):
     """[(dtype, shape or None)] for a kernel's return annotation (a dtype, vector/matrix type, or a tuple)."""
     if annotation in (inspect.Signature.empty, None):
         return []
+    if typing.get_origin(annotation) is tuple:  # tuple[qd.f32, s0] / typing.Tuple[...]
+        annotation = typing.get_args(annotation)
     spec = []
     for r in annotation if isinstance(annotation, tuple) else (annotation,):
         try:
@@ -321,6 +335,10 @@ class Kernel:
     def build(self, values, config, arch=None):
         """Walks the kernel's AST into a core Builder for `arch` (default: the config's). Returns
         (builder, fields, num_slots, plan, written)."""
+        if _lacks_its_return(self):
+            raise QuadrantsSyntaxError(f"{_def_site(self.func)}Kernel has a return type but does not have a return "
+                                       f"statement: kernel '{self.__name__}' is annotated "
+                                       f"-> {self.signature.return_annotation!r}")
         ctx = context.KernelContext(self.__name__, config, template_key.Tracker())
         ctx.arch = arch or config.arch
         plan, bound = [], {}
@@ -641,6 +659,11 @@ class Func:
         # requires_top_level: callable only at a kernel's top level (no run-time if / loop around the
         # call); its own top-level loops are then parallel loops, each its own task (qd.algorithms).
         self.requires_top_level = requires_top_level
+        for name, p in self.signature.parameters.items():
+            if isinstance(p.annotation, str):  # `x: "foo"` (or postponed annotations): not a type here
+                raise QuadrantsArgumentError(f"{_def_site(func, name)}Invalid type annotation of argument '{name}' "
+                                             f"of @qd.func '{func.__name__}': the string {p.annotation!r}; annotate "
+                                             f"with a dtype, a qd.types type or qd.template(), or leave it out")
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
@@ -656,6 +679,9 @@ class Func:
             bound = bind_arguments(f"@qd.func '{self.__name__}'", self.signature, args, kwargs)
         except QuadrantsArgumentError as e:
             raise QuadrantsArgumentError(ctx.walker.located(str(e)) if ctx.walker else str(e)) from None
+        if _lacks_its_return(self):
+            ctx.syntax_error(f"Function has a return type but does not have a return statement: @qd.func "
+                             f"'{self.__name__}' is annotated -> {self.signature.return_annotation!r}")
         if self.requires_top_level and (ctx.depth != 0 or ctx.in_parallel_loop):
             ctx.syntax_error(f"@qd.func '{self.__name__}' is decorated with requires_top_level=True and must be called "
                              f"at the top level of a kernel (not inside a run-time if, for or while): its own "
@@ -716,10 +742,19 @@ class RealFunc(Func):
                                             f"annotated (-> qd.i32, ...)")
 
 
+def _lacks_its_return(k):
+    """Whether a kernel or func annotated with a return type has no `return <value>` (checked once)."""
+    if not hasattr(k, "_lacks_return"):
+        try:
+            k._lacks_return = k.signature.return_annotation not in (inspect.Signature.empty, None) and \
+                not _returns_a_value(k.func)
+        except (OSError, TypeError, SyntaxError):
+            k._lacks_return = False  # no source: the walker reports that
+    return k._lacks_return
+
+
 def _returns_a_value(f):
     """Whether f's own body (not nested functions) has a `return <value>`."""
-    import ast
-    import textwrap
     tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
     todo = list(tree.body[0].body)
     while todo:

@@ -9,7 +9,7 @@ import operator
 
 from quadrants._lib import _core
 from quadrants import types as T
-from quadrants.types.exceptions import QuadrantsAssertionError
+from quadrants.types.exceptions import QuadrantsStaticAssertionError
 from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.memory.field import Field
 from quadrants.lang.ast.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
@@ -287,15 +287,16 @@ def volatile_load(x):
 # --- compile-time checks and random numbers ------------------------------------------------------
 @builtin
 def static_assert(cond, msg=None):
-    """Checks `cond` when the kernel compiles (no run-time cost); fails with QuadrantsAssertionError."""
+    """Checks `cond` when the kernel compiles (no run-time cost); fails with QuadrantsStaticAssertionError,
+    a compilation error and an assertion error."""
 
     ctx = current()
     if _is_runtime(cond):
-        (ctx.type_error if ctx else _raise_type)("qd.static_assert needs a compile-time condition; use assert for "
-                                                 "run-time checks")
+        (ctx.type_error if ctx else _raise_type)("Static assert with non-static condition: qd.static_assert "
+                                                 "needs a compile-time condition; use assert for run-time checks")
     if not cond:
         text = msg if msg is not None else "static assertion failed"
-        raise QuadrantsAssertionError(ctx.walker.located(text) if ctx and ctx.walker else text)
+        raise QuadrantsStaticAssertionError(ctx.walker.located(text) if ctx and ctx.walker else text)
 
 
 def _raise_type(msg):

@@ -9,9 +9,10 @@ which raised QuadrantsSyntaxError before, is now caught by QuadrantsCompilationE
         QuadrantsNameError (NameError)          an undefined name in a kernel
         QuadrantsSyntaxError (SyntaxError)
             QuadrantsIndexError (IndexError)    a compile-time index out of range
-            QuadrantsArgumentError (TypeError)  a kernel or func called with missing / extra arguments
+            QuadrantsArgumentError (QuadrantsTypeError)  missing / extra arguments, an annotation not a type
         QuadrantsTypeError (TypeError)
             QuadrantsRuntimeTypeError           a launch argument of the wrong kind
+        QuadrantsStaticAssertionError (QuadrantsAssertionError)   a failed qd.static_assert
     QuadrantsRuntimeError (RuntimeError)
         QuadrantsAssertionError (AssertionError)
             QuadrantsOutOfBoundsError (IndexError)   debug-mode bounds checks
@@ -37,13 +38,14 @@ class QuadrantsIndexError(QuadrantsSyntaxError, IndexError):
     """A compile-time index (into a vector or matrix) is out of range."""
 
 
-class QuadrantsArgumentError(QuadrantsSyntaxError, TypeError):
-    """A kernel or @qd.func called with arguments its signature does not take (missing, extra,
-    repeated): a QuadrantsSyntaxError as in Quadrants, and the TypeError Python raises for a call."""
-
-
 class QuadrantsTypeError(QuadrantsCompilationError, TypeError):
     """A type error in a kernel: wrong operand dtype, bad annotation, unsupported atomic dtype."""
+
+
+class QuadrantsArgumentError(QuadrantsSyntaxError, QuadrantsTypeError):
+    """A kernel or @qd.func whose signature or call does not fit: a missing, extra or repeated argument,
+    or an annotation that is not a type. A QuadrantsSyntaxError, as Quadrants raises, and a
+    QuadrantsTypeError (a TypeError, as Python raises for such a call)."""
 
 
 class QuadrantsRuntimeError(RuntimeError):
@@ -56,6 +58,11 @@ class QuadrantsRuntimeTypeError(QuadrantsRuntimeError, QuadrantsTypeError):
 
 class QuadrantsAssertionError(QuadrantsRuntimeError, AssertionError):
     """A check inside a running kernel failed."""
+
+
+class QuadrantsStaticAssertionError(QuadrantsCompilationError, QuadrantsAssertionError):
+    """qd.static_assert failed: the kernel does not compile (a QuadrantsCompilationError, as in Quadrants),
+    and an assertion failed (a QuadrantsAssertionError, as this project raised before)."""
 
 
 class QuadrantsOutOfBoundsError(QuadrantsAssertionError, IndexError):

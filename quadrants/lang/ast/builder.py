@@ -167,7 +167,7 @@ class FunctionWalker(ast.NodeVisitor):
         outer, self.node = self.node, node
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
-            self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
+            self.unsupported(node)
         try:
             result = method(node)
             if self.ctx.tracker.tracked and isinstance(node, ast.expr) and self.ctx.tracker.is_tracked(result) \
@@ -175,10 +175,12 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.tracker.escape(result)  # used other than by reading attributes: guarded whole
             return result
         except QuadrantsCompilationError as e:
-            core = self._core_message(e)
-            if core is None:
-                raise
-            raise type(e)(self.located(core)) from None  # the core's error, at this node with its callers
+            text = str(e)
+            if text.startswith(("in kernel '", 'File "')):
+                raise  # located already
+            # the core's error (located by line only), or one raised without a location: at this node
+            core = self._core_message(text)
+            raise type(e)(self.located(text if core is None else core)) from None
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError) as e:
             # A Python-level mistake in kernel code (wrong arity, bad value): report it at its line.
             self.set_loc(node)
@@ -186,9 +188,8 @@ class FunctionWalker(ast.NodeVisitor):
         finally:
             self.node = outer
 
-    def _core_message(self, e):
+    def _core_message(self, text):
         """The message of an error the core raised at this walker's line ('FILE:LINE:\\n    TEXT\\nMSG'), or None."""
-        text = str(e)
         head = f"{self.file}:{self.lineno + self.line_offset}:\n    "
         if not text.startswith(head) or "\n" not in text[len(head):]:
             return None
@@ -227,7 +228,7 @@ class FunctionWalker(ast.NodeVisitor):
             return self.globals[node.id]
         if hasattr(builtins, node.id):
             return getattr(builtins, node.id)
-        raise QuadrantsNameError(self.located(f"name '{node.id}' is not defined"))
+        raise QuadrantsNameError(self.located(f'Name "{node.id}" is not defined'))
 
     def run_body(self, stmts, new_scope=True):
         if new_scope:
@@ -473,7 +474,8 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_Break(self, node):
         if self.loops and self.loops[-1] == "parallel":
-            self.ctx.syntax_error("'break' is not allowed in the outermost (parallel) loop of a kernel")
+            self.ctx.syntax_error("Cannot break in the outermost loop of a kernel: it is the parallel loop, whose "
+                                  "iterations run at once")
         self._not_in_unrolled_loop("break")
         self.b.break_()
 
@@ -488,19 +490,32 @@ class FunctionWalker(ast.NodeVisitor):
         if self.loops and self.loops[-1] == "static":
             if self.depth == self._unroll_depths[-1]:
                 raise (_UnrolledBreak if what == "break" else _UnrolledContinue)()
-            self.ctx.syntax_error(f"'{what}' under a run-time condition is not supported in a loop unrolled at "
-                                  f"compile time (qd.static or a Python sequence): its condition must be "
-                                  f"compile-time (qd.static(...))")
+            self.ctx.syntax_error(f"You are trying to `{what}` a static `for` loop (unrolled at compile time: "
+                                  f"qd.static or a Python sequence) under a run-time condition; its condition must "
+                                  f"be compile-time (qd.static(...))")
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
         if not self.is_kernel:
             return self.func_return(value)
         if any(l != "static" for l in self.loops):
-            self.ctx.syntax_error("'return' inside a loop is not supported in kernels")
-        values = self.flatten_return(self.ctx.rvalue(value)) if value is not None else []
+            self.ctx.syntax_error("Return inside non-static if/for is not supported here: a kernel returns only "
+                                  "outside its run-time loops")
+        value = self.ctx.rvalue(value) if value is not None else None
+        self._check_struct_return(value)
+        values = self.flatten_return(value) if value is not None else []
         self.b.return_([self.ctx.scalar(v).stmt for v in values])
         self.block_done = True
+
+    def _check_struct_return(self, value):
+        """A kernel annotated to return a struct type returns a value of that type (or of one per tuple entry)."""
+        want = inspect.signature(self.func).return_annotation
+        wants, values = (want, value) if isinstance(want, tuple) and isinstance(value, (tuple, list)) else \
+            ((want,), (value,))
+        for w, v in zip(wants, values):
+            if isinstance(w, StructType) and isinstance(v, StructValue) and v.type is not w:
+                self.ctx.type_error(f"Return (type={v.type!r}) cannot be converted into required type {w!r}: a "
+                                    f"struct is returned as the struct type the kernel is annotated with")
 
     def flatten_return(self, value):
         if isinstance(value, StructValue):
@@ -1088,4 +1103,11 @@ class FunctionWalker(ast.NodeVisitor):
         return self.ctx.binary("ne", vals[0], 0)
 
     def generic_visit(self, node):
-        self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
+        self.unsupported(node)
+
+    def unsupported(self, node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            self.ctx.syntax_error(f"Function definition is not allowed in '{'qd.kernel' if self.is_kernel else 'qd.func'}'"
+                                  f": define it outside, as a @qd.func")
+        self.ctx.syntax_error(f'Unsupported node "{type(node).__name__}": this Python construct is not part of the '
+                              f'kernel language')

@@ -188,7 +188,9 @@ def _to_slot(value, dtype):
     """The 8-byte argument slot holding `value` as `dtype` (low bytes, little-endian).
 
     Raises TypeError for a value that is not a number (or a non-integral float for an integer
-    dtype) and OverflowError for one that does not fit, as assigning it to a field would.
+    dtype). An integer keeps its low bits, as a C cast does and Quadrants does (255 for qd.i8 is
+    -1, -1 for qd.u8 is 255); one that does not fit 64 bits, or a float beyond the range of an f16 /
+    f32, raises OverflowError.
     """
     if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
         value = value.item()
@@ -205,9 +207,9 @@ def _to_slot(value, dtype):
                 raise TypeError("not an integer")
             value = int(value)
         value = operator.index(value)
-        lo, hi = (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1) if dtype.is_signed else (0, (1 << dtype.bits) - 1)
-        if not lo <= value <= hi:
-            raise OverflowError(f"does not fit in {dtype} ({lo}..{hi})")
+        if not -(1 << 63) <= value < (1 << 64):
+            raise OverflowError(f"does not fit in 64 bits (an argument of type {dtype} keeps the low {dtype.bits} "
+                                f"bits of an integer of -2**63..2**64-1)")
         raw = (value & ((1 << dtype.bits) - 1)).to_bytes(dtype.bits // 8, "little")
     return struct.unpack("<q", raw.ljust(8, b"\0"))[0]
 

@@ -315,21 +315,19 @@ def test_scalar_argument_must_fit():
 
     assert k(2**31 - 1) == 2**31 - 1 and k(-2**31) == -2**31 and k(np.int64(7)) == 7 and k(3.0) == 3
     assert k(True) == 1
-    with pytest.raises(OverflowError, match="argument 'n' = 1099511627776 does not fit in i32"):
-        k(2**40)
+    # An integer keeps its low bits, as in Quadrants (a C cast); beyond 64 bits it is an OverflowError.
+    assert k(2**40 + 5) == 5 and k(-2**31 - 1) == 2**31 - 1 and k(2**64 - 1) == -1
+    with pytest.raises(OverflowError, match=r"argument 'n' = 18446744073709551616 does not fit in 64 bits"):
+        k(2**64)
     with pytest.raises(OverflowError):
-        k(-2**31 - 1)
+        k(-2**63 - 1)
     with pytest.raises(qd.QuadrantsRuntimeTypeError, match=r"Argument \(0,\) \(type=<class 'float'>\) cannot be "
                        r"converted into required type i32: kernel 'k' argument 'n' expects a number \(i32, an "
                        r"integer\), got 2.7"):
         k(2.7)
     with pytest.raises(qd.QuadrantsRuntimeTypeError, match=r"type=<class 'str'>.*expects a number \(i32\), got '3'"):
         k("3")
-    assert ku(255) == 255
-    with pytest.raises(OverflowError):
-        ku(-1)
-    with pytest.raises(OverflowError):
-        ku(256)
+    assert ku(255) == 255 and ku(-1) == 255 and ku(256) == 0 and ku(-2**63) == 0
     assert kf(1.5) == 1.5 and kf(2) == 2.0
     with pytest.raises(OverflowError):
         kf(1e300)
@@ -811,7 +809,7 @@ report("recursion", lambda: rec(5))
 def k(n: qd.i32) -> qd.i32:
     return n
 
-report("overflow", lambda: k(2**40))
+report("overflow", lambda: k(2**70))
 report("keyword", lambda: k(b=1))
 
 @qd.kernel
@@ -850,7 +848,7 @@ _EXPECTED = {
     "shape_tuple": "ValueError shape must not be negative, got (4, -2)",
     "shape_float": "TypeError shape must be an int or a tuple of ints, got 4.5",
     "recursion": "QuadrantsSyntaxError",
-    "overflow": "OverflowError kernel 'k': argument 'n' = 1099511627776 does not fit in i32",
+    "overflow": "OverflowError kernel 'k': argument 'n' = 1180591620717411303424 does not fit in 64 bits",
     "keyword": "QuadrantsArgumentError Unexpected argument 'b' in the call of kernel 'k'",
     "huge": "ValueError kernel 'n': argument 'a' has 2147483658 elements",
     "vector_return": "OK [1.0, 2.0, 3.0]",

@@ -170,6 +170,22 @@ def _ndarray_parts(value, param, kernel_name):
     return dtype, tuple(shape), tuple(elem)
 
 
+def _bad_ndarray_value(v, ann):
+    """What keeps `v` (a kernel value) from being a @qd.func's qd.types.ndarray(dtype, ndim) argument, or None."""
+    if not isinstance(v, NdarrayArg):
+        return f"expects an ndarray argument of the kernel, got {type(v).__name__}"
+    elem = tuple(v.element_shape)
+    if ann.dtype is not None:
+        want_elem = tuple(ann.dtype.shape) if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else ()
+        want = ann.dtype.dtype if want_elem else T.to_dtype(ann.dtype)
+        if want_elem != elem or want is not v.dtype:
+            got = f"{v.dtype} elements of shape {elem}" if elem else f"{v.dtype} elements"
+            return f"expects {ann.dtype!r} elements, got {got}"
+    if ann.ndim is not None and ann.ndim != v.ndim - len(elem):
+        return f"expects ndim={ann.ndim}, got {v.ndim - len(elem)}"
+    return None
+
+
 def _drop_entry(kernel_ref, key, entry_id, _dead):
     k = kernel_ref()
     if k is None:
@@ -799,8 +815,18 @@ def _func_argument(ctx, func, name, v, ann):
     if isinstance(ann, (T.VectorType, T.MatrixType)):
         if not isinstance(v, MatrixValue) or v.shape != ann.shape:
             got = f"shape {v.shape}" if isinstance(v, MatrixValue) else type(v).__name__
-            ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got {got}")
+            what = f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got {got}"
+            if isinstance(v, MatrixValue):  # in Quadrants' words too
+                n, m = (v.shape + (1,))[:2]
+                what += (f": it is expected to be a Matrix with n {ann.n}, but got {n}" if n != ann.n else
+                         f": it is expected to be a Matrix with m {ann.m}, but got {m}")
+            raise QuadrantsArgumentError(ctx.walker.located(what) if ctx.walker else what)
         return ctx.cast(v, ann.dtype)
+    if isinstance(ann, T.NdarrayType):
+        bad = _bad_ndarray_value(v, ann)
+        if bad:
+            ctx.type_error(f"Invalid value for argument {name} of @qd.func '{func.__name__}': {bad}")
+        return v
     if isinstance(ann, StructType):
         if not isinstance(v, StructValue) or v.type is not ann:
             ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got "

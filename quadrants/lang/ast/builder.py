@@ -131,8 +131,19 @@ class FunctionWalker(ast.NodeVisitor):
         return f"in kernel '{self.ctx.name}':\n{self.position()}{msg}"
 
     def position(self):
-        """The location blocks of the walk: each caller's call, then the node being visited here."""
-        outer = self.caller.position() if self.caller is not None else ""
+        """The location blocks of the walk: each caller's call, then the node being visited here; a
+        block repeating the one before it (recursion) is counted, as Python's tracebacks do."""
+        blocks, out, k = self._blocks(), [], 0
+        while k < len(blocks):
+            n = 1
+            while k + n < len(blocks) and blocks[k + n] == blocks[k]:
+                n += 1
+            out.append(blocks[k] + (f"[the same call {n - 1} more time{'s' if n > 2 else ''}]\n" if n > 1 else ""))
+            k += n
+        return "".join(out)
+
+    def _blocks(self):
+        outer = self.caller._blocks() if self.caller is not None else []
         if self.is_library and self.caller is not None:
             return outer
         node = self.node if self.node is not None and hasattr(self.node, "lineno") else None
@@ -148,7 +159,7 @@ class FunctionWalker(ast.NodeVisitor):
                 end = self._file_col(last, node.end_col_offset)
             start = self._file_col(first, node.col_offset)
         shown = self.file_lines[first - 1:last]
-        return outer + source_location(self.file, first + self.line_offset, self.func.__name__, shown, start, end)
+        return outer + [source_location(self.file, first + self.line_offset, self.func.__name__, shown, start, end)]
 
     def _file_col(self, lineno, col):
         """The character index in the file's line of `col`, a UTF-8 byte offset into the dedented line."""

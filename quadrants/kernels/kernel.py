@@ -162,8 +162,10 @@ def _ndarray_parts(value, param, kernel_name):
     if ann.dtype is not None:
         want = ann.dtype.dtype if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else T.to_dtype(ann.dtype)
         if want is not dtype:
+            got = f"{dtype}, elements of shape {tuple(elem)}: get [Tensor ({', '.join(map(str, elem))}) {dtype}]" \
+                if elem else f"{dtype}"
             raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
-                                     f"got {dtype}")
+                                     f"got {got}")
     if ann.ndim is not None and ann.ndim != len(shape):
         raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, "
                                  f"got {len(shape)}")
@@ -171,9 +173,8 @@ def _ndarray_parts(value, param, kernel_name):
 
 
 def _bad_ndarray_value(v, ann):
-    """What keeps `v` (a kernel value) from being a @qd.func's qd.types.ndarray(dtype, ndim) argument, or None."""
-    if not isinstance(v, NdarrayArg):
-        return f"expects an ndarray argument of the kernel, got {type(v).__name__}"
+    """What keeps `v` (an ndarray argument of the kernel) from being a @qd.func's qd.types.ndarray(dtype, ndim)
+    argument, or None."""
     elem = tuple(v.element_shape)
     if ann.dtype is not None:
         want_elem = tuple(ann.dtype.shape) if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else ()
@@ -823,6 +824,9 @@ def _func_argument(ctx, func, name, v, ann):
             raise QuadrantsArgumentError(ctx.walker.located(what) if ctx.walker else what)
         return ctx.cast(v, ann.dtype)
     if isinstance(ann, T.NdarrayType):
+        if not isinstance(v, NdarrayArg):
+            ctx.type_error(f"Expected ndarray in the kernel argument for argument {name}: @qd.func '{func.__name__}' "
+                           f"takes an ndarray argument of the kernel there, got {type(v).__name__}")
         bad = _bad_ndarray_value(v, ann)
         if bad:
             ctx.type_error(f"Invalid value for argument {name} of @qd.func '{func.__name__}': {bad}")

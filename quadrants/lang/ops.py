@@ -9,7 +9,7 @@ import operator
 
 from quadrants._lib import _core
 from quadrants import types as T
-from quadrants.types.exceptions import QuadrantsStaticAssertionError
+from quadrants.types.exceptions import QuadrantsStaticAssertionError, QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.memory.field import Field
 from quadrants.lang.ast.values import Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var
@@ -45,9 +45,9 @@ def static(x, *more):
     if isinstance(x, range):
         return StaticIterable(x)
     if isinstance(x, LoopGroup):
-        if any(not isinstance(v, int) for b in x.bounds for v in b):
+        if any(_is_runtime(v) or not hasattr(v, "__index__") for b in x.bounds for v in b):
             ctx.syntax_error("qd.static(qd.ndrange(...)) needs compile-time bounds")
-        ranges = [range(b, e) for b, e in x.bounds]
+        ranges = [range(operator.index(b), operator.index(e)) for b, e in x.bounds]  # numpy integers too
         return StaticIterable(itertools.product(*ranges))
     return x
 
@@ -189,6 +189,16 @@ def select(cond, a, b):
 @builtin
 def ndrange(*dims):
     """The iteration space of `for i, j in qd.ndrange(n, (a, b))`."""
+    for d in dims:
+        if isinstance(d, (tuple, list)) and len(d) != 2:
+            raise QuadrantsSyntaxError(f"Every argument of ndrange should be a scalar or a tuple/list like (begin, "
+                                       f"end), got {d!r}")
+        for v in d if isinstance(d, (tuple, list)) else (d,):
+            runtime = isinstance(v, (Expr, Var, Ptr))
+            if runtime and v.dtype.is_real or not runtime and not isinstance(v, int) and \
+                    not (hasattr(v, "__index__") and not isinstance(v, (float, complex))):
+                raise QuadrantsTypeError(f"Every argument of ndrange should be an integer scalar or a tuple/list of "
+                                         f"(int, int), got {d!r}")
     bounds = [(d[0], d[1]) if isinstance(d, (tuple, list)) else (0, d) for d in dims]
     return LoopGroup(bounds)
 

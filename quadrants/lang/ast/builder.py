@@ -387,7 +387,11 @@ class FunctionWalker(ast.NodeVisitor):
                 self.bind(target.id, value)  # a Python object: field, function, tuple, ...
         elif isinstance(target, (ast.Tuple, ast.List)):
             value = self.ctx.rvalue(value)
-            items = value.entries if isinstance(value, MatrixValue) else list(value)
+            if isinstance(value, MatrixValue) and len(value.shape) == 2:  # a matrix unpacks into its rows
+                n, m = value.shape
+                items = [MatrixValue(value.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
+            else:
+                items = value.entries if isinstance(value, MatrixValue) else list(value)
             if len(items) != len(target.elts):
                 self.ctx.syntax_error(f"cannot unpack {len(items)} values into {len(target.elts)} targets")
             # Read every value before storing any: `a, b = b, a` swaps.
@@ -700,7 +704,11 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             self.bind(target.id, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            items = value.entries if isinstance(value, MatrixValue) else list(value)
+            if isinstance(value, MatrixValue) and len(value.shape) == 2:  # a matrix unpacks into its rows
+                n, m = value.shape
+                items = [MatrixValue(value.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
+            else:
+                items = value.entries if isinstance(value, MatrixValue) else list(value)
             if len(items) != len(target.elts):
                 self.ctx.syntax_error(f"the loop has {len(target.elts)} targets but iterates over {len(items)} values")
             for t, v in zip(target.elts, items):

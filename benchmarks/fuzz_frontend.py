@@ -555,9 +555,11 @@ def _classify(exc, path, package_dir):
     inner = frames[-1] if frames else None
     in_package = [f for f in frames if f.filename.startswith(package_dir)]
     if isinstance(exc, qd.QuadrantsCompilationError):
-        if msg.strip() and f"{path}:" in msg:
+        if msg.strip() and (f'File "{path}", line ' in msg or f"{path}:" in msg):
             return "compile_error"
-        if re.match(r"kernel '\w+': argument '\w+'", msg):  # a launch argument that does not fit the kernel
+        if re.match(r"kernel '\w+': argument '\w+'|Argument \(\d+,\) |Invalid type for argument |"
+                    r"(Missing|Unexpected|Multiple values for) argument '\w+' in the call of kernel|"
+                    r"Too many arguments in the call of kernel", msg):  # a launch that does not fit the kernel
             return "api_error"
         return "unlocated_error"
     if not in_package:

@@ -1,10 +1,13 @@
 """@qd.kernel and @qd.func: argument binding, specialisation key, cache, launch, qd.compile."""
+import ast
 import dataclasses
 import functools
 import inspect
 import math
 import operator
 import struct
+import textwrap
+import typing
 import weakref
 
 import numpy as np
@@ -18,8 +21,8 @@ from quadrants._lib import breadcrumb as _crumb
 from quadrants.memory import struct as _struct
 from quadrants import types as T
 from quadrants.types import scope
-from quadrants.types.exceptions import (QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
-                                      QuadrantsTypeError)
+from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+                                      QuadrantsTypeError, source_location)
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
 from quadrants.memory.field import Field
@@ -30,15 +33,22 @@ from quadrants.lang import printing
 from quadrants.memory.struct import StructType, StructValue
 
 
-def _def_site(func):
-    """Where a kernel's signature is: 'FILE:LINE: in NAME:' and the def line, for errors about it."""
+def _def_site(func, param=None):
+    """Where a kernel's signature is, for errors about it: the location block of its def line, with
+    carets under parameter `param` (a name) when given."""
     code = func.__code__
     try:
         lines, first = inspect.getsourcelines(func)
-        k = next(i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def ")))
-        return f"{code.co_filename}:{first + k}: in {func.__name__}:\n    {lines[k].strip()}\n"
-    except (OSError, TypeError, StopIteration):
-        return f"{code.co_filename}:{code.co_firstlineno}: in {func.__name__}:\n"
+        source = textwrap.dedent("".join(lines))
+        indent = len(lines[0].rstrip("\r\n")) - len(source.splitlines()[0])
+        fdef = ast.parse(source).body[0]
+        node = next((a for a in ast.walk(fdef.args) if isinstance(a, ast.arg) and a.arg == param), fdef)
+        line = lines[node.lineno - 1].rstrip("\r\n")
+        one_line = node is not fdef and node.end_lineno == node.lineno
+        return source_location(code.co_filename, first + node.lineno - 1, func.__name__, [line],
+                               indent + node.col_offset, indent + node.end_col_offset if one_line else None)
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return f'File "{code.co_filename}", line {code.co_firstlineno}, in {func.__name__}:\n'
 
 
 def _python_function(f, decorator):
@@ -61,8 +71,8 @@ class _Param:
         if annotation is inspect.Parameter.empty and first and name == "self":
             annotation = T.template()  # a kernel written as a method: the instance is compile-time
         if annotation is inspect.Parameter.empty:
-            raise QuadrantsSyntaxError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' needs a type "
-                                       f"annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
+            raise QuadrantsSyntaxError(f"{_def_site(func, name)}kernel '{kernel_name}': argument '{name}' needs a "
+                                       f"type annotation (e.g. qd.i32, qd.types.ndarray(), qd.template())")
         if annotation is T.NdarrayType:
             annotation = T.NdarrayType()  # `x: qd.types.ndarray` (not called): any dtype and ndim
         if annotation is Tensor:
@@ -77,7 +87,8 @@ class _Param:
             self.kind = "ndarray"
             bad = _bad_ndarray_annotation(annotation)
             if bad:
-                raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}': {bad}")
+                raise QuadrantsArgumentError(f"{_def_site(func, name)}Invalid type annotation of argument '{name}' of "
+                                             f"kernel '{kernel_name}': {bad}")
         elif isinstance(annotation, T.DataType) or annotation in (int, float):
             self.kind = "scalar"
         elif isinstance(annotation, (T.VectorType, T.MatrixType)):
@@ -85,8 +96,9 @@ class _Param:
         elif isinstance(annotation, _struct.StructType):
             self.kind = "struct"  # one scalar slot per entry of each member
         else:
-            raise QuadrantsTypeError(f"{_def_site(func)}kernel '{kernel_name}': argument '{name}' has an unsupported "
-                                     f"annotation {annotation!r}; use a dtype, qd.types.ndarray(...) or qd.template()")
+            raise QuadrantsArgumentError(f"{_def_site(func, name)}Invalid type annotation of argument '{name}' of "
+                                         f"kernel '{kernel_name}': {annotation!r} is not a dtype, qd.types.ndarray(...), "
+                                         f"qd.types.vector / matrix / struct(...) or qd.template()")
         self.annotation = annotation
 
     def dtype(self):
@@ -118,6 +130,40 @@ def _tensor_kind(param, value):
     return "ndarray"
 
 
+def bind_arguments(what, signature, args, kwargs):
+    """signature.bind(*args, **kwargs) with defaults applied; a QuadrantsArgumentError in Quadrants' words
+    ("Missing argument 'b'", "Unexpected argument 'c'", "Too many arguments", "Multiple values for
+    argument 'a'") for a call the signature does not take. what: "kernel 'foo'" or "@qd.func 'foo'"."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        raise QuadrantsArgumentError(_binding_error(what, signature, args, kwargs)) from None
+    bound.apply_defaults()
+    return bound
+
+
+def _binding_error(what, signature, args, kwargs):
+    P = inspect.Parameter
+    params = list(signature.parameters.values())
+    takes = f"it takes ({', '.join(p.name for p in params)})"
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional) and not any(p.kind is P.VAR_POSITIONAL for p in params):
+        return f"Too many arguments in the call of {what}: {len(args)} given, {takes}"
+    by_position = {p.name for p in positional[:len(args)]}
+    for name in kwargs:
+        if name in by_position:
+            return f"Multiple values for argument '{name}' in the call of {what}: given by position and by keyword"
+        p = signature.parameters.get(name)
+        if (p is None or p.kind in (P.POSITIONAL_ONLY, P.VAR_POSITIONAL, P.VAR_KEYWORD)) \
+                and not any(q.kind is P.VAR_KEYWORD for q in params):
+            return f"Unexpected argument '{name}' in the call of {what}; {takes}"
+    for p in params:
+        if p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD) \
+                and p.name not in by_position and p.name not in kwargs:
+            return f"Missing argument '{p.name}' in the call of {what}; {takes}"
+    return f"the call of {what} does not match its signature {signature}"
+
+
 def _bad_ndarray_annotation(ann):
     """What is wrong with a qd.types.ndarray(dtype=, ndim=) annotation, or None."""
     if ann.dtype is not None and not isinstance(ann.dtype, (T.VectorType, T.MatrixType)):
@@ -145,17 +191,35 @@ def _ndarray_parts(value, param, kernel_name):
                                      f"{elem} (the trailing axes), got an array of shape {value.shape}")
         shape = value.shape[:value.ndim - len(elem)]
     else:
-        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects an ndarray "
-                                 f"(qd.ndarray or numpy array), got {type(value).__name__}")
+        raise QuadrantsRuntimeTypeError(f"Invalid type for argument {param.name}, got {_short_repr(value)}: kernel "
+                                        f"'{kernel_name}' expects an ndarray (qd.ndarray or numpy array) there, not "
+                                        f"{type(value).__name__}")
     if ann.dtype is not None:
         want = ann.dtype.dtype if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else T.to_dtype(ann.dtype)
         if want is not dtype:
+            got = f"{dtype}, elements of shape {tuple(elem)}: get [Tensor ({', '.join(map(str, elem))}) {dtype}]" \
+                if elem else f"{dtype}"
             raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
-                                     f"got {dtype}")
+                                     f"got {got}")
     if ann.ndim is not None and ann.ndim != len(shape):
         raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, "
                                  f"got {len(shape)}")
     return dtype, tuple(shape), tuple(elem)
+
+
+def _bad_ndarray_value(v, ann):
+    """What keeps `v` (an ndarray argument of the kernel) from being a @qd.func's qd.types.ndarray(dtype, ndim)
+    argument, or None."""
+    elem = tuple(v.element_shape)
+    if ann.dtype is not None:
+        want_elem = tuple(ann.dtype.shape) if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else ()
+        want = ann.dtype.dtype if want_elem else T.to_dtype(ann.dtype)
+        if want_elem != elem or want is not v.dtype:
+            got = f"{v.dtype} elements of shape {elem}" if elem else f"{v.dtype} elements"
+            return f"expects {ann.dtype!r} elements, got {got}"
+    if ann.ndim is not None and ann.ndim != v.ndim - len(elem):
+        return f"expects ndim={ann.ndim}, got {v.ndim - len(elem)}"
+    return None
 
 
 def _drop_entry(kernel_ref, key, entry_id, _dead):
@@ -176,7 +240,9 @@ def _to_slot(value, dtype):
     """The 8-byte argument slot holding `value` as `dtype` (low bytes, little-endian).
 
     Raises TypeError for a value that is not a number (or a non-integral float for an integer
-    dtype) and OverflowError for one that does not fit, as assigning it to a field would.
+    dtype). An integer keeps its low bits, as a C cast does and Quadrants does (255 for qd.i8 is
+    -1, -1 for qd.u8 is 255); one that does not fit 64 bits, or a float beyond the range of an f16 /
+    f32, raises OverflowError.
     """
     if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
         value = value.item()
@@ -193,9 +259,9 @@ def _to_slot(value, dtype):
                 raise TypeError("not an integer")
             value = int(value)
         value = operator.index(value)
-        lo, hi = (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1) if dtype.is_signed else (0, (1 << dtype.bits) - 1)
-        if not lo <= value <= hi:
-            raise OverflowError(f"does not fit in {dtype} ({lo}..{hi})")
+        if not -(1 << 63) <= value < (1 << 64):
+            raise OverflowError(f"does not fit in 64 bits (an argument of type {dtype} keeps the low {dtype.bits} "
+                                f"bits of an integer of -2**63..2**64-1)")
         raw = (value & ((1 << dtype.bits) - 1)).to_bytes(dtype.bits // 8, "little")
     return struct.unpack("<q", raw.ljust(8, b"\0"))[0]
 
@@ -209,6 +275,8 @@ def _return_spec(annotation, func):
     """[(dtype, shape or None)] for a kernel's return annotation (a dtype, vector/matrix type, or a tuple)."""
     if annotation in (inspect.Signature.empty, None):
         return []
+    if typing.get_origin(annotation) is tuple:  # tuple[qd.f32, s0] / typing.Tuple[...]
+        annotation = typing.get_args(annotation)
     spec = []
     for r in annotation if isinstance(annotation, tuple) else (annotation,):
         try:
@@ -335,16 +403,7 @@ class Kernel:
         if not kwargs and len(args) == len(self.params):
             values = args  # the common case, without inspect's binding
         else:
-            for name in kwargs:
-                if name not in self.signature.parameters:
-                    raise TypeError(f"kernel '{self.__name__}' got an unexpected keyword argument '{name}'; its "
-                                    f"arguments are {list(self.signature.parameters)}")
-            try:
-                bound = self.signature.bind(*args, **kwargs)
-            except TypeError as e:
-                raise TypeError(f"kernel '{self.__name__}': {e}") from None
-            bound.apply_defaults()
-            values = list(bound.arguments.values())
+            values = list(bind_arguments(f"kernel '{self.__name__}'", self.signature, args, kwargs).arguments.values())
         if any(isinstance(v, Tensor) for v in values):  # kernels see the bare field / ndarray
             values = [v._unwrap() if isinstance(v, Tensor) else v for v in values]
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
@@ -359,6 +418,10 @@ class Kernel:
     def build(self, values, config, arch=None):
         """Walks the kernel's AST into a core Builder for `arch` (default: the config's). Returns
         (builder, fields, num_slots, plan, written)."""
+        if _lacks_its_return(self):
+            raise QuadrantsSyntaxError(f"{_def_site(self.func)}Kernel has a return type but does not have a return "
+                                       f"statement: kernel '{self.__name__}' is annotated "
+                                       f"-> {self.signature.return_annotation!r}")
         ctx = context.KernelContext(self.__name__, config, template_key.Tracker())
         ctx.arch = arch or config.arch
         plan, bound = [], {}
@@ -621,9 +684,15 @@ class Kernel:
             raise OverflowError(f"kernel '{self.__name__}': argument '{param.name}' = {v!r} {e}") from None
         except (TypeError, ValueError, struct.error):
             fractional = isinstance(v, (float, np.floating)) and not dtype.is_real
-            raise QuadrantsRuntimeTypeError(f"kernel '{self.__name__}': argument '{param.name}' expects a number "
-                                            f"({dtype}{', an integer' if fractional else ''}), got "
-                                            f"{type(v).__name__} {v!r}") from None
+            raise QuadrantsRuntimeTypeError(f"Argument ({self.params.index(param)},) (type={type(v)}) cannot be converted "
+                                            f"into required type {dtype}: kernel '{self.__name__}' argument "
+                                            f"'{param.name}' expects a number ({dtype}"
+                                            f"{', an integer' if fractional else ''}), got {_short_repr(v)}") from None
+
+
+def _short_repr(v, width=80):
+    text = repr(v)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _array_key(a):
@@ -713,6 +782,11 @@ class Func:
         # requires_top_level: callable only at a kernel's top level (no run-time if / loop around the
         # call); its own top-level loops are then parallel loops, each its own task (qd.algorithms).
         self.requires_top_level = requires_top_level
+        for name, p in self.signature.parameters.items():
+            if isinstance(p.annotation, str):  # `x: "foo"` (or postponed annotations): not a type here
+                raise QuadrantsArgumentError(f"{_def_site(func, name)}Invalid type annotation of argument '{name}' "
+                                             f"of @qd.func '{func.__name__}': the string {p.annotation!r}; annotate "
+                                             f"with a dtype, a qd.types type or qd.template(), or leave it out")
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
@@ -724,14 +798,13 @@ class Func:
         return _BoundFunc(self, obj)
 
     def inline(self, ctx, args, kwargs, self_lvalue=False):
-        for name in kwargs:
-            if name not in self.signature.parameters:
-                ctx.syntax_error(f"@qd.func '{self.__name__}' got an unexpected keyword argument '{name}'")
         try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            ctx.syntax_error(f"@qd.func '{self.__name__}': {e}")
-        bound.apply_defaults()
+            bound = bind_arguments(f"@qd.func '{self.__name__}'", self.signature, args, kwargs)
+        except QuadrantsArgumentError as e:
+            raise QuadrantsArgumentError(ctx.walker.located(str(e)) if ctx.walker else str(e)) from None
+        if _lacks_its_return(self):
+            ctx.syntax_error(f"Function has a return type but does not have a return statement: @qd.func "
+                             f"'{self.__name__}' is annotated -> {self.signature.return_annotation!r}")
         if self.requires_top_level and (ctx.depth != 0 or ctx.in_parallel_loop):
             ctx.syntax_error(f"@qd.func '{self.__name__}' is decorated with requires_top_level=True and must be called "
                              f"at the top level of a kernel (not inside a run-time if, for or while): its own "
@@ -796,10 +869,19 @@ class RealFunc(Func):
                                             f"annotated (-> qd.i32, ...)")
 
 
+def _lacks_its_return(k):
+    """Whether a kernel or func annotated with a return type has no `return <value>` (checked once)."""
+    if not hasattr(k, "_lacks_return"):
+        try:
+            k._lacks_return = k.signature.return_annotation not in (inspect.Signature.empty, None) and \
+                not _returns_a_value(k.func)
+        except (OSError, TypeError, SyntaxError):
+            k._lacks_return = False  # no source: the walker reports that
+    return k._lacks_return
+
+
 def _returns_a_value(f):
     """Whether f's own body (not nested functions) has a `return <value>`."""
-    import ast
-    import textwrap
     tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
     todo = list(tree.body[0].body)
     while todo:
@@ -852,8 +934,21 @@ def _func_argument(ctx, func, name, v, ann):
     if isinstance(ann, (T.VectorType, T.MatrixType)):
         if not isinstance(v, MatrixValue) or v.shape != ann.shape:
             got = f"shape {v.shape}" if isinstance(v, MatrixValue) else type(v).__name__
-            ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got {got}")
+            what = f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got {got}"
+            if isinstance(v, MatrixValue):  # in Quadrants' words too
+                n, m = (v.shape + (1,))[:2]
+                what += (f": it is expected to be a Matrix with n {ann.n}, but got {n}" if n != ann.n else
+                         f": it is expected to be a Matrix with m {ann.m}, but got {m}")
+            raise QuadrantsArgumentError(ctx.walker.located(what) if ctx.walker else what)
         return ctx.cast(v, ann.dtype)
+    if isinstance(ann, T.NdarrayType):
+        if not isinstance(v, NdarrayArg):
+            ctx.type_error(f"Expected ndarray in the kernel argument for argument {name}: @qd.func '{func.__name__}' "
+                           f"takes an ndarray argument of the kernel there, got {type(v).__name__}")
+        bad = _bad_ndarray_value(v, ann)
+        if bad:
+            ctx.type_error(f"Invalid value for argument {name} of @qd.func '{func.__name__}': {bad}")
+        return v
     if isinstance(ann, StructType):
         if not isinstance(v, StructValue) or v.type is not ann:
             ctx.type_error(f"@qd.func '{func.__name__}': argument '{name}' is annotated {ann!r} but got "

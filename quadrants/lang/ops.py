@@ -10,7 +10,7 @@ import numpy as np
 
 from quadrants._lib import _core
 from quadrants import types as T
-from quadrants.types.exceptions import QuadrantsAssertionError, QuadrantsSyntaxError, QuadrantsTypeError
+from quadrants.types.exceptions import QuadrantsStaticAssertionError, QuadrantsSyntaxError, QuadrantsTypeError
 from quadrants.lang.ast.context import check_numeric, current, is_py_scalar, require, type_error
 from quadrants.memory.field import Field
 from quadrants.memory.host import PyMatrix
@@ -47,9 +47,9 @@ def static(x, *more):
     if isinstance(x, range):
         return StaticIterable(x)
     if isinstance(x, LoopGroup):
-        if any(not isinstance(v, (int, np.integer)) for b in x.bounds for v in b):
+        if any(_is_runtime(v) or not hasattr(v, "__index__") for b in x.bounds for v in b):
             ctx.syntax_error("qd.static(qd.ndrange(...)) needs compile-time bounds")
-        return StaticIterable(x.static_points())
+        return StaticIterable(list(x.static_points()))  # in the kernel's order (axes=); numpy integers too
     return x
 
 
@@ -353,15 +353,16 @@ def volatile_load(x):
 # --- compile-time checks and random numbers ------------------------------------------------------
 @builtin
 def static_assert(cond, msg=None):
-    """Checks `cond` when the kernel compiles (no run-time cost); fails with QuadrantsAssertionError."""
+    """Checks `cond` when the kernel compiles (no run-time cost); fails with QuadrantsStaticAssertionError,
+    a compilation error and an assertion error."""
 
     ctx = current()
     if _is_runtime(cond):
-        (ctx.type_error if ctx else _raise_type)("qd.static_assert needs a compile-time condition; use assert for "
-                                                 "run-time checks")
+        (ctx.type_error if ctx else _raise_type)("Static assert with non-static condition: qd.static_assert "
+                                                 "needs a compile-time condition; use assert for run-time checks")
     if not cond:
         text = msg if msg is not None else "static assertion failed"
-        raise QuadrantsAssertionError(ctx.walker.located(text) if ctx and ctx.walker else text)
+        raise QuadrantsStaticAssertionError(ctx.walker.located(text) if ctx and ctx.walker else text)
 
 
 def _raise_type(msg):

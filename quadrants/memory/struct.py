@@ -1,4 +1,6 @@
 """qd.types.struct(...) / @qd.dataclass: compound element types; fields of them hold one field per member."""
+import numpy as np
+
 from quadrants import types as T
 from quadrants.types.scope import current
 from quadrants.memory.field import Field
@@ -104,7 +106,13 @@ def _py_member(t, v):
         return v if isinstance(v, PyStruct) else t(**v) if isinstance(v, dict) else t(v)
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return t(v)
-    return T.to_dtype(t).np.type(v)
+    d = T.to_dtype(t)
+    if d.np.kind in "iu" and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        bits = 8 * d.np.itemsize  # an integer member keeps the low bits, as a C cast (and Quadrants) does
+        v = int(v) & ((1 << bits) - 1)
+        if d.np.kind == "i" and v >> (bits - 1):
+            v -= 1 << bits
+    return d.np.type(v)
 
 
 class PyStruct(dict):

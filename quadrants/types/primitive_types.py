@@ -2,6 +2,7 @@
 import numpy as np
 
 from quadrants.types import scope
+from quadrants.types.exceptions import QuadrantsSyntaxError
 
 
 class DataType:
@@ -40,7 +41,12 @@ class DataType:
         """The dtype's name, as str() gives it: "f32"."""
         return self.name
 
-    def __call__(self, value):
+    def __call__(self, *args, **kwargs):
+        if len(args) != 1 or kwargs:
+            given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+            raise QuadrantsSyntaxError(f"A primitive type can only decorate a single expression: qd.{self.name}(x) "
+                                       f"takes one value, got qd.{self.name}({given})")
+        value = args[0]
         ctx = scope.current()
         if ctx is None:
             try:

@@ -54,10 +54,12 @@ def test_missing_and_wrong_annotation():
         def k(a):
             pass
 
-    with pytest.raises(qd.QuadrantsTypeError, match="unsupported annotation"):
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Invalid type annotation of argument 'a' of kernel 'k2'") as e:
         @qd.kernel
         def k2(a: str):
             pass
+    assert isinstance(e.value, qd.QuadrantsTypeError)  # what this project raised before
+    assert f'File "{__file__}", line ' in str(e.value) and "def k2(a: str):\n" in str(e.value)
 
     @qd.kernel
     def k3(a: qd.types.ndarray(dtype=qd.f32, ndim=1)):
@@ -359,7 +361,8 @@ def test_bad_signatures_name_the_def_line():
             pass
 
     _decorating_raises(qd.QuadrantsSyntaxError, unannotated, "needs a type annotation", "def k(n):")
-    _decorating_raises(qd.QuadrantsTypeError, bad_annotation, "unsupported annotation", "def k(n: str):")
+    _decorating_raises(qd.QuadrantsSyntaxError, bad_annotation, "Invalid type annotation of argument 'n'",
+                       "def k(n: str):\n              ^^^^^^\n")  # the caret under the parameter
     _decorating_raises(qd.QuadrantsTypeError, bad_ndarray_dtype, "is not a dtype", "def k(a:")
     _decorating_raises(qd.QuadrantsTypeError, bad_ndarray_ndim, "not a number of dimensions", "def k(a:")
     _decorating_raises(qd.QuadrantsTypeError, bad_return, "unsupported return annotation template()", "def k()")

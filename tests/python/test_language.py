@@ -256,7 +256,7 @@ def test_python_errors_in_kernel_code_are_located():
     def k():
         f(1)
 
-    with pytest.raises(qd.QuadrantsSyntaxError, match="missing a required argument") as e:
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Missing argument 'b' in the call of @qd.func 'f'") as e:
         k()
     assert "f(1)" in str(e.value)
 

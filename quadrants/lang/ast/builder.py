@@ -18,7 +18,7 @@ from quadrants._lib import _core
 from quadrants import types as T
 from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
-                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError)
+                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError, source_location)
 from quadrants.memory.field import Field
 from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue
 from quadrants.memory.ndarray import Ndarray
@@ -100,6 +100,8 @@ class FunctionWalker(ast.NodeVisitor):
                                        f"cell), not in `python -c` or a plain interactive prompt") from None
         self.source = textwrap.dedent("".join(lines))
         self.lines = self.source.splitlines()
+        self.file_lines = [line.rstrip("\r\n") for line in lines]  # as in the file, for error messages
+        self.indent = len(self.file_lines[0]) - len(self.lines[0]) if self.lines else 0
         self.line_offset = first - 1
         self.file = source_name(inspect.getsourcefile(func) or "<unknown>")
         # A function of Quadrants' own (qd.math's): its errors are reported at the user's call.
@@ -117,6 +119,8 @@ class FunctionWalker(ast.NodeVisitor):
                 except ValueError:
                     pass
         self.lineno = self.fdef.lineno
+        self.node = None  # the AST node being visited: where errors point
+        self.kernel_args = set()  # a kernel's parameter names: read-only in its body
         self.parents = None  # AST node -> parent, built on first need
         self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
@@ -131,12 +135,50 @@ class FunctionWalker(ast.NodeVisitor):
 
     # --- locations ------------------------------------------------------------------------------
     def located(self, msg):
-        line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
+        """msg after where the walk is: the calls that led here (kernel first), then this line."""
         if self.is_library and self.caller is not None:
+            line = self.lines[self.lineno - 1].strip() if 0 < self.lineno <= len(self.lines) else ""
             return self.caller.located(f"in {_public_module(self.func.__module__)}."
                                        f"{self.func.__name__} ({os.path.basename(self.file)}:"
                                        f"{self.lineno + self.line_offset}: {line}): {msg}")
-        return f"{self.file}:{self.lineno + self.line_offset}: in {self.func.__name__}:\n    {line}\n{msg}"
+        return f"in kernel '{self.ctx.name}':\n{self.position()}{msg}"
+
+    def position(self):
+        """The location blocks of the walk: each caller's call, then the node being visited here; a
+        block repeating the one before it (recursion) is counted, as Python's tracebacks do."""
+        blocks, out, k = self._blocks(), [], 0
+        while k < len(blocks):
+            n = 1
+            while k + n < len(blocks) and blocks[k + n] == blocks[k]:
+                n += 1
+            out.append(blocks[k] + (f"[the same call {n - 1} more time{'s' if n > 2 else ''}]\n" if n > 1 else ""))
+            k += n
+        return "".join(out)
+
+    def _blocks(self):
+        outer = self.caller._blocks() if self.caller is not None else []
+        if self.is_library and self.caller is not None:
+            return outer
+        node = self.node if self.node is not None and hasattr(self.node, "lineno") else None
+        first = node.lineno if node is not None else self.lineno
+        last = first
+        start = end = None
+        if node is not None:
+            last = node.end_lineno or first
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(node, ast.stmt):
+                last, end = max(body[0].lineno - 1, first), None  # a compound statement: its header
+            else:
+                end = self._file_col(last, node.end_col_offset)
+            start = self._file_col(first, node.col_offset)
+        shown = self.file_lines[first - 1:last]
+        return outer + [source_location(self.file, first + self.line_offset, self.func.__name__, shown, start, end)]
+
+    def _file_col(self, lineno, col):
+        """The character index in the file's line of `col`, a UTF-8 byte offset into the dedented line."""
+        if col is None or not 0 < lineno <= len(self.lines):
+            return None
+        return self.indent + len(self.lines[lineno - 1].encode()[:col].decode("utf-8", "ignore"))
 
     def set_loc(self, node):
         if hasattr(node, "lineno"):
@@ -146,9 +188,10 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit(self, node):
         self.set_loc(node)
+        outer, self.node = self.node, node
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
-            self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
+            self.unsupported(node)
         try:
             result = method(node)
             if self.ctx.tracker.tracked and isinstance(node, ast.expr) and self.ctx.tracker.is_tracked(result) \
@@ -159,12 +202,26 @@ class FunctionWalker(ast.NodeVisitor):
             if isinstance(result, Ndarray):
                 result = self.ctx.captured_ndarray(result)
             return result
-        except QuadrantsCompilationError:
-            raise
+        except QuadrantsCompilationError as e:
+            text = str(e)
+            if text.startswith(("in kernel '", 'File "')):
+                raise  # located already
+            # the core's error (located by line only), or one raised without a location: at this node
+            core = self._core_message(text)
+            raise type(e)(self.located(text if core is None else core)) from None
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError) as e:
             # A Python-level mistake in kernel code (wrong arity, bad value): report it at its line.
             self.set_loc(node)
             raise QuadrantsSyntaxError(self.located(f"{type(e).__name__}: {e}")) from e
+        finally:
+            self.node = outer
+
+    def _core_message(self, text):
+        """The message of an error the core raised at this walker's line ('FILE:LINE:\\n    TEXT\\nMSG'), or None."""
+        head = f"{self.file}:{self.lineno + self.line_offset}:\n    "
+        if not text.startswith(head) or "\n" not in text[len(head):]:
+            return None
+        return text[len(head):].split("\n", 1)[1]
 
     def _reads_only(self, node):
         """Whether the use of a template object at `node` lets the tracker see everything read from it."""
@@ -203,7 +260,7 @@ class FunctionWalker(ast.NodeVisitor):
             return v
         if hasattr(builtins, node.id):
             return getattr(builtins, node.id)
-        raise QuadrantsNameError(self.located(f"name '{node.id}' is not defined"))
+        raise QuadrantsNameError(self.located(f'Name "{node.id}" is not defined'))
 
     def run_body(self, stmts, new_scope=True):
         if new_scope:
@@ -251,6 +308,8 @@ class FunctionWalker(ast.NodeVisitor):
         ones: `x = 1` in the func sets the caller's variable)."""
         prev = self.ctx.walker
         self.ctx.walker = self
+        if self.is_kernel:
+            self.kernel_args = set(bound_args)
         try:
             assigned = {_stored_root(n) for n in ast.walk(self.fdef)
                         if isinstance(n, (ast.Name, ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store)}
@@ -305,9 +364,18 @@ class FunctionWalker(ast.NodeVisitor):
         for t in node.targets:
             self.assign(t, value)
 
+    def check_not_kernel_argument(self, target):
+        """A kernel's arguments are read-only, as in Quadrants: `a = ...` / `a += ...` on one is an error."""
+        names = [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        for name in names:
+            if name in self.kernel_args:
+                self.ctx.syntax_error(f'Kernel argument "{name}" is immutable in the kernel: copy it into a new '
+                                      f'variable and change that')
+
     def visit_AnnAssign(self, node):
         if not isinstance(node.target, ast.Name):
             self.ctx.syntax_error("annotated assignment needs a plain variable name")
+        self.check_not_kernel_argument(node.target)
         dtype = self.visit(node.annotation)
         if isinstance(dtype, (T.VectorType, T.MatrixType, StructType)):  # v: vec3 = ..., p: Particle = ...
             value = self.ctx.rvalue(self.visit(node.value)) if node.value is not None else None
@@ -327,6 +395,7 @@ class FunctionWalker(ast.NodeVisitor):
 
     def assign(self, target, value):
         if isinstance(target, ast.Name):
+            self.check_not_kernel_argument(target)
             existing = self.lookup_local(target.id)
             if isinstance(existing, (Var, MatrixValue, StructValue)) and self._is_lvalue(existing):
                 if isinstance(value, (PyStruct, np.ndarray)):  # b = st, b = v: their captured values
@@ -343,7 +412,11 @@ class FunctionWalker(ast.NodeVisitor):
                 self.bind(target.id, value)  # a Python object: field, function, tuple, ...
         elif isinstance(target, (ast.Tuple, ast.List)):
             value = self.ctx.rvalue(value)
-            items = value.entries if isinstance(value, MatrixValue) else list(value)
+            if isinstance(value, MatrixValue) and len(value.shape) == 2:  # a matrix unpacks into its rows
+                n, m = value.shape
+                items = [MatrixValue(value.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
+            else:
+                items = value.entries if isinstance(value, MatrixValue) else list(value)
             if len(items) != len(target.elts):
                 self.ctx.syntax_error(f"cannot unpack {len(items)} values into {len(target.elts)} targets")
             # Read every value before storing any: `a, b = b, a` swaps.
@@ -387,6 +460,8 @@ class FunctionWalker(ast.NodeVisitor):
         return isinstance(v, (Var, Ptr))
 
     def visit_AugAssign(self, node):
+        if isinstance(node.target, ast.Name):
+            self.check_not_kernel_argument(node.target)
         target = self.visit(node.target)
         value = self.visit(node.value)
         if not self._is_lvalue(target):
@@ -447,7 +522,8 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_Break(self, node):
         if self.loops and self.loops[-1] == "parallel":
-            self.ctx.syntax_error("'break' is not allowed in the outermost (parallel) loop of a kernel")
+            self.ctx.syntax_error("Cannot break in the outermost loop of a kernel: it is the parallel loop, whose "
+                                  "iterations run at once")
         self._not_in_unrolled_loop("break")
         self.b.break_()
 
@@ -462,19 +538,32 @@ class FunctionWalker(ast.NodeVisitor):
         if self.loops and self.loops[-1] == "static":
             if self.depth == self._unroll_depths[-1]:
                 raise (_UnrolledBreak if what == "break" else _UnrolledContinue)()
-            self.ctx.syntax_error(f"You are trying to `{what}` a static `for` loop: '{what}' under a run-time "
-                                  f"condition is not supported in a loop unrolled at compile time (qd.static or a "
-                                  f"Python sequence): its condition must be compile-time (qd.static(...))")
+            self.ctx.syntax_error(f"You are trying to `{what}` a static `for` loop (unrolled at compile time: "
+                                  f"qd.static or a Python sequence) under a run-time condition; its condition must "
+                                  f"be compile-time (qd.static(...))")
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
         if not self.is_kernel:
             return self.func_return(value)
         if any(l != "static" for l in self.loops):
-            self.ctx.syntax_error("'return' inside a loop is not supported in kernels")
-        values = self.flatten_return(self.ctx.rvalue(value)) if value is not None else []
+            self.ctx.syntax_error("Return inside non-static if/for is not supported here: a kernel returns only "
+                                  "outside its run-time loops")
+        value = self.ctx.rvalue(value) if value is not None else None
+        self._check_struct_return(value)
+        values = self.flatten_return(value) if value is not None else []
         self.b.return_([self.ctx.scalar(v).stmt for v in values])
         self.block_done = True
+
+    def _check_struct_return(self, value):
+        """A kernel annotated to return a struct type returns a value of that type (or of one per tuple entry)."""
+        want = inspect.signature(self.func).return_annotation
+        wants, values = (want, value) if isinstance(want, tuple) and isinstance(value, (tuple, list)) else \
+            ((want,), (value,))
+        for w, v in zip(wants, values):
+            if isinstance(w, StructType) and isinstance(v, StructValue) and v.type is not w:
+                self.ctx.type_error(f"Return (type={v.type!r}) cannot be converted into required type {w!r}: a "
+                                    f"struct is returned as the struct type the kernel is annotated with")
 
     def flatten_return(self, value):
         if isinstance(value, StructValue):
@@ -658,7 +747,11 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             self.bind(target.id, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            items = value.entries if isinstance(value, MatrixValue) else list(value)
+            if isinstance(value, MatrixValue) and len(value.shape) == 2:  # a matrix unpacks into its rows
+                n, m = value.shape
+                items = [MatrixValue(value.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
+            else:
+                items = value.entries if isinstance(value, MatrixValue) else list(value)
             if len(items) != len(target.elts):
                 self.ctx.syntax_error(f"the loop has {len(target.elts)} targets but iterates over {len(items)} values")
             for t, v in zip(target.elts, items):
@@ -1097,4 +1190,11 @@ class FunctionWalker(ast.NodeVisitor):
         return self.ctx.binary("ne", vals[0], 0)
 
     def generic_visit(self, node):
-        self.ctx.syntax_error(f"unsupported Python construct in a kernel: '{type(node).__name__}'")
+        self.unsupported(node)
+
+    def unsupported(self, node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            self.ctx.syntax_error(f"Function definition is not allowed in '{'qd.kernel' if self.is_kernel else 'qd.func'}'"
+                                  f": define it outside, as a @qd.func")
+        self.ctx.syntax_error(f'Unsupported node "{type(node).__name__}": this Python construct is not part of the '
+                              f'kernel language')

@@ -88,11 +88,15 @@ def assert_word(prog):
     return program_field(prog, "assert", T.i32, (1,), "__qd_assert")
 
 
+_BITWISE_SYMBOLS = {"bit_and": "&", "bit_or": "|", "bit_xor": "^", "shl": "<<", "shr": ">>"}
+
+
 class KernelContext:
     """State shared by the kernel and every @qd.func inlined into it."""
 
     def __init__(self, name, config, tracker):
         self.b = _core.Builder(name, config.default_ip.core, config.default_fp.core)
+        self.name = name  # the kernel's, for error messages
         self.config = config
         self.fields = {}  # buffer index -> Field
         self.captured = {}  # id(ndarray) -> (Ndarray, NdarrayArg): ndarrays reached other than as ndarray arguments
@@ -240,6 +244,9 @@ class KernelContext:
             c = self.const(c, self._literal_type(c, a.dtype))
         if not isinstance(a, Expr) or not isinstance(c, Expr):
             self.type_error(f"operator '{op}' does not apply to {type(a).__name__} and {type(c).__name__}")
+        if op in _BITWISE_SYMBOLS and (a.dtype.is_real or c.dtype.is_real):  # as the core says, in Python's words too
+            self.type_error(f"unsupported operand type(s) for '{_BITWISE_SYMBOLS[op]}': operator '{op}' takes integer "
+                            f"operands, got {a.dtype} and {c.dtype}")
         r = self.expr(self.b.binary(getattr(_core.BinaryOp, op.rstrip("_")), a.stmt, c.stmt))
         if user_code and op in _OVERFLOW_NAMES and self.config.debug and not r.dtype.is_real and r.dtype is not T.u1:
             self._check_overflow(op, a, c, r)
@@ -335,7 +342,7 @@ class KernelContext:
     def elementwise(self, f, a, c):
         shape = a.shape if isinstance(a, MatrixValue) else c.shape
         if isinstance(a, MatrixValue) and isinstance(c, MatrixValue) and a.shape != c.shape:
-            self.type_error(f"shape mismatch: {a.shape} vs {c.shape}")
+            self.type_error(f"Cannot broadcast tensor to tensor: shape mismatch: {a.shape} vs {c.shape}")
         ea = a.entries if isinstance(a, MatrixValue) else [a] * len(c.entries)
         ec = c.entries if isinstance(c, MatrixValue) else [c] * len(a.entries)
         return MatrixValue([f(x, y) for x, y in zip(ea, ec)], shape)
@@ -475,11 +482,13 @@ class KernelContext:
             return
         if isinstance(target, MatrixValue):
             if isinstance(value, (list, tuple)):  # x[i] = [a, b], v[i] = 0, 0, m[i] = [[..], [..]]
-                value = self._sequence_as(value, target.shape)
+                value = self._sequence_as(value, target.shape, target.entries)
             value = self.rvalue(value)
             if isinstance(value, MatrixValue):
                 if value.shape != target.shape:
-                    self.type_error(f"cannot assign a {value.shape} value to a {target.shape} target")
+                    self.type_error(f"cannot assign '{self._tensor_text(value.entries, value.shape)}' to "
+                                    f"'{self._tensor_text(target.entries, target.shape)}': a {value.shape} value "
+                                    f"to a {target.shape} target")
                 for t, v in zip(target.entries, value.entries):
                     self.store(t, v)
             else:
@@ -494,15 +503,25 @@ class KernelContext:
         else:
             self.syntax_error("cannot assign to this expression: the target is not a variable or memory element")
 
-    def _sequence_as(self, seq, shape):
+    def _sequence_as(self, seq, shape, like=None):
         """A (nested) list / tuple of values as a MatrixValue of `shape`, row by row."""
         rows = [list(r) if isinstance(r, (list, tuple)) else [r] for r in seq]
         flat = [e for r in rows for e in r]
         want = shape[0] * (shape[1] if len(shape) > 1 else 1)
         nested_ok = len(shape) == 1 or all(len(r) == shape[1] for r in rows) or all(len(r) == 1 for r in rows)
         if len(flat) != want or not nested_ok or any(isinstance(e, (list, tuple)) for e in flat):
-            self.type_error(f"cannot assign a sequence of {len(seq)} items to a {shape} target")
+            self.type_error(f"cannot assign '{self._tensor_text(flat, (len(seq),))}' to "
+                            f"'{self._tensor_text(like, shape)}': a sequence of {len(seq)} items to a {shape} target")
         return MatrixValue(flat, shape)
+
+    def _tensor_text(self, entries, shape):
+        """How Quadrants names a vector / matrix value in errors: '[Tensor (3) i32]'."""
+        dtypes = [getattr(e, "dtype", None) for e in entries or []]
+        dtype = next((d for d in dtypes if d is not None), None)
+        if dtype is None and entries:
+            dtype = self.config.default_fp if any(isinstance(e, float) for e in entries) else self.config.default_ip
+        dims = ", ".join(str(n) for n in shape)
+        return f"[Tensor ({dims}){'' if dtype is None else ' ' + str(dtype)}]"
 
     def new_var(self, value, dtype=None):
         value = self.rvalue(value)

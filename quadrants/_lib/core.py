@@ -129,3 +129,11 @@ def arch_name(arch):
 
 def host_arch():
     return _arch.cpu
+
+
+MAX_NUM_INDICES = 12  # Quadrants' limit; here no limit is enforced, 12 axes are tested
+
+
+def get_max_num_indices():
+    """The number of axes of a field, ndarray or qd.ndrange that Quadrants code may count on (12)."""
+    return MAX_NUM_INDICES

@@ -275,3 +275,18 @@ def test_ast_resolver():
     assert ASTResolver.resolve_to(ast.parse("qd.lang.ops.atomic_add", mode="eval").body, qd.atomic_add, scope)
     assert not ASTResolver.resolve_to(ast.parse("other.kernel", mode="eval").body, qd.kernel, scope)
     assert not ASTResolver.resolve_to(ast.parse("missing", mode="eval").body, qd.kernel, scope)
+
+
+@test(arch=qd.cpu)
+def test_a_field_with_the_most_axes():
+    d = qd._lib.core.get_max_num_indices()
+    x = qd.field(qd.i32, shape=(2,) * d)
+
+    @qd.kernel
+    def fill():
+        for I in qd.grouped(x):
+            x[I] = I.sum()
+
+    fill()
+    a = x.to_numpy()
+    assert d == 12 and a.shape == (2,) * 12 and a[(1,) * 12] == 12 and a.sum() == 12 * 2 ** 11

@@ -342,7 +342,7 @@ class Kernel:
         func = _python_function(func, "qd.kernel")
         functools.update_wrapper(self, func)
         self.func = func
-        self.signature = inspect.signature(func)
+        self.signature = ast_builder.signature(func)
         self.params = [_Param(n, p.annotation, func, first=(k == 0))
                        for k, (n, p) in enumerate(self.signature.parameters.items())]
         _return_spec(self.signature.return_annotation, func)  # a bad annotation: an error here
@@ -778,7 +778,7 @@ class Func:
         func = _python_function(func, "qd.func")
         functools.update_wrapper(self, func)
         self.func = func
-        self.signature = inspect.signature(func)
+        self.signature = ast_builder.signature(func)
         # requires_top_level: callable only at a kernel's top level (no run-time if / loop around the
         # call); its own top-level loops are then parallel loops, each its own task (qd.algorithms).
         self.requires_top_level = requires_top_level

@@ -31,6 +31,15 @@ from quadrants.lang.simt.block import SharedArray
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # quadrants/
 
 
+def signature(func):
+    """inspect.signature, with string annotations (`from __future__ import annotations`) evaluated in
+    the function's module (left as strings where they name something it does not define)."""
+    try:
+        return inspect.signature(func, eval_str=True)
+    except Exception:  # NameError / SyntaxError in an annotation; TypeError before Python 3.10
+        return inspect.signature(func)
+
+
 def _atomic_targets(fdef):
     """Names passed as the first argument of qd.atomic_*(...) calls in a function's body."""
     out = set()
@@ -557,7 +566,7 @@ class FunctionWalker(ast.NodeVisitor):
 
     def _check_struct_return(self, value):
         """A kernel annotated to return a struct type returns a value of that type (or of one per tuple entry)."""
-        want = inspect.signature(self.func).return_annotation
+        want = signature(self.func).return_annotation
         wants, values = (want, value) if isinstance(want, tuple) and isinstance(value, (tuple, list)) else \
             ((want,), (value,))
         for w, v in zip(wants, values):

@@ -145,9 +145,10 @@ ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
 KNOWN_BUGS: dict = {
     "captured_dtype": dict(
         arches=ALL_ARCHES, errors=r"bit_cast needs types of equal width",  # (a local of the wrong width)
-        why="a typed Python-scope scalar (qd.i16(5), a numpy scalar) is a literal in kernels: a local set from "
-            "it takes default_ip / default_fp, and next to an operand it takes a literal's type (typed vectors, "
-            "matrices and struct members keep their dtypes)"),
+        why="a typed Python-scope scalar (qd.i16(5), a numpy scalar), and a typed component read directly as an "
+            "operand (G.m, G[1] of a typed struct / vector), is a literal in kernels: a local set from a scalar "
+            "takes default_ip / default_fp, and next to an operand it takes a literal's type (locals set from "
+            "typed vectors, matrices and structs keep their dtypes)"),
 }
 
 
@@ -989,8 +990,7 @@ class Generator:
         lit_t = literal_type(py_number(v), other)
         if decl is None:
             return E("cap", lit_t, val=(cap.name, suf))
-        tag = "captured_dtype" if cap.kind == "scalar" and \
-            result_dtype(op, other, decl) != result_dtype(op, other, lit_t) else None
+        tag = "captured_dtype" if result_dtype(op, other, decl) != result_dtype(op, other, lit_t) else None
         return E("cap", decl, op=tag, val=(cap.name, suf))
 
     def cap_read(self, other, op):

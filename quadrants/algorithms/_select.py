@@ -15,7 +15,7 @@ from quadrants.types import template
 from quadrants import language as qd
 from quadrants.algorithms._common import (
     SIZING_TILE, check_array, check_depth, count_of, k_add, k_cdiv, k_count, k_max, k_mul, staircase_slots,
-    store_count, tile_size, top_level_func,
+    helper_func, store_count, tile_size, top_level_func,
 )
 from quadrants.algorithms._lookback import _claim, _publish_and_look_back, reset_state, use_lookback
 from quadrants.algorithms._phases import (
@@ -68,24 +68,29 @@ def _scatter_cpu(arr: template(), flags: template(), out: template(), scratch, c
             pos += flag_count(flags, idx)
 
 
+@helper_func
+def _scatter_tile_gpu(arr: template(), flags: template(), out: template(), base, rounds, pos, n):
+    """One tile's flagged elements, in order, to out[pos:]: a subgroup exclusive scan of the flags per round."""
+    ln = lane()
+    for r in range(rounds):
+        idx = base + r * group_size() + ln
+        f = 0
+        if idx < n:
+            f = flag_count(flags, idx)
+        ex = sg_exclusive(f, "add", qd.i32)
+        if f != 0:
+            out[pos + ex] = arr[idx]
+        pos += sg_last(ex + f)
+
+
 @top_level_func
 def _scatter_gpu(arr: template(), flags: template(), out: template(), scratch, c, n):
     qd.loop_config(block_dim=GPU_BLOCK_DIM)
     for i in range(num_tiles(n, tile_size()) * group_size()):
         tile = i // group_size()
-        ln = lane()
         base = tile * tile_size()
         rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
-        pos = qd.cast(scratch[c + tile], qd.i32)
-        for r in range(rounds):
-            idx = base + r * group_size() + ln
-            f = 0
-            if idx < n:
-                f = flag_count(flags, idx)
-            ex = sg_exclusive(f, "add", qd.i32)
-            if f != 0:
-                out[pos + ex] = arr[idx]
-            pos += sg_last(ex + f)
+        _scatter_tile_gpu(arr, flags, out, base, rounds, qd.cast(scratch[c + tile], qd.i32), n)
 
 
 @top_level_func
@@ -130,16 +135,7 @@ def _lookback_gpu(arr: template(), flags: template(), out: template(), num_out: 
             first = _publish_and_look_back(state, c, tile, total, "add", qd.i32)
             if tile == c - 1:
                 store_count(num_out, first + total)
-        pos = sg_first(first)
-        for r in range(rounds):
-            idx = base + r * group_size() + ln
-            f = 0
-            if idx < n:
-                f = flag_count(flags, idx)
-            ex = sg_exclusive(f, "add", qd.i32)
-            if f != 0:
-                out[pos + ex] = arr[idx]
-            pos += sg_last(ex + f)
+        _scatter_tile_gpu(arr, flags, out, base, rounds, sg_first(first), n)
 
 
 @top_level_func

@@ -233,38 +233,35 @@ class Tensor:
                            self.layout, self.to_numpy()))
 
 
-class VectorTensor(Tensor):
+class _CompoundTensor(Tensor):
+    """What VectorTensor and MatrixTensor share: an impl whose elements have `_axes` axes."""
+
+    _axes, _kind = None, None
+
+    def __init__(self, impl):
+        if not _is_impl(impl) or len(impl.element_shape) != self._axes:
+            raise TypeError(f"{type(self).__name__} requires a {self._kind}-element impl; got {type(impl).__name__}")
+        self._impl = impl
+
+    @property
+    def element_shape(self):
+        return tuple(self._impl.element_shape)
+
+    @property
+    def n(self):
+        return self._impl.element_shape[0]
+
+
+class VectorTensor(_CompoundTensor):
     """A tensor of vectors (qd.Vector.tensor)."""
 
-    def __init__(self, impl):
-        if not _is_impl(impl) or len(impl.element_shape) != 1:
-            raise TypeError(f"VectorTensor requires a vector-element impl; got {type(impl).__name__}")
-        self._impl = impl
-
-    @property
-    def element_shape(self):
-        return tuple(self._impl.element_shape)
-
-    @property
-    def n(self):
-        return self._impl.element_shape[0]
+    _axes, _kind = 1, "vector"
 
 
-class MatrixTensor(Tensor):
+class MatrixTensor(_CompoundTensor):
     """A tensor of matrices (qd.Matrix.tensor)."""
 
-    def __init__(self, impl):
-        if not _is_impl(impl) or len(impl.element_shape) != 2:
-            raise TypeError(f"MatrixTensor requires a matrix-element impl; got {type(impl).__name__}")
-        self._impl = impl
-
-    @property
-    def element_shape(self):
-        return tuple(self._impl.element_shape)
-
-    @property
-    def n(self):
-        return self._impl.element_shape[0]
+    _axes, _kind = 2, "matrix"
 
     @property
     def m(self):

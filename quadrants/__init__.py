@@ -14,7 +14,7 @@ __version__ = tuple(int(p) for p in __version_str__.split("."))  # (major, minor
 from quadrants.language import *  # noqa: E402,F401,F403  (the kernel language: qd.kernel, qd.field, qd.cast, ...)
 from quadrants.language import _current_config, _lib, exception, impl, simt, types  # noqa: E402,F401
 from quadrants.language import _logging  # noqa: E402,F401
-from quadrants import algorithms, linalg, math  # noqa: E402,F401  (the libraries written in it)
+from quadrants import ad, algorithms, linalg, math  # noqa: E402,F401  (the libraries written in it, and autodiff)
 from quadrants.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig  # noqa: E402,F401
 
 

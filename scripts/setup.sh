@@ -27,9 +27,9 @@ fi
 
 # Run time + tests (pytest, pytest-xdist: its workers isolate a driver crash) + build (pybind11,
 # scikit-build-core); notebooks in CI (nbclient, ipykernel, matplotlib); the type check of examples/ (mypy);
-# the layers of the package (import-linter); what the reference's tests import (psutil, scipy).
+# the layers of the package (import-linter); what the reference's tests import (psutil, scipy, autograd).
 $PY -m pip install -q --disable-pip-version-check numpy pytest pytest-xdist pybind11 scikit-build-core \
-  nbclient ipykernel matplotlib mypy import-linter psutil scipy
+  nbclient ipykernel matplotlib mypy import-linter psutil scipy autograd
 
 LAUNCHER=()
 if command -v ccache >/dev/null; then LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi

@@ -28,6 +28,13 @@ class Builder {
   int add_shared(DataType dtype, std::vector<int64_t> shape, const std::string &name);
   void set_returns(std::vector<DataType> types) { kernel_->returns = std::move(types); }
   void set_debug(bool on) { kernel_->debug = on; }
+  // The adjoint (1) or dual (2) version of the kernel; `companion` holds buffer `buffer`'s gradient
+  // or tangent (transforms/autodiff.cpp).
+  void set_autodiff(int mode) { kernel_->autodiff = static_cast<KernelIR::Autodiff>(mode); }
+  void set_companion(int buffer, int companion) {
+    if (kernel_->companion.size() <= static_cast<size_t>(buffer)) kernel_->companion.resize(buffer + 1, -1);
+    kernel_->companion[buffer] = companion;
+  }
 
   // Values.
   Stmt *const_int(DataType dtype, int64_t v);

@@ -158,6 +158,11 @@ struct KernelIR {
   bool debug = false;
   int error_slot = -1;
   std::vector<std::string> error_messages;
+  // Automatic differentiation (transforms/autodiff.cpp): this is the kernel's adjoint (Reverse) or
+  // dual (Forward) version; companion[b]: the buffer holding buffer b's gradient (.grad) or
+  // tangent (.dual), -1 where it has none.
+  enum class Autodiff { None, Reverse, Forward } autodiff = Autodiff::None;
+  std::vector<int> companion;
 
   int add_buffer(BufferDesc d) {
     buffers.push_back(std::move(d));

@@ -61,6 +61,8 @@ void bind_ir(py::module_ &m) {
       .def("fns", &Builder::fns, ref)
       .def("set_returns", &Builder::set_returns)
       .def("set_debug", &Builder::set_debug)
+      .def("set_autodiff", &Builder::set_autodiff)
+      .def("set_companion", &Builder::set_companion)
       .def("const_int", &Builder::const_int, ref)
       .def("const_float", &Builder::const_float, ref)
       .def("arg", &Builder::arg, ref)

@@ -203,6 +203,8 @@ void run_passes(KernelIR &k, const Target &target) {
   // First: every pass after it sees constants, and legalization never expands the language's
   // // % ** or the math library (on GPUs) for them.
   bool fold = target.features.constant_folding;
+  if (k.autodiff == KernelIR::Autodiff::Reverse) make_adjoint(k);
+  if (k.autodiff == KernelIR::Autodiff::Forward) make_dual(k);
   if (fold) fold_constants(k);
   demote_local_atomics(k);
   if (k.debug) insert_bounds_checks(k);

@@ -86,6 +86,15 @@ void decide_atomics(KernelIR &k, const Target &target);
 // (transforms/legalize.cpp).
 void legalize(KernelIR &k, const Target &target);
 
+// Automatic differentiation (transforms/autodiff.cpp, docs/autodiff.md), first of all passes: the
+// reverse-mode adjoint kernel (the primal replayed without global writes, then its chain rule
+// backwards, adjoints accumulated into KernelIR::companion buffers by atomic adds), and the
+// forward-mode dual kernel (each real value's tangent next to it). Unsupported shapes (a while loop
+// or break through differentiated values, a float atomic other than add / sub) raise
+// QuadrantsSyntaxError / QuadrantsTypeError naming the line.
+void make_adjoint(KernelIR &k);
+void make_dual(KernelIR &k);
+
 // Runs everything after building, in order.
 void run_passes(KernelIR &k, const Target &target);
 

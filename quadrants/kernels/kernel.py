@@ -21,7 +21,7 @@ from quadrants._lib import breadcrumb as _crumb
 from quadrants.memory import struct as _struct
 from quadrants import types as T
 from quadrants.types import scope
-from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
+from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError, source_location)
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
@@ -338,9 +338,13 @@ class Kernel:
     _qd_kernel = True  # what the front end knows a kernel by (it does not import this layer)
     _qd_identity = True  # as a template argument, the kernel is the key, not its contents
 
-    def __init__(self, func):
+    def __init__(self, func, mode=None, primal=None):
         func = _python_function(func, "qd.kernel")
         functools.update_wrapper(self, func)
+        # Autodiff (docs/autodiff.md): None for the kernel itself, "reverse" for its adjoint
+        # (kernel.grad) and "forward" for its dual (what runs inside qd.ad.FwdMode).
+        self._mode, self._primal_kernel = mode, primal
+        self._variants = {}
         self.func = func
         self.signature = ast_builder.signature(func)
         self.params = [_Param(n, p.annotation, func, first=(k == 0))
@@ -364,7 +368,21 @@ class Kernel:
 
     @property
     def _primal(self):  # the reference's name for the object owning the compiled specialisations
-        return self
+        return self._primal_kernel or self
+
+    def _variant(self, mode):
+        k = self._variants.get(mode)
+        if k is None:
+            k = self._variants[mode] = Kernel(self.func, mode=mode, primal=self)
+        return k
+
+    @property
+    def grad(self):
+        """The adjoint kernel: kernel.grad(*args) takes the kernel's arguments and adds d(loss) /
+        d(input) into the inputs' .grad from the outputs' .grad (reverse-mode autodiff)."""
+        if self._mode is not None:
+            raise RuntimeError(f"kernel '{self.__name__}': the adjoint of an adjoint kernel is not supported")
+        return self._variant("reverse")
 
     @property
     def materialized_kernels(self):
@@ -379,7 +397,7 @@ class Kernel:
         """A kernel written as a method: `obj.step(dt)` passes `obj` as the first (template) argument."""
         if obj is None or not self.params or self.params[0].name != "self":
             return self
-        return functools.partial(self, obj)
+        return _BoundKernel(self, obj)
 
     def _key(self, values, idents):
         key = []
@@ -503,13 +521,39 @@ class Kernel:
         num_slots = ctx.b.num_arg_slots()
         if ctx.rng_launch_slot is not None:
             plan.append(("random", ctx.rng_launch_slot))
+        if self._mode is not None:
+            self._bind_companions(ctx, plan)
         ctx.tracker.captured = [(weakref.ref(a), arg) for a, arg in ctx.captured.values()]
         ctx.tracker.assert_messages = ctx.assert_messages
         ctx.tracker.print_formats = ctx.print_formats
         return ctx.b, ctx.fields, num_slots, plan, ctx.written, ctx.tracker
 
+    def _bind_companions(self, ctx, plan):
+        """The adjoint / dual kernel: each buffer's gradient (.grad) or tangent (.dual) buffer."""
+        kind = "grad" if self._mode == "reverse" else "dual"
+        if kind == "grad" and ctx.rng_launch_slot is not None:
+            raise QuadrantsRuntimeError(f"kernel '{self.__name__}': qd.random() cannot be differentiated (RandStmt not "
+                                        f"supported in reverse mode: the adjoint's replay would draw other numbers)")
+        for idx, f in list(ctx.fields.items()):
+            c = f._placed_companion(kind) if isinstance(f, Field) else None
+            if c is not None and f not in ctx.stop_grad:
+                ctx.b.set_companion(idx, ctx.field_buffer(c))
+        if kind == "grad":
+            for step in plan:
+                if step[0] == "ndarray" and step[4] is not None:
+                    ctx.b.set_companion(step[1], step[4])
+            for _, arg in ctx.captured.values():
+                if arg.grad is not None:
+                    ctx.b.set_companion(arg.buffer, arg.grad.buffer)
+        ctx.b.set_autodiff(1 if self._mode == "reverse" else 2)
+
     def __call__(self, *args, **kwargs):
         prog = runtime.program()
+        recorder = getattr(prog, "autodiff", None)  # a qd.ad.Tape or qd.ad.FwdMode being recorded
+        if recorder is not None and self._mode is None:
+            if recorder.kind == "forward":
+                return self._variant("forward")(*args, **kwargs)
+            recorder.insert(self, args, kwargs)
         values = self._bind(args, kwargs)
         # The runtime is not re-entrant (a kernel's scratch buffers, the JIT): one call at a time,
         # even when Python threads call kernels concurrently (launches release the GIL).
@@ -891,6 +935,14 @@ def _returns_a_value(f):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             todo.extend(ast.iter_child_nodes(node))
     return False
+
+
+class _BoundKernel(functools.partial):
+    """A kernel written as a method, bound to its object: obj.step(dt), obj.step.grad(dt)."""
+
+    @property
+    def grad(self):
+        return functools.partial(self.func.grad, *self.args)
 
 
 class _BoundFunc:

@@ -73,6 +73,17 @@ floor, ceil, round = _unary("floor", "Floor."), _unary("ceil", "Ceiling."), _una
 
 
 @builtin
+def rsqrt(x):
+    """1 / sqrt(x)."""
+    check_numeric("qd.rsqrt()", x)
+    ctx = current()
+    if ctx is None:
+        import numpy as np
+        return 1 / np.sqrt(_np_operand(x))
+    return ctx.binary("div", 1.0, sqrt(x))
+
+
+@builtin
 def logical_not(x):
     """1 where x is 0, else 0 (elementwise on vectors and matrices); `not x` in a kernel is the same."""
     ctx = current()
@@ -92,6 +103,8 @@ def _np_operand(x):
 
 @builtin
 def abs(x):
+    if current() is None and not isinstance(x, (str, bytes)) and hasattr(type(x), "__abs__"):
+        return builtins.abs(x)  # any Python number-like object (an autodiff library's boxed value)
     check_numeric("abs()", x)
     ctx = current()
     if ctx is None and isinstance(x, (list, tuple)):
@@ -186,6 +199,18 @@ def _filled(x, value):
 def zero(x):
     """A zero of x's dtype (and shape, for a vector / matrix): qd.zero(tot[None])."""
     return _filled(x, 0)
+
+
+@builtin
+def stop_grad(x):
+    """In a kernel: no gradient flows into field `x` from this kernel's reverse-mode adjoint (its
+    reads of x count as constants)."""
+    ctx = current()
+    if ctx is None:
+        raise QuadrantsSyntaxError("qd.stop_grad(x) is used inside a kernel")
+    if not isinstance(x, Field):
+        ctx.type_error(f"qd.stop_grad takes a field, got {type(x).__name__}")
+    ctx.stop_grad.add(x)
 
 
 @builtin

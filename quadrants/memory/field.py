@@ -2,6 +2,7 @@
 import itertools
 import math
 import operator
+import weakref
 
 import numpy as np
 
@@ -60,6 +61,11 @@ class Field(RuntimeArray):
         self._program = None
         self.handle = None
         self.offset = None  # per axis, the index of the first element (qd.field(..., offset=)); None: zeros
+        # Autodiff companions of a real field (made when first asked for): "grad" (x.grad, reverse
+        # mode) and "dual" (x.dual, forward mode), fields of the same shape; _needs: those placed
+        # with the field itself (needs_grad= / needs_dual=).
+        self._companions, self._needs = {}, set()
+        self._primal = None  # a companion: the field it belongs to
         if shape is not None:
             self._place(_as_shape(shape))
         if offset is not None:
@@ -74,10 +80,59 @@ class Field(RuntimeArray):
         self._program = runtime.program()
         nbytes = int(np.prod(self.full_shape, dtype=np.int64)) * self.dtype.np.itemsize
         self.handle = self._program.runtime.allocate(nbytes)
+        if self._primal is None:
+            _placed.add(self)
+        for kind in self._needs:
+            self._place_companion(kind)
+
+    # --- autodiff companions (docs/autodiff.md) ---
+    @property
+    def grad(self):
+        """The gradient (adjoint) of a real field: a field of the same shape, placed with
+        needs_grad=True, qd.root.lazy_grad() or qd.root...place(x.grad); None for integer fields."""
+        return self._companion("grad")
+
+    @grad.setter
+    def grad(self, value):
+        self._companions["grad"] = value
+
+    @property
+    def dual(self):
+        """The tangent of a real field for forward-mode autodiff (needs_dual=True / lazy_dual())."""
+        return self._companion("dual")
+
+    @dual.setter
+    def dual(self, value):
+        self._companions["dual"] = value
+
+    def _companion(self, kind):
+        if not self.dtype.is_real or self._primal is not None:
+            return self._companions.get(kind)
+        c = self._companions.get(kind)
+        if c is None:
+            c = Field(self.dtype, None, element_shape=self.element_shape, name=f"{self.name}.{kind}")
+            c._primal = self
+            self._companions[kind] = c
+        return c
+
+    def _placed_companion(self, kind):
+        """The companion when it has memory, else None."""
+        c = self._companions.get(kind)
+        return c if c is not None and c._shape is not None else None
+
+    def _place_companion(self, kind):
+        c = self._companion(kind)
+        if c is not None and c._shape is None:
+            c._place(self._shape)
+            c.offset, c._qd_layout = self.offset, self._qd_layout
+            c.snode = getattr(self, "snode", None)
 
     def _destroy(self):
         self._release()
         self.handle, self._destroyed = None, True
+        for c in self._companions.values():
+            if c is not None and c._shape is not None and not getattr(c, "_destroyed", False):
+                c._destroy()
 
     def _check(self):
         if getattr(self, "_destroyed", False):
@@ -141,7 +196,37 @@ def _as_offset(offset, shape):
     return items if any(items) else None
 
 
-def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False):
+def with_companions(f, needs_grad=False, needs_dual=False):
+    """needs_grad= / needs_dual= of the field constructors: the companions are placed with `f`
+    (now, or when qd.root places it). Returns f."""
+    if not f.dtype.is_real:
+        return f
+    for kind, wanted in (("grad", needs_grad), ("dual", needs_dual)):
+        if wanted:
+            f._needs.add(kind)
+            if f.shape is not None:
+                f._place_companion(kind)
+    return f
+
+
+_placed = weakref.WeakSet()  # the placed fields (not companions), for lazy_grad and clear_all_gradients
+
+
+def placed_fields():
+    """The placed fields of the current qd.init (not the companions)."""
+    prog = runtime._program
+    return [f for f in list(_placed) if f._program is prog and not getattr(f, "_destroyed", False)]
+
+
+def lazy_place(kind):
+    """qd.root.lazy_grad() / lazy_dual(): places the companion of every placed real field lacking one."""
+    for f in placed_fields():
+        if f.dtype.is_real:
+            f._needs.add(kind)
+            f._place_companion(kind)
+
+
+def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False, needs_dual=False):
     """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape).
     offset=: the index of the first element per axis (x[offset] is the first; `for i in x` runs
     offset .. offset + shape - 1). order=: the axes outermost first in memory ("ji": j outer, i
@@ -150,10 +235,7 @@ def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=Fals
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
         element_shape, dtype = dtype.shape, dtype.dtype
     f = with_order(Field(dtype, shape, element_shape=element_shape, name=name, offset=offset), order)
-    if needs_grad and f.dtype.is_real:
-        f.grad = with_order(Field(dtype, shape, element_shape=element_shape, name=f"{f.name}.grad", offset=offset),
-                            order)
-    return f
+    return with_companions(f, needs_grad, needs_dual)
 
 
 _AXES = "ijklmnopqrst"  # up to 12 axes
@@ -264,6 +346,14 @@ class _Root(SNode):
     def place(self, *fields):
         self._get_children()
         return super().place(*fields)
+
+    def lazy_grad(self):
+        """Places x.grad for every placed real field that has none (reverse-mode autodiff)."""
+        lazy_place("grad")
+
+    def lazy_dual(self):
+        """Places x.dual for every placed real field that has none (forward-mode autodiff)."""
+        lazy_place("dual")
 
 
 root = _Root()

@@ -3,7 +3,7 @@ import numpy as np
 
 from quadrants import types as T
 from quadrants.types.scope import current
-from quadrants.memory.field import Field
+from quadrants.memory.field import Field, with_companions
 
 
 class StructType:
@@ -57,8 +57,8 @@ class StructType:
                 out[k] = ctx.cast(v, T.to_dtype(t))
         return StructValue(self, out)
 
-    def field(self, shape=None, name=None, **_ignored):
-        return StructField(self, shape, name)
+    def field(self, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
+        return StructField(self, shape, name, needs_grad, needs_dual)
 
 
 def leaves(stype, prefix=()):
@@ -178,8 +178,9 @@ class Struct:
         return StructValue(ANONYMOUS, members)
 
     @staticmethod
-    def field(members, shape=None, name=None, **_ignored):
-        return StructType(members, name=name or "struct").field(shape=shape, name=name)
+    def field(members, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
+        return StructType(members, name=name or "struct").field(shape=shape, name=name, needs_grad=needs_grad,
+                                                                 needs_dual=needs_dual)
 
 
 ANONYMOUS = StructType({}, name="qd.Struct")  # the type of qd.Struct values: members matched by name
@@ -188,17 +189,18 @@ ANONYMOUS = StructType({}, name="qd.Struct")  # the type of qd.Struct values: me
 class StructField:
     """A field of structs: one Field (or StructField) per member, e.g. particles.x[i] / particles[i].x."""
 
-    def __init__(self, stype, shape, name=None):
+    def __init__(self, stype, shape, name=None, needs_grad=False, needs_dual=False):
         self.type = stype
         self.name = name or stype.name
         self.fields = {}
         for k, t in stype.members.items():
             if isinstance(t, StructType):
-                self.fields[k] = StructField(t, shape, f"{self.name}.{k}")
+                self.fields[k] = StructField(t, shape, f"{self.name}.{k}", needs_grad, needs_dual)
             elif isinstance(t, (T.VectorType, T.MatrixType)):
-                self.fields[k] = Field(t.dtype, shape, element_shape=t.shape, name=f"{self.name}.{k}")
+                self.fields[k] = with_companions(Field(t.dtype, shape, element_shape=t.shape, name=f"{self.name}.{k}"),
+                                                 needs_grad, needs_dual)
             else:
-                self.fields[k] = Field(t, shape, name=f"{self.name}.{k}")
+                self.fields[k] = with_companions(Field(t, shape, name=f"{self.name}.{k}"), needs_grad, needs_dual)
 
     def __getattr__(self, k):
         fields = self.__dict__.get("fields", {})

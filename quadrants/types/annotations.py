@@ -77,10 +77,10 @@ class _MatrixTypeBase:
 
         return matrix.construct(self, args)
 
-    def field(self, shape=None, name=None, **_ignored):
-        from quadrants.memory.field import Field  # reach up: a dtype makes fields of itself (v3.field(...))
+    def field(self, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
+        from quadrants.memory.field import Field, with_companions  # reach up: a dtype makes fields of itself (v3.field(...))
 
-        return Field(self.dtype, shape, element_shape=self.shape, name=name)
+        return with_companions(Field(self.dtype, shape, element_shape=self.shape, name=name), needs_grad, needs_dual)
 
     def ndarray(self, shape, **_ignored):
         from quadrants.memory.ndarray import Ndarray  # reach up: and ndarrays (v3.ndarray(...))

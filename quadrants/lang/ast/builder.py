@@ -1168,6 +1168,9 @@ class FunctionWalker(ast.NodeVisitor):
             return self.ctx.kernel_print(args, kwargs)
         runtime_args = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Expr, Var, Ptr, MatrixValue))]
         if runtime_args:
+            if inspect.isfunction(func):  # a plain Python function (a lambda): run now, on the kernel values
+                rv = self.ctx.rvalue
+                return func(*[rv(a) for a in args], **{k: rv(v) for k, v in kwargs.items()})
             name = getattr(func, "__name__", repr(func))
             self.ctx.syntax_error(f"cannot call the Python function '{name}' with kernel values; "
                                   f"decorate it with @qd.func")

@@ -99,6 +99,7 @@ class KernelContext:
         self.name = name  # the kernel's, for error messages
         self.config = config
         self.fields = {}  # buffer index -> Field
+        self.stop_grad = set()  # fields qd.stop_grad(x) names: no adjoint flows into them
         self.captured = {}  # id(ndarray) -> (Ndarray, NdarrayArg): ndarrays reached other than as ndarray arguments
         self.loop_config = {}
         self.walker = None  # the FunctionWalker currently emitting

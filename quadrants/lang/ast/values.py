@@ -3,15 +3,49 @@ import itertools
 
 import numpy as np
 
+from quadrants.types import scope
 
-class Expr:
+
+def _binary(op, swap=False):
+    def method(self, other):
+        a, b = (other, self) if swap else (self, other)
+        return scope.current().binary(op, a, b, user_code=True)
+    return method
+
+
+class _Operators:
+    """Python's arithmetic and ordering operators on kernel values, for the plain Python functions
+    a kernel calls with them (`lambda x: x * x - 3`, run while the kernel compiles). == and != stay
+    identity (the values are dict keys); inside kernel source the walker builds every operator itself."""
+
+    __add__, __radd__ = _binary("add"), _binary("add", True)
+    __sub__, __rsub__ = _binary("sub"), _binary("sub", True)
+    __mul__, __rmul__ = _binary("mul"), _binary("mul", True)
+    __truediv__, __rtruediv__ = _binary("div"), _binary("div", True)
+    __floordiv__, __rfloordiv__ = _binary("floordiv"), _binary("floordiv", True)
+    __mod__, __rmod__ = _binary("mod"), _binary("mod", True)
+    __pow__, __rpow__ = _binary("pow"), _binary("pow", True)
+    __lt__, __le__, __gt__, __ge__ = _binary("lt"), _binary("le"), _binary("gt"), _binary("ge")
+    __hash__ = object.__hash__
+
+    def __neg__(self):
+        return scope.current().unary("neg", scope.current().rvalue(self))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return scope.current().unary("abs", scope.current().rvalue(self))
+
+
+class Expr(_Operators):
     """An rvalue: one IR statement with a dtype."""
 
     def __init__(self, stmt, dtype):
         self.stmt, self.dtype = stmt, dtype
 
 
-class Var:
+class Var(_Operators):
     """A kernel local variable (an IR alloca)."""
 
     kernel_scope = False  # defined outside every loop and branch of the kernel
@@ -20,7 +54,7 @@ class Var:
         self.stmt, self.dtype = stmt, dtype
 
 
-class Ptr:
+class Ptr(_Operators):
     """A global-memory lvalue: a field or ndarray element (an IR global pointer) of kernel buffer `buffer`."""
 
     def __init__(self, stmt, dtype, buffer=None):

@@ -52,9 +52,12 @@ def expected_archs():
 
 
 def _as_list(x):
+    """x as a flat list: None is [], a list may hold lists (arch=[qd.cpu, qd.gpu])."""
     if x is None:
         return []
-    return list(x) if isinstance(x, (list, tuple)) else [x]
+    if not isinstance(x, (list, tuple)):
+        return [x]
+    return [e for item in x for e in (_as_list(item) if isinstance(item, list) else [item])]
 
 
 def _excluded(arch, exclude):

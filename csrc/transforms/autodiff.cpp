@@ -466,7 +466,7 @@ class Adjoint {
         Stmt *target = s.operands[0];
         Stmt *incoming = nullptr;
         if (target->kind == StmtKind::Alloca) {
-          incoming = adjoint(target, e);
+          incoming = e.load(adjoint_variable(target));
         } else {
           int g = companion_of(k_, target);
           if (g < 0) return;
@@ -484,12 +484,13 @@ class Adjoint {
         if (Stmt *a = adjoint(&s, e)) accumulate(s.operands[0], a, e);
         return;
       case StmtKind::LocalStore: {
+        // (The variable's adjoint may be nonzero only from a later iteration's reverse, written
+        // after this in the emitted code: it is made here, not looked up.)
         Stmt *var = s.operands[0];
         if (!is_real(var->dtype)) return;
-        if (Stmt *a = adjoint(var, e)) {
-          accumulate(s.operands[1], a, e);
-          e.store(adjoint_variable(var), e.c(var->dtype, 0));
-        }
+        Stmt *av = adjoint_variable(var);
+        accumulate(s.operands[1], e.load(av), e);
+        e.store(av, e.c(var->dtype, 0));
         return;
       }
       case StmtKind::Unary: case StmtKind::Binary: case StmtKind::Select: {

@@ -107,7 +107,10 @@ class Extension(enum.Enum):
 # Which arches have which extension. Of these this implementation has only 64-bit data (dense
 # fields only, no quantised types, meshes, autodiff, block-local storage, kernel asserts or external
 # functions); on vulkan 64-bit types depend on the device (qd.vulkan_caps()["shader_int64"]).
-_EXTENSIONS = {"cpu": {Extension.data64}, "cuda": {Extension.data64}, "amdgpu": {Extension.data64}}
+# adstack: reverse-mode autodiff through dynamic loops (every backend: the adjoint replays them).
+_EXTENSIONS = {"cpu": {Extension.data64, Extension.adstack}, "cuda": {Extension.data64, Extension.adstack},
+               "amdgpu": {Extension.data64, Extension.adstack}, "vulkan": {Extension.adstack},
+               "metal": {Extension.adstack}}
 
 
 def is_extension_supported(arch, ext):

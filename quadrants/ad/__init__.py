@@ -12,19 +12,13 @@ from quadrants._lib import runtime
 from quadrants.memory.field import Field, placed_fields
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.tensor import Tensor
-
-
-class SNodeGradType:
-    """Which companions clear_all_gradients zeroes: the gradients (ADJOINT) or the tangents (DUAL)."""
-
-    ADJOINT = "grad"
-    DUAL = "dual"
+from quadrants.types.enums import SNodeGradType
 
 
 def clear_all_gradients(gradient_type=SNodeGradType.ADJOINT):
-    """Zeroes the placed gradient (or tangent) of every field of the current qd.init."""
-    kind = getattr(gradient_type, "name", gradient_type)
-    kind = "dual" if str(kind).lower() in ("dual", "snodegradtype.dual") else "grad"
+    """Zeroes the placed gradient (gradient_type=ADJOINT) or tangent (DUAL) of every field of the
+    current qd.init."""
+    kind = "dual" if gradient_type == SNodeGradType.DUAL else "grad"
     for f in placed_fields():
         c = f._placed_companion(kind)
         if c is not None:
@@ -42,7 +36,8 @@ def _recording(prog):
 class Tape:
     """with qd.ad.Tape(loss=loss): records the kernels called in the block; on leaving it, seeds
     loss.grad with 1 and runs their adjoints in reverse order. clear_gradients: zero every field's
-    gradient on entering. validation: needs qd.init(debug=True); accepted, checks nothing yet.
+    gradient on entering (a field loss; the loss itself is zeroed). With loss=None nothing runs on
+    leaving: call tape.grad(). validation: accepted, checks nothing yet.
     grad_check: fields whose gradients are compared with finite differences after the pass."""
 
     kind = "reverse"
@@ -58,34 +53,36 @@ class Tape:
         self._prog = None
 
     def __enter__(self):
+        assert not self.entered, "Tape can be entered only once."
+        self.entered = True
         loss = self.loss
-        if loss is not None:
-            if isinstance(loss, Field):
-                if loss.shape is None or len(loss.shape) != 0 or loss.element_shape:
-                    raise RuntimeError("The loss of `Tape` must be a 0-D field, i.e. scalar")
-                if loss._placed_companion("grad") is None:
-                    raise RuntimeError("Gradients of loss are not allocated, please use qd.field(..., needs_grad=True) "
-                                       "for all fields that are required by autodiff.")
-            elif isinstance(loss, Ndarray):
-                if int(np.prod(loss.full_shape)) != 1:
-                    raise RuntimeError("The loss of `Tape` must be an ndarray with only one element")
-                if loss.grad is None:
-                    raise RuntimeError("Gradients of loss are not allocated, please set needs_grad=True for all "
-                                       "ndarrays that are required by autodiff.")
-            else:
-                raise TypeError(f"The loss of `Tape` must be a field or an ndarray, got {type(loss).__name__}")
+        if isinstance(loss, Field):
+            if loss.shape is None or len(loss.shape) != 0 or loss.element_shape:
+                raise RuntimeError("The loss of `Tape` must be a 0-D field, i.e. scalar")
+            if loss._placed_companion("grad") is None:
+                raise RuntimeError("Gradients of loss are not allocated, please use qd.field(..., needs_grad=True) "
+                                   "for all fields that are required by autodiff.")
+            if self.clear_gradients:
+                clear_all_gradients()
+            loss.fill(0)
+        elif isinstance(loss, Ndarray):
+            if int(np.prod(loss.full_shape)) != 1:
+                raise RuntimeError("The loss of `Tape` must be an ndarray with only one element")
+            if loss.grad is None:
+                raise RuntimeError("Gradients of loss are not allocated, please set needs_grad=True for all "
+                                   "ndarrays that are required by autodiff.")
+            loss.fill(0)
+        elif loss is not None:
+            raise TypeError(f"The loss of `Tape` must be a field or an ndarray, got {type(loss).__name__}")
         self._prog = runtime.program()
         if _recording(self._prog) is not None:
             raise RuntimeError("qd.ad.Tape cannot be nested in another Tape or FwdMode")
-        if self.clear_gradients:
-            clear_all_gradients()
         self._prog.autodiff = self
-        self.entered = True
         return self
 
     def __exit__(self, exc_type, value, tb):
         self._prog.autodiff = None
-        if exc_type is None:
+        if exc_type is None and self.loss is not None:
             self.grad()
 
     def insert(self, func, args, kwargs=None):
@@ -95,10 +92,7 @@ class Tape:
         assert self.entered, "Before evaluating gradients the tape must be entered."
         assert not self.gradient_evaluated, "Gradients of this tape have been evaluated."
         if self.loss is not None:
-            if isinstance(self.loss, Field):
-                self.loss.grad[None] = 1.0
-            else:
-                self.loss.grad.fill(1.0)
+            self.loss.grad.fill(1.0)
         for func, args, kwargs in reversed(self.calls):
             func.grad(*args, **kwargs)
         self.gradient_evaluated = True

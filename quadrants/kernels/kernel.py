@@ -534,13 +534,16 @@ class Kernel:
         if kind == "grad" and ctx.rng_launch_slot is not None:
             raise QuadrantsRuntimeError(f"kernel '{self.__name__}': qd.random() cannot be differentiated (RandStmt not "
                                         f"supported in reverse mode: the adjoint's replay would draw other numbers)")
+        if kind == "grad" and (ctx.reads_grad or any(getattr(f, "_kind", None) == "grad" for f in ctx.fields.values())):
+            raise QuadrantsRuntimeError(f"kernel '{self.__name__}' reads a gradient (x.grad): Cannot automatically "
+                                        f"differentiate through a grad tensor")
         for idx, f in list(ctx.fields.items()):
             c = f._placed_companion(kind) if isinstance(f, Field) else None
             if c is not None and f not in ctx.stop_grad:
                 ctx.b.set_companion(idx, ctx.field_buffer(c))
         if kind == "grad":
-            for step in plan:
-                if step[0] == "ndarray" and step[4] is not None:
+            for p, step in zip(self.params, plan):
+                if step[0] == "ndarray" and step[4] is not None and getattr(p.annotation, "needs_grad", None) is not False:
                     ctx.b.set_companion(step[1], step[4])
             for _, arg in ctx.captured.values():
                 if arg.grad is not None:

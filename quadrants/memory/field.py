@@ -9,6 +9,7 @@ import numpy as np
 from quadrants._lib import runtime
 from quadrants import types as T
 from quadrants.types import scope
+from quadrants.types.enums import SNodeGradType
 from quadrants.types.exceptions import QuadrantsRuntimeError
 from quadrants.memory.array import RuntimeArray, python_scope
 
@@ -66,6 +67,8 @@ class Field(RuntimeArray):
         # with the field itself (needs_grad= / needs_dual=).
         self._companions, self._needs = {}, set()
         self._primal = None  # a companion: the field it belongs to
+        self._kind = None  # a companion: "grad" or "dual"
+        self._snode = None
         if shape is not None:
             self._place(_as_shape(shape))
         if offset is not None:
@@ -111,7 +114,7 @@ class Field(RuntimeArray):
         c = self._companions.get(kind)
         if c is None:
             c = Field(self.dtype, None, element_shape=self.element_shape, name=f"{self.name}.{kind}")
-            c._primal = self
+            c._primal, c._kind = self, kind
             self._companions[kind] = c
         return c
 
@@ -125,7 +128,20 @@ class Field(RuntimeArray):
         if c is not None and c._shape is None:
             c._place(self._shape)
             c.offset, c._qd_layout = self.offset, self._qd_layout
-            c.snode = getattr(self, "snode", None)
+            if self._snode is not None:
+                c.snode = SNode(self._snode.sizes, None, self._snode._parent, "place")
+
+    @property
+    def snode(self):
+        """The layout node holding the field (x.snode.parent(), x.snode.ptr.get_snode_grad_type())."""
+        if self._snode is None:
+            self.snode = SNode(tuple(enumerate(self._shape or ())), None, None, "place")
+        return self._snode
+
+    @snode.setter
+    def snode(self, node):
+        self._snode = node
+        node._field = self
 
     def _destroy(self):
         self._release()
@@ -293,6 +309,10 @@ class SNode:
     def _get_children(self):
         return list(self._children)
 
+    @property
+    def ptr(self):
+        return _SNodePtr(getattr(self, "_field", None))
+
     def _path_from_root(self):
         path, node = [], self
         while node is not None:
@@ -325,6 +345,17 @@ class SNode:
             if self._placed is not None:
                 self._placed.append(f)
         return self
+
+
+class _SNodePtr:
+    """node.ptr, as the reference's programs read a placed field's node."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def get_snode_grad_type(self):
+        kind = self._f._kind if self._f is not None else None
+        return {None: SNodeGradType.PRIMAL, "grad": SNodeGradType.ADJOINT, "dual": SNodeGradType.DUAL}[kind]
 
 
 class _Root(SNode):

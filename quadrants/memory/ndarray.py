@@ -3,6 +3,7 @@ import numpy as np
 
 from quadrants._lib import runtime
 from quadrants import types as T
+from quadrants.types.exceptions import QuadrantsRuntimeError
 from quadrants.memory.field import as_shape, check_size
 from quadrants.memory.array import RuntimeArray, host_array, python_scope
 from quadrants.memory.buffer_view import BufferView, slice_bounds
@@ -80,6 +81,9 @@ class Ndarray(RuntimeArray):
 def ndarray(dtype, shape, needs_grad=False):
     """qd.ndarray(dtype, shape); needs_grad=: a real ndarray gets a gradient companion, a.grad."""
     a = Ndarray(dtype, shape)
-    if needs_grad and a.dtype.is_real:
+    if needs_grad:
+        if not a.dtype.is_real:
+            raise QuadrantsRuntimeError(f"{a.dtype} is not supported for ndarray with needs_grad=True: gradients need "
+                                        f"a real dtype")
         a.grad = Ndarray(dtype, shape)
     return a

@@ -6,9 +6,10 @@ from quadrants.types.primitive_types import DataType, f32, i32, to_dtype
 class NdarrayType:
     """Annotation for an ndarray argument: qd.types.ndarray(dtype=qd.f32, ndim=1)."""
 
-    def __init__(self, dtype=None, ndim=None, element_shape=()):
+    def __init__(self, dtype=None, ndim=None, element_shape=(), needs_grad=None):
         self.dtype = dtype
         self.ndim = ndim
+        self.needs_grad = needs_grad  # False: the adjoint kernel computes no gradient for this argument
         if not element_shape and isinstance(dtype, (VectorType, MatrixType)):
             element_shape = dtype.shape  # a numpy argument's trailing axes are the elements
         self.element_shape = tuple(element_shape)

@@ -929,6 +929,7 @@ class FunctionWalker(ast.NodeVisitor):
             if attr == "shape":
                 return tuple(self.ctx.ndarray_sizes(base))
             if attr == "grad" and base.grad is not None:
+                self.ctx.reads_grad = True  # an adjoint of this kernel would differentiate through a gradient
                 return base.grad
             if attr == "dtype":
                 return base.dtype

@@ -100,6 +100,7 @@ class KernelContext:
         self.config = config
         self.fields = {}  # buffer index -> Field
         self.stop_grad = set()  # fields qd.stop_grad(x) names: no adjoint flows into them
+        self.reads_grad = False  # the kernel reads an ndarray's .grad
         self.captured = {}  # id(ndarray) -> (Ndarray, NdarrayArg): ndarrays reached other than as ndarray arguments
         self.loop_config = {}
         self.walker = None  # the FunctionWalker currently emitting

@@ -1,0 +1,309 @@
+"""Automatic differentiation (docs/autodiff.md, csrc/transforms/autodiff.cpp): every differentiable
+op's reverse-mode adjoint and forward-mode tangent against central finite differences in f64,
+control flow (if, inner loops with carried state), the Python-scope API (Tape, FwdMode,
+grad_replaced / grad_for, no_grad, stop_grad, clear_all_gradients), the errors, and which atomic
+rewrite the adjoint accumulation gets."""
+import math
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from tests.test_utils import test
+
+ARCHS = [qd.cpu, qd.vulkan]
+
+# (name, kernel function of x and w (w a second, positive operand), numpy reference, x values).
+UNARY = [
+    ("neg", lambda x: -x, lambda x: -x),
+    ("abs", lambda x: qd.abs(x), np.abs),
+    ("sqrt", lambda x: qd.sqrt(x * x + 0.5), lambda x: np.sqrt(x * x + 0.5)),
+    ("sin", lambda x: qd.sin(x), np.sin),
+    ("cos", lambda x: qd.cos(x), np.cos),
+    ("tan", lambda x: qd.tan(x), np.tan),
+    ("exp", lambda x: qd.exp(x), np.exp),
+    ("log", lambda x: qd.log(x * x + 0.5), lambda x: np.log(x * x + 0.5)),
+    ("tanh", lambda x: qd.tanh(x), np.tanh),
+    ("asin", lambda x: qd.asin(x * 0.5), lambda x: np.arcsin(x * 0.5)),
+    ("acos", lambda x: qd.acos(x * 0.5), lambda x: np.arccos(x * 0.5)),
+    ("atan", lambda x: qd.atan(x), np.arctan),
+    ("rsqrt", lambda x: qd.rsqrt(x * x + 0.5), lambda x: 1 / np.sqrt(x * x + 0.5)),
+    ("floor", lambda x: qd.floor(x) * x, lambda x: np.floor(x) * x),
+    ("poly", lambda x: 0.4 * x * x - 3 * x, lambda x: 0.4 * x * x - 3 * x),
+    ("pow_int", lambda x: x ** 3, lambda x: x ** 3),
+    ("cast_f32", lambda x: qd.cast(qd.cast(x, qd.f32) * 2, qd.f64), lambda x: x * 2),
+]
+BINARY = [
+    ("add", lambda x, w: x + w, lambda x, w: x + w),
+    ("sub", lambda x, w: x - w, lambda x, w: x - w),
+    ("mul", lambda x, w: x * w, lambda x, w: x * w),
+    ("div", lambda x, w: x / w, lambda x, w: x / w),
+    ("pow", lambda x, w: w ** x, lambda x, w: w ** x),
+    ("pow_base", lambda x, w: w ** (x * 0.5 + 2), lambda x, w: w ** (x * 0.5 + 2)),
+    ("min", lambda x, w: qd.min(x, w), np.minimum),
+    ("max", lambda x, w: qd.max(x, w), np.maximum),
+    ("atan2", lambda x, w: qd.atan2(x, w), np.arctan2),
+    ("mod", lambda x, w: x % w, lambda x, w: x % w),
+    ("select", lambda x, w: qd.select(x > 0, x * w, w - x), lambda x, w: np.where(x > 0, x * w, w - x)),
+]
+X = np.array([-0.9, -0.35, 0.2, 0.55, 0.8])
+W = np.array([1.3, 0.7, 2.1, 0.45, 1.7])  # never a tie with X (min / max, select's sign)
+
+
+def _check(arch, kernel_of, ref, binary):
+    """y = f(x, w): x.grad and w.grad from kernel.grad, y.dual from FwdMode along x, all against
+    central differences of the numpy reference."""
+    dt = qd.f32 if arch == qd.vulkan else qd.f64  # lavapipe: no f64 math functions
+    n = len(X)
+    x = qd.field(dt, shape=n, needs_grad=True, needs_dual=True)
+    w = qd.field(dt, shape=n, needs_grad=True, needs_dual=True)
+    y = qd.field(dt, shape=n, needs_grad=True, needs_dual=True)
+
+    @qd.kernel
+    def f():
+        for i in x:
+            y[i] = kernel_of(x[i], w[i]) if qd.static(binary) else kernel_of(x[i])
+
+    npt = np.float32 if dt == qd.f32 else np.float64
+    x.from_numpy(X.astype(npt))
+    w.from_numpy(W.astype(npt))
+    f()
+    g = (lambda a, b: ref(a, b)) if binary else (lambda a, b: ref(a))
+    eps = 1e-6
+    dx = (g(X + eps, W) - g(X - eps, W)) / (2 * eps)
+    dw = (g(X, W + eps) - g(X, W - eps)) / (2 * eps)
+    tol = dict(rtol=1e-3, atol=1e-4) if dt == qd.f32 else dict(rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(y.to_numpy(), g(X, W), **tol)
+    y.grad.fill(1)
+    f.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), dx, **tol)
+    if binary:
+        np.testing.assert_allclose(w.grad.to_numpy(), dw, **tol)
+    else:
+        assert not w.grad.to_numpy().any()  # w is not read
+    with qd.ad.FwdMode(loss=y, param=x, seed=[1.0] * n):
+        f()
+    np.testing.assert_allclose(y.dual.to_numpy(), dx, **tol)
+
+
+@pytest.mark.parametrize("name,kf,ref", UNARY, ids=[u[0] for u in UNARY])
+@test(arch=ARCHS)
+def test_gradient_of_unary_op(name, kf, ref, req_arch):
+    _check(req_arch, kf, ref, False)
+
+
+@pytest.mark.parametrize("name,kf,ref", BINARY, ids=[b[0] for b in BINARY])
+@test(arch=ARCHS)
+def test_gradient_of_binary_op(name, kf, ref, req_arch):
+    _check(req_arch, kf, ref, True)
+
+
+@test(arch=ARCHS)
+def test_gradient_through_if_and_inner_loop_with_carried_state():
+    """An inner loop whose iterations depend on the state carried from the earlier ones (v = sin(v)
+    * x + ...): its reverse rebuilds each iteration's state; `if` on the data picks the branch."""
+    n, m = 6, 5
+    x = qd.field(qd.f32, shape=n, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def f(k: qd.i32):
+        for i in x:
+            v = x[i]
+            for j in range(k):
+                v = qd.sin(v) * x[i] + 0.1 * j
+            if v > 0:
+                loss[None] += v * v
+            else:
+                loss[None] += -v
+
+    def ref(xs):
+        tot = 0.0
+        for xi in xs:
+            v = xi
+            for j in range(m):
+                v = math.sin(v) * xi + 0.1 * j
+            tot += v * v if v > 0 else -v
+        return tot
+
+    xs = np.array([0.3, -0.8, 1.1, 0.05, -1.4, 0.7])
+    x.from_numpy(xs.astype(np.float32))
+    with qd.ad.Tape(loss=loss):
+        f(m)
+    eps = 1e-5
+    num = [(ref(xs + eps * e) - ref(xs - eps * e)) / (2 * eps) for e in np.eye(n)]
+    np.testing.assert_allclose(loss[None], ref(xs), rtol=1e-4)
+    np.testing.assert_allclose(x.grad.to_numpy(), num, rtol=2e-3, atol=1e-4)
+
+
+@test(arch=ARCHS)
+def test_tape_runs_adjoints_in_reverse_order():
+    n = 8
+    x = qd.field(qd.f32, shape=n, needs_grad=True)
+    y = qd.field(qd.f32, shape=n, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def square():
+        for i in x:
+            y[i] = x[i] * x[i]
+
+    @qd.kernel
+    def total():
+        for i in y:
+            loss[None] += 3 * y[i]
+
+    x.from_numpy(np.arange(n, dtype=np.float32))
+    x.grad.fill(5)  # cleared by the tape
+    with qd.ad.Tape(loss=loss):
+        square()
+        total()
+    assert loss[None] == 3 * sum(i * i for i in range(n))
+    np.testing.assert_array_equal(x.grad.to_numpy(), 6 * np.arange(n))
+    np.testing.assert_array_equal(y.grad.to_numpy(), 0)  # y's stores handed their gradient to x
+
+
+@test(arch=ARCHS)
+def test_ndarray_gradients_and_kernel_grad_arguments():
+    @qd.kernel
+    def f(a: qd.types.ndarray(), b: qd.types.ndarray(), s: qd.f32):
+        for i in a:
+            b[i] = a[i] * a[i] * s
+
+    a = qd.ndarray(qd.f32, 4, needs_grad=True)
+    b = qd.ndarray(qd.f32, 4, needs_grad=True)
+    a.from_numpy(np.array([1, 2, 3, 4], np.float32))
+    f(a, b, 2.0)
+    b.grad.fill(1)
+    f.grad(a, b, 2.0)
+    np.testing.assert_array_equal(a.grad.to_numpy(), [4, 8, 12, 16])
+    with pytest.raises(qd.QuadrantsRuntimeError, match="i32 is not supported"):
+        qd.ndarray(qd.i32, 3, needs_grad=True)
+
+
+@test(arch=[qd.cpu])
+def test_custom_gradient_no_grad_and_stop_grad():
+    x = qd.field(qd.f32, shape=4, needs_grad=True)
+    total = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def acc(mul: qd.f32):
+        for i in x:
+            total[None] += x[i] * mul
+
+    @qd.ad.grad_replaced
+    def forward(mul):
+        acc(mul)
+        acc(mul)
+
+    @qd.ad.grad_for(forward)
+    def backward(mul):
+        acc.grad(mul)  # deliberately one of the two
+
+    with qd.ad.Tape(loss=total):
+        forward(4.0)
+    np.testing.assert_array_equal(x.grad.to_numpy(), 4)
+
+    with pytest.raises(RuntimeError, match="grad_replaced"):
+        qd.ad.grad_for(acc)(lambda mul: None)
+
+    @qd.ad.no_grad
+    def frozen(mul):
+        acc(mul)
+
+    with qd.ad.Tape(loss=total):
+        frozen(4.0)
+    np.testing.assert_array_equal(x.grad.to_numpy(), 0)
+
+    @qd.kernel
+    def stopped():
+        for i in x:
+            qd.stop_grad(x)
+            total[None] += x[i] * x[i]
+
+    x.fill(3)
+    with qd.ad.Tape(loss=total):
+        stopped()
+    np.testing.assert_array_equal(x.grad.to_numpy(), 0)
+
+
+@test(arch=[qd.cpu])
+def test_lazy_grad_companions_and_clear():
+    x = qd.field(qd.f32)
+    k = qd.field(qd.i32)
+    qd.root.dense(qd.i, 3).place(x, k)
+    assert x.grad.shape is None and k.grad is None  # made unplaced; integer fields have none
+    qd.root.lazy_grad()
+    assert x.grad.shape == (3,) and x.dual.shape is None
+    x.grad.fill(2)
+    qd.ad.clear_all_gradients()
+    assert not x.grad.to_numpy().any()
+    from quadrants.types.enums import SNodeGradType
+    assert x.grad.snode.ptr.get_snode_grad_type() == SNodeGradType.ADJOINT
+    assert x.snode.ptr.get_snode_grad_type() == SNodeGradType.PRIMAL
+
+
+@test(arch=[qd.cpu])
+def test_errors_name_the_line():
+    x = qd.field(qd.f32, shape=4, needs_grad=True)
+    y = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def maxed():
+        for i in x:
+            qd.atomic_max(y[None], x[i])
+
+    maxed()
+    with pytest.raises(qd.QuadrantsTypeError, match=r"(?s)atomic_max\(y\[None\].*atomic_max on a float is not differentiable"):
+        maxed.grad()
+
+    @qd.kernel
+    def randomised():
+        for i in x:
+            y[None] += x[i] * qd.random()
+
+    with pytest.raises(RuntimeError, match="RandStmt not supported"):
+        randomised.grad()
+
+    @qd.kernel
+    def reads_grad():
+        for i in x:
+            y[None] += x.grad[i]
+
+    with pytest.raises(RuntimeError, match="differentiate through a grad tensor"):
+        reads_grad.grad()
+
+
+def _ir(kernel):
+    return next(iter(kernel.cache.values()))[0].compiled.artifacts["ir"]
+
+
+@test(arch=[qd.cpu])
+def test_adjoint_accumulation_takes_the_atomic_rewrites():
+    """The reverse kernel's adjoint atomics: unique per iteration (x[i]) become plain adds; the
+    same address in every iteration (s[None]) is accumulated per thread and flushed once; a gather's
+    scatter into a small field goes to a private copy per thread."""
+    n = 1024
+    x = qd.field(qd.f32, shape=n, needs_grad=True)
+    w = qd.field(qd.f32, shape=n, needs_grad=True)
+    y = qd.field(qd.f32, shape=n, needs_grad=True)
+    s = qd.field(qd.f32, shape=(), needs_grad=True)
+    p = qd.field(qd.i32, shape=n)
+
+    @qd.kernel
+    def f():
+        for i in y:
+            y[i] = x[p[i]] * w[i] + s[None]
+
+    p.from_numpy((np.arange(n) * 7 % n).astype(np.int32))
+    x.from_numpy(np.arange(n, dtype=np.float32))
+    w.fill(2)
+    y.grad.fill(1)
+    f.grad()
+    ir = _ir(f.grad)
+    loop = ir[ir.index("task 1"):]
+    assert "global atomic add" not in loop.split("each thread, after its share of the loop")[0]
+    assert "private copy of " + x.grad.name in ir  # the gather's scatter-add
+    assert s.grad[None] == n  # privatised, flushed by one atomic per thread
+    np.testing.assert_array_equal(x.grad.to_numpy(), 2)  # p is a permutation
+    np.testing.assert_array_equal(w.grad.to_numpy(), x.to_numpy()[p.to_numpy()])

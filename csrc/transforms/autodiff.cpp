@@ -203,6 +203,19 @@ const Stmt *own_jump(const Block &b) {
   return nullptr;
 }
 
+// A break / continue of this loop, or an `if` holding one.
+bool jumps(const Stmt &s) {
+  if (s.kind == StmtKind::Break || s.kind == StmtKind::Continue) return true;
+  return s.kind == StmtKind::If && (own_jump(*s.body) || (s.else_body && own_jump(*s.else_body)));
+}
+
+Stmt *make_if(Em &e, Stmt *cond) {
+  Stmt *g = e.add(StmtKind::If, DataType::none, {cond});
+  g->body = std::make_unique<Block>();
+  g->body->owner = g;
+  return g;
+}
+
 class Adjoint {
  public:
   explicit Adjoint(KernelIR &k) : k_(k) {}
@@ -227,8 +240,6 @@ class Adjoint {
         reverse(s, top);
         continue;
       }
-      if (const Stmt *j = own_jump(*s.body))
-        syntax_error("reverse-mode autodiff: 'break' / 'continue' in a differentiated loop is not supported", j->loc);
       Stmt *loop = top.open(s, {primal(s.operands[0]), primal(s.operands[1])});
       m_[&s] = loop;
       Em body{loop->body.get(), s.loc};
@@ -236,8 +247,10 @@ class Adjoint {
       Block *outer = level_;
       level_ = loop->body.get();
       in_parallel_ = true;
+      jump_flag_ = own_jump(*s.body) ? jump_flag(body) : nullptr;
       forward_block(*s.body, body);
       reverse_block(*s.body, body);
+      jump_flag_ = nullptr;
       in_parallel_ = false;
       level_ = outer;
     }
@@ -256,12 +269,22 @@ class Adjoint {
   // ---- the primal replay ----
   // Within one block, a load of the element a store just wrote is the stored value (the reverse
   // pass then carries the adjoint straight to it, as the element's gradient never saw it).
-  void forward_block(const Block &b, Em &e) {
+  // In the replay of an iteration that runs backwards, a break / continue of the loop sets the
+  // iteration's jump flag instead, and what follows it runs under `if not flag` (the reverse pass
+  // mirrors it), so that the replay and its reverse stay one block.
+  void forward_block(const Block &b, Em &e_in) {
+    Em *ep = &e_in, guarded{nullptr, {}};
     std::vector<std::pair<Stmt *, Stmt *>> stored;  // (pointer, value) of this block's stores so far
     auto forget = [&](int64_t buffer) {
       std::erase_if(stored, [&](auto &p) { return buffer < 0 || p.first->ival == buffer; });
     };
     for (auto &s : b.stmts) {
+      Em &e = *ep;
+      if (jump_flag_ && (s->kind == StmtKind::Break || s->kind == StmtKind::Continue)) {
+        e.loc = s->loc;
+        e.store(jump_flag_, e.c(DataType::i32, 1));
+        return;  // the rest of the block never runs
+      }
       if (s->kind == StmtKind::GlobalLoad && !s->is_volatile && !s->is_atomic) {
         auto hit = std::find_if(stored.begin(), stored.end(), [&](auto &p) { return same_element(p.first, s->operands[0]); });
         if (hit != stored.end()) {
@@ -279,7 +302,22 @@ class Adjoint {
       } else if (s->body) {
         forget(-1);
       }
+      if (jump_flag_ && jumps(*s)) {
+        Stmt *g = make_if(e, not_jumped(e));
+        guarded = Em{g->body.get(), s->loc};
+        ep = &guarded;
+        forget(-1);
+      }
     }
+  }
+
+  Stmt *not_jumped(Em &e) { return e.bin(BinaryOp::Eq, e.load(jump_flag_), e.c(DataType::i32, 0)); }
+
+  // The jump flag of the iteration whose replay `body` starts: a variable of the level, cleared.
+  Stmt *jump_flag(Em &body) {
+    Stmt *f = variable_at_front(*level_, DataType::i32);
+    body.store(f, body.c(DataType::i32, 0));
+    return f;
   }
 
   static bool same_value(const Stmt *a, const Stmt *b) {
@@ -337,12 +375,23 @@ class Adjoint {
           e.store(snap, e.load(m(v)));
           snaps.push_back({v, snap});
         }
+        // A loop that can stop early counts the iterations it starts, for running them backwards.
+        Stmt *trips = nullptr;
+        if (s.kind == StmtKind::While || own_jump(*s.body)) {
+          trips = variable_at_front(*level_, DataType::i32);
+          e.store(trips, e.c(DataType::i32, 0));
+        }
+        trips_[&s] = trips;
         std::vector<Stmt *> ops;
         for (Stmt *o : s.operands) ops.push_back(m(o));
         Stmt *c = e.open(s, ops);
         note(&s, c);
         Em body{c->body.get(), s.loc};
+        if (trips) body.store(trips, body.bin(BinaryOp::Add, body.load(trips), body.c(DataType::i32, 1)));
+        Stmt *flag = jump_flag_;
+        jump_flag_ = nullptr;  // its own break / continue are real ones
         forward_block(*s.body, body);
+        jump_flag_ = flag;
         return;
       }
       default: break;
@@ -434,8 +483,22 @@ class Adjoint {
   }
 
   // ---- the reverse pass ----
-  void reverse_block(const Block &b, Em &e) {
-    for (auto it = b.stmts.rbegin(); it != b.stmts.rend(); ++it) reverse(**it, e);
+  void reverse_block(const Block &b, Em &e) { reverse_range(b, 0, b.stmts.size(), e); }
+
+  // Statements [lo, hi) of b backwards; what follows a jump of the loop only when none was taken.
+  void reverse_range(const Block &b, size_t lo, size_t hi, Em &e) {
+    size_t k = lo;
+    while (jump_flag_ && k < hi && !jumps(*b.stmts[k])) k++;
+    if (jump_flag_ && k < hi) {
+      if (k + 1 < hi && b.stmts[k]->kind == StmtKind::If) {
+        e.loc = b.stmts[k + 1]->loc;
+        Em g{make_if(e, not_jumped(e))->body.get(), e.loc};
+        reverse_range(b, k + 1, hi, g);
+      }
+      if (b.stmts[k]->kind == StmtKind::If) reverse(*b.stmts[k], e);
+      hi = k;
+    }
+    for (size_t i = hi; i > lo; i--) reverse(*b.stmts[i - 1], e);
   }
 
   void reverse(Stmt &s, Em &e) {
@@ -535,13 +598,8 @@ class Adjoint {
         }
         return;
       }
-      case StmtKind::RangeFor:
+      case StmtKind::RangeFor: case StmtKind::While:
         reverse_loop(s, e);
-        return;
-      case StmtKind::While:
-        if (affects_gradients(s))
-          syntax_error("reverse-mode autodiff: a while loop whose body reads or writes differentiated values is not "
-                       "supported; use a for loop over a range", s.loc);
         return;
       default:
         return;
@@ -565,18 +623,24 @@ class Adjoint {
     return yes;
   }
 
-  // An inner range-for, run backwards: iteration j = end - 1 - r for r in range(end - begin).
+  // An inner loop run backwards: iteration j = end - 1 - r of a range-for for r in range(end -
+  // begin); a loop that can stop early (a while, a break) runs its counted iterations backwards.
   void reverse_loop(Stmt &s, Em &e) {
     if (!affects_gradients(s)) return;
-    if (const Stmt *j = own_jump(*s.body))
-      syntax_error("reverse-mode autodiff: 'break' / 'continue' in a differentiated loop is not supported", j->loc);
-    Stmt *begin = primal(s.operands[0], &e), *end = primal(s.operands[1], &e);
-    Stmt *count = e.bin(BinaryOp::Sub, end, begin);
-    Stmt *loop = e.open(s, {e.c(DataType::i32, 0), count});
+    bool is_for = s.kind == StmtKind::RangeFor;
+    Stmt *trips = trips_[&s];
+    Stmt *begin = is_for ? primal(s.operands[0], &e) : nullptr, *end = is_for ? primal(s.operands[1], &e) : nullptr;
+    Stmt *count = trips ? e.load(trips) : e.bin(BinaryOp::Sub, end, begin);
+    Stmt *loop = e.add(StmtKind::RangeFor, DataType::none, {e.c(DataType::i32, 0), count});
+    loop->serialize = true;
+    loop->body = std::make_unique<Block>();
+    loop->body->owner = loop;
     Block *body = loop->body.get();
     Em eb{body, s.loc};
     Stmt *r = eb.add(StmtKind::LoopIndex, DataType::i32, {loop});
-    Stmt *j = eb.bin(BinaryOp::Sub, eb.bin(BinaryOp::Sub, end, eb.c(DataType::i32, 1)), r);
+    // The iteration's number from the first (while: the iterations before it).
+    Stmt *nth = eb.bin(BinaryOp::Sub, eb.bin(BinaryOp::Sub, count, eb.c(DataType::i32, 1)), r);
+    Stmt *j = is_for ? eb.bin(BinaryOp::Add, begin, nth) : nth;
     // The values of this iteration that depend on the carried variables' state.
     Frame f;
     auto carried = carried_variables(s);
@@ -589,29 +653,38 @@ class Adjoint {
     auto snaps = snapshots_[&s];  // the entry state, saved by the replay above
     frames_.push_back(std::move(f));
     Block *outer = level_;
+    Stmt *outer_flag = jump_flag_;
     level_ = body;
     rev_block_[s.body.get()] = body;
-    index_[&s] = j;
+    if (is_for) index_[&s] = j;
+    jump_flag_ = own_jump(*s.body) ? jump_flag(eb) : nullptr;
     forward_block(*s.body, eb);
     reverse_block(*s.body, eb);
     bool replay = frames_.back().replay;
     frames_.pop_back();
     if (replay && !snaps.empty()) {
-      // Rebuild the iteration's state: from the entry state, iterations begin .. j - 1 again.
+      // Rebuild the iteration's state: from the entry state, the iterations before it again
+      // (they all ran to their end: only the last can stop the loop).
       Block pre;
       Em ep{&pre, s.loc};
       for (auto &[v, snap] : snaps) ep.store(m(v), ep.load(snap));
-      Stmt *again = ep.open(s, {begin, j});
+      Stmt *again = ep.add(StmtKind::RangeFor, DataType::none, {is_for ? begin : ep.c(DataType::i32, 0), j});
+      again->serialize = true;
+      again->body = std::make_unique<Block>();
+      again->body->owner = again;
       Em er{again->body.get(), s.loc};
-      index_[&s] = er.add(StmtKind::LoopIndex, DataType::i32, {again});
+      Stmt *index = er.add(StmtKind::LoopIndex, DataType::i32, {again});
+      if (is_for) index_[&s] = index;
       Block *saved = level_;
       level_ = again->body.get();
+      jump_flag_ = nullptr;
       forward_block(*s.body, er);
       level_ = saved;
       size_t at = position(j) + 1;
       for (auto &st : pre.stmts) insert_at(*body, at++, std::move(st));
     }
     index_.erase(&s);
+    jump_flag_ = outer_flag;
     level_ = outer;
   }
 
@@ -630,6 +703,8 @@ class Adjoint {
   std::unordered_map<const Block *, Block *> rev_block_;  // primal block -> where its reverse is
   std::unordered_map<const Stmt *, Stmt *> index_;        // inner loop run backwards -> its index
   std::unordered_map<const Stmt *, std::vector<std::pair<Stmt *, Stmt *>>> snapshots_;
+  std::unordered_map<const Stmt *, Stmt *> trips_;        // loop that can stop early -> its iteration count
+  Stmt *jump_flag_ = nullptr;  // the replayed iteration's "a break / continue was taken"
   std::vector<Frame> frames_;
   Block *level_ = nullptr;
   bool in_parallel_ = false;

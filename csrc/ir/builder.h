@@ -35,6 +35,13 @@ class Builder {
     if (kernel_->companion.size() <= static_cast<size_t>(buffer)) kernel_->companion.resize(buffer + 1, -1);
     kernel_->companion[buffer] = companion;
   }
+  // Validation (3): a write to an element of `buffer` read before in the launch puts `message` into
+  // the assertion word (buffer `word`, element 0) unless an earlier failure is there.
+  void set_access_check(int buffer, int message, int word) {
+    if (kernel_->check_message.size() <= static_cast<size_t>(buffer)) kernel_->check_message.resize(buffer + 1, 0);
+    kernel_->check_message[buffer] = message;
+    kernel_->check_word = word;
+  }
 
   // Values.
   Stmt *const_int(DataType dtype, int64_t v);

@@ -161,8 +161,13 @@ struct KernelIR {
   // Automatic differentiation (transforms/autodiff.cpp): this is the kernel's adjoint (Reverse) or
   // dual (Forward) version; companion[b]: the buffer holding buffer b's gradient (.grad) or
   // tangent (.dual), -1 where it has none.
-  enum class Autodiff { None, Reverse, Forward } autodiff = Autodiff::None;
+  // Validation: the global data access rule checked (companion[b]: buffer b's check bits, set by
+  // reads; a write of an element already read puts check_message[b] into the assertion word,
+  // buffer check_word).
+  enum class Autodiff { None, Reverse, Forward, Validation } autodiff = Autodiff::None;
   std::vector<int> companion;
+  std::vector<int> check_message;
+  int check_word = -1;
 
   int add_buffer(BufferDesc d) {
     buffers.push_back(std::move(d));

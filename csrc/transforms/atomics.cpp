@@ -205,6 +205,7 @@ void run_passes(KernelIR &k, const Target &target) {
   bool fold = target.features.constant_folding;
   if (k.autodiff == KernelIR::Autodiff::Reverse) make_adjoint(k);
   if (k.autodiff == KernelIR::Autodiff::Forward) make_dual(k);
+  if (k.autodiff == KernelIR::Autodiff::Validation) check_data_access(k);
   if (fold) fold_constants(k);
   demote_local_atomics(k);
   if (k.debug) insert_bounds_checks(k);

@@ -824,7 +824,56 @@ class Dual {
 
 }  // namespace
 
+// The global data access rule, checked at run time (Tape(validation=True)).
+class AccessCheck {
+ public:
+  explicit AccessCheck(KernelIR &k) : k_(k) {}
+  void run() { block(k_.body); }
+
+ private:
+  void block(Block &b) {
+    auto old = std::move(b.stmts);
+    b.stmts.clear();
+    for (auto &s : old) {
+      Stmt *raw = s.get();
+      Em e{&b, raw->loc};
+      bool writes = raw->kind == StmtKind::GlobalStore || raw->kind == StmtKind::Atomic;
+      int c = writes ? companion_of(k_, raw->operands[0]) : -1;
+      if (c >= 0) {  // before the write: was the element read?
+        Stmt *bit = e.add(StmtKind::GlobalLoad, DataType::i32, {bit_ptr(raw->operands[0], c, e)});
+        Stmt *g = make_if(e, e.bin(BinaryOp::Ne, bit, e.c(DataType::i32, 0)));
+        Em f{g->body.get(), raw->loc};
+        auto word = std::make_unique<Stmt>(StmtKind::GlobalPtr, DataType::i32);
+        word->operands = {f.c(DataType::i32, 0)};
+        word->ival = k_.check_word;
+        word->loc = raw->loc;
+        Stmt *w = f.b->push(std::move(word));
+        Stmt *cas = f.add(StmtKind::Atomic, DataType::i32,
+                          {w, f.c(DataType::i32, 0), f.c(DataType::i32, k_.check_message[raw->operands[0]->ival])});
+        cas->ival = static_cast<int64_t>(AtomicOp::Cas);
+      }
+      b.push(std::move(s));
+      if (raw->kind == StmtKind::GlobalLoad) {
+        if (int r = companion_of(k_, raw->operands[0]); r >= 0)
+          e.add(StmtKind::GlobalStore, DataType::none, {bit_ptr(raw->operands[0], r, e), e.c(DataType::i32, 1)});
+      }
+      if (raw->body) block(*raw->body);
+      if (raw->else_body) block(*raw->else_body);
+    }
+  }
+
+  Stmt *bit_ptr(Stmt *ptr, int companion, Em &e) {
+    auto c = clone_leaf(*ptr);
+    c->ival = companion;
+    c->dtype = DataType::i32;
+    return e.b->push(std::move(c));
+  }
+
+  KernelIR &k_;
+};
+
 void make_adjoint(KernelIR &k) { Adjoint(k).run(); }
+void check_data_access(KernelIR &k) { AccessCheck(k).run(); }
 void make_dual(KernelIR &k) { Dual(k).run(); }
 
 }  // namespace qd

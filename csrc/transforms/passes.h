@@ -94,6 +94,9 @@ void legalize(KernelIR &k, const Target &target);
 // QuadrantsSyntaxError / QuadrantsTypeError naming the line.
 void make_adjoint(KernelIR &k);
 void make_dual(KernelIR &k);
+// qd.ad.Tape(validation=True): reads of a checked buffer set the element's check bit; a write of an
+// element whose bit is set (read, then written, in one launch) reports the buffer's message.
+void check_data_access(KernelIR &k);
 
 // Runs everything after building, in order.
 void run_passes(KernelIR &k, const Target &target);

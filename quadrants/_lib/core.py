@@ -108,9 +108,10 @@ class Extension(enum.Enum):
 # fields only, no quantised types, meshes, autodiff, block-local storage, kernel asserts or external
 # functions); on vulkan 64-bit types depend on the device (qd.vulkan_caps()["shader_int64"]).
 # adstack: reverse-mode autodiff through dynamic loops (every backend: the adjoint replays them).
-_EXTENSIONS = {"cpu": {Extension.data64, Extension.adstack}, "cuda": {Extension.data64, Extension.adstack},
-               "amdgpu": {Extension.data64, Extension.adstack}, "vulkan": {Extension.adstack},
-               "metal": {Extension.adstack}}
+# assertion: run-time kernel asserts (debug=True), measured on cpu and vulkan.
+_EXTENSIONS = {"cpu": {Extension.data64, Extension.adstack, Extension.assertion},
+               "cuda": {Extension.data64, Extension.adstack}, "amdgpu": {Extension.data64, Extension.adstack},
+               "vulkan": {Extension.adstack, Extension.assertion}, "metal": {Extension.adstack}}
 
 
 def is_extension_supported(arch, ext):

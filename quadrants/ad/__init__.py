@@ -5,6 +5,7 @@ module records and replays them: Tape runs the adjoints of the kernels called in
 order, FwdMode runs the duals of the kernels called in it, and grad_replaced / grad_for /
 no_grad put a hand-written gradient in place of the compiled one."""
 import functools
+import warnings
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from quadrants._lib import runtime
 from quadrants.memory.field import Field, placed_fields
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.tensor import Tensor
-from quadrants.types.enums import SNodeGradType
+from quadrants.types.enums import AutodiffMode, SNodeGradType
 
 
 def clear_all_gradients(gradient_type=SNodeGradType.ADJOINT):
@@ -37,7 +38,8 @@ class Tape:
     """with qd.ad.Tape(loss=loss): records the kernels called in the block; on leaving it, seeds
     loss.grad with 1 and runs their adjoints in reverse order. clear_gradients: zero every field's
     gradient on entering (a field loss; the loss itself is zeroed). With loss=None nothing runs on
-    leaving: call tape.grad(). validation: accepted, checks nothing yet.
+    leaving: call tape.grad(). validation (with qd.init(debug=True)): the recorded kernels check
+    the global data access rule as they run (QuadrantsAssertionError naming the field).
     grad_check: fields whose gradients are compared with finite differences after the pass."""
 
     kind = "reverse"
@@ -47,10 +49,13 @@ class Tape:
         self.clear_gradients = clear_gradients
         self.validation = validation
         self.grad_check = grad_check
-        self.calls = []
+        self.calls, self._kwargs, self.modes = [], [], []  # calls: (function, args), as the reference has them
         self.entered = False
         self.gradient_evaluated = False
         self._prog = None
+        if validation and not runtime.config().debug:
+            warnings.warn("Debug mode is disabled, autodiff valid check will not work. Please specify "
+                          "`qd.init(debug=True)` to enable the check.", Warning, stacklevel=2)
 
     def __enter__(self):
         assert not self.entered, "Tape can be entered only once."
@@ -82,18 +87,28 @@ class Tape:
 
     def __exit__(self, exc_type, value, tb):
         self._prog.autodiff = None
-        if exc_type is None and self.loss is not None:
-            self.grad()
+        try:
+            if exc_type is None and self.loss is not None:
+                self.grad()
+        finally:
+            for (func, _), mode in zip(self.calls, self.modes):
+                if mode is not None:
+                    func.autodiff_mode = mode
 
     def insert(self, func, args, kwargs=None):
-        self.calls.append((func, args, kwargs or {}))
+        mode = getattr(func, "autodiff_mode", None)
+        self.modes.append(mode)
+        if self.validation and mode is not None and runtime.config().debug:
+            func.autodiff_mode = AutodiffMode.VALIDATION  # its calls check the global data access rule
+        self.calls.append((func, args))
+        self._kwargs.append(kwargs or {})
 
     def grad(self):
         assert self.entered, "Before evaluating gradients the tape must be entered."
         assert not self.gradient_evaluated, "Gradients of this tape have been evaluated."
         if self.loss is not None:
             self.loss.grad.fill(1.0)
-        for func, args, kwargs in reversed(self.calls):
+        for (func, args), kwargs in zip(reversed(self.calls), reversed(self._kwargs)):
             func.grad(*args, **kwargs)
         self.gradient_evaluated = True
         if self.grad_check:
@@ -119,7 +134,7 @@ def _check_grad(tape, x, eps=1e-4, rtol=1e-2):
         tape.loss[None] = 0
         prev, tape._prog.autodiff = tape._prog.autodiff, None
         try:
-            for func, args, kwargs in tape.calls:
+            for (func, args), kwargs in zip(tape.calls, tape._kwargs):
                 func(*args, **kwargs)
         finally:
             tape._prog.autodiff = prev

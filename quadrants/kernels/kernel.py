@@ -26,6 +26,7 @@ from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAsserti
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
 from quadrants.memory.field import Field
+from quadrants.types.enums import AutodiffMode
 from quadrants.memory import buffer_view as _bv
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
@@ -345,6 +346,10 @@ class Kernel:
         # (kernel.grad) and "forward" for its dual (what runs inside qd.ad.FwdMode).
         self._mode, self._primal_kernel = mode, primal
         self._variants = {}
+        # What a call runs (the reference's kernel.autodiff_mode): qd.ad.Tape(validation=True) sets
+        # VALIDATION on the kernels it records, whose calls then check the global data access rule.
+        self.autodiff_mode = {None: AutodiffMode.NONE, "reverse": AutodiffMode.REVERSE,
+                              "forward": AutodiffMode.FORWARD, "validation": AutodiffMode.VALIDATION}[mode]
         self.func = func
         self.signature = ast_builder.signature(func)
         self.params = [_Param(n, p.annotation, func, first=(k == 0))
@@ -530,6 +535,17 @@ class Kernel:
 
     def _bind_companions(self, ctx, plan):
         """The adjoint / dual kernel: each buffer's gradient (.grad) or tangent (.dual) buffer."""
+        if self._mode == "validation":
+            word = ctx.field_buffer(context.assert_word(runtime.program()))
+            for idx, f in list(ctx.fields.items()):
+                if isinstance(f, Field) and f._placed_companion("grad") is not None:
+                    ctx.assert_messages.append(f"kernel '{self.__name__}' breaks the global data access rule: an "
+                                               f"element of field {f.name} is written after being read in the same "
+                                               f"launch (its gradient would be wrong; docs/autodiff.md)")
+                    ctx.b.set_companion(idx, ctx.field_buffer(f._checkbits()))
+                    ctx.b.set_access_check(idx, len(ctx.assert_messages), word)
+            ctx.b.set_autodiff(3)
+            return
         kind = "grad" if self._mode == "reverse" else "dual"
         if kind == "grad" and ctx.rng_launch_slot is not None:
             raise QuadrantsRuntimeError(f"kernel '{self.__name__}': qd.random() cannot be differentiated (RandStmt not "
@@ -557,6 +573,8 @@ class Kernel:
             if recorder.kind == "forward":
                 return self._variant("forward")(*args, **kwargs)
             recorder.insert(self, args, kwargs)
+            if self.autodiff_mode == AutodiffMode.VALIDATION:
+                return self._variant("validation")(*args, **kwargs)
         values = self._bind(args, kwargs)
         # The runtime is not re-entrant (a kernel's scratch buffers, the JIT): one call at a time,
         # even when Python threads call kernels concurrently (launches release the GIL).
@@ -599,6 +617,11 @@ class Kernel:
                 except TypeError:
                     entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
             self.cache.setdefault(key, []).append(entry)
+        if self._mode == "validation":  # the rule holds per launch: every read starts unseen
+            for ref in entry.fields.values():
+                f = ref()
+                if f is not None and f._kind == "checkbit":
+                    f.fill(0)
         return self._launch(prog, entry, values)
 
     def _crumb_text(self, prog):

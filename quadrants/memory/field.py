@@ -118,6 +118,15 @@ class Field(RuntimeArray):
             self._companions[kind] = c
         return c
 
+    def _checkbits(self):
+        """The check bits of Tape(validation=True): an i32 field of the same shape, placed on first use."""
+        c = self._companions.get("checkbit")
+        if c is None:
+            c = self._companions["checkbit"] = Field(T.i32, self._shape, element_shape=self.element_shape,
+                                                     name=f"{self.name}.checkbit")
+            c._primal, c._kind = self, "checkbit"
+        return c
+
     def _placed_companion(self, kind):
         """The companion when it has memory, else None."""
         c = self._companions.get(kind)
@@ -353,9 +362,19 @@ class _SNodePtr:
     def __init__(self, f):
         self._f = f
 
+    def has_adjoint(self):
+        return self._f is not None and self._f._placed_companion("grad") is not None
+
+    def has_dual(self):
+        return self._f is not None and self._f._placed_companion("dual") is not None
+
+    def has_adjoint_checkbit(self):
+        return self._f is not None and self._f._placed_companion("checkbit") is not None
+
     def get_snode_grad_type(self):
         kind = self._f._kind if self._f is not None else None
-        return {None: SNodeGradType.PRIMAL, "grad": SNodeGradType.ADJOINT, "dual": SNodeGradType.DUAL}[kind]
+        return {None: SNodeGradType.PRIMAL, "grad": SNodeGradType.ADJOINT, "dual": SNodeGradType.DUAL,
+                "checkbit": SNodeGradType.ADJOINT_CHECKBIT}[kind]
 
 
 class _Root(SNode):

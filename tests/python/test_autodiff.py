@@ -307,3 +307,33 @@ def test_adjoint_accumulation_takes_the_atomic_rewrites():
     assert s.grad[None] == n  # privatised, flushed by one atomic per thread
     np.testing.assert_array_equal(x.grad.to_numpy(), 2)  # p is a permutation
     np.testing.assert_array_equal(w.grad.to_numpy(), x.to_numpy()[p.to_numpy()])
+
+
+@test(arch=ARCHS, debug=True)
+def test_tape_validation_reports_read_then_write():
+    """Tape(validation=True) under debug: a kernel that writes an element it read in the same launch
+    is a QuadrantsAssertionError naming the field; separate launches, and writes before reads, pass."""
+    x = qd.field(qd.f32, shape=4, needs_grad=True)
+    b = qd.field(qd.f32, shape=(), needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def bad():
+        loss[None] = x[1] * b[None]
+        b[None] += 100
+
+    @qd.kernel
+    def good():
+        b[None] = 3
+        loss[None] = x[1] * b[None]
+
+    x.fill(2)
+    with pytest.raises(qd.QuadrantsAssertionError, match=f"field {b.name} is written after being read"):
+        with qd.ad.Tape(loss=loss, validation=True):
+            bad()
+    assert bad.autodiff_mode == qd.types.enums.AutodiffMode.NONE  # restored
+    with qd.ad.Tape(loss=loss, validation=True) as t:
+        good()
+        good()
+    assert [f for f, _ in t.calls] == [good, good]
+    assert x.grad[1] == 3 and x.snode.ptr.has_adjoint_checkbit()

@@ -161,8 +161,10 @@ def ensure_venv(venvs, name, requirement, install):
     return python, None
 
 
-def run_worker(python, peer, arch, log2n, repeat, env, timeout):
-    args = [python, os.path.abspath(__file__), "--worker", peer, "--arch", arch, "--log2n", str(log2n),
+def run_worker(python, peer, arch, log2n, repeat, env, timeout, script=None):
+    """Runs `script --worker peer ...` (default this file) under `python`; its last "RESULT {json}"
+    line, or None with the reason."""
+    args = [python, script or os.path.abspath(__file__), "--worker", peer, "--arch", arch, "--log2n", str(log2n),
             "--repeat", str(repeat)]
     try:
         r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd="/tmp")

@@ -17,7 +17,7 @@ from quadrants.kernels.kernel import compile, func, kernel, real_func  # noqa: F
 from quadrants.lang import exception, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.simt)
 from quadrants.lang.matrix import Matrix, Vector  # noqa: F401
 from quadrants.lang import misc, ops, util  # noqa: F401  (qd.lang.misc, qd.lang.ops, qd.lang.util)
-from quadrants.lang.misc import is_extension_enabled  # noqa: F401
+from quadrants.lang.misc import block_local, is_extension_enabled  # noqa: F401
 from quadrants.lang.impl import clock_freq_hz  # noqa: F401
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS
 from quadrants.lang.ops import (  # noqa: F401

@@ -31,6 +31,7 @@ class Builder {
   // The adjoint (1) or dual (2) version of the kernel; `companion` holds buffer `buffer`'s gradient
   // or tangent (transforms/autodiff.cpp).
   void set_autodiff(int mode) { kernel_->autodiff = static_cast<KernelIR::Autodiff>(mode); }
+  void set_ad_stack_size(int n) { kernel_->ad_stack_size = n; }
   void set_companion(int buffer, int companion) {
     if (kernel_->companion.size() <= static_cast<size_t>(buffer)) kernel_->companion.resize(buffer + 1, -1);
     kernel_->companion[buffer] = companion;

@@ -168,6 +168,7 @@ struct KernelIR {
   std::vector<int> companion;
   std::vector<int> check_message;
   int check_word = -1;
+  int ad_stack_size = 1024;  // Reverse: iterations of a dynamic loop whose carried state is saved
 
   int add_buffer(BufferDesc d) {
     buffers.push_back(std::move(d));

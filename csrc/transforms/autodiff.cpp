@@ -15,8 +15,10 @@
 // kernel body, the body of each parallel loop, and the body of each reversed inner loop; values an
 // `if` computes are spilled to variables of the level so that the reversed `if` can read them.
 // Inner loops run backwards; when the reverse of an iteration needs a value that depends on
-// variables carried from earlier iterations, the iteration's state is rebuilt by replaying the
-// loop from its entry state up to it (exact at quadratic cost; no stack to overflow).
+// variables carried from earlier iterations, the state the iteration started from is read back
+// from a per-thread array the forward run filled (its first `stack_size` iterations: the adstack;
+// targets with per-thread arrays), or rebuilt by replaying the loop from its entry state up to it
+// (exact, at quadratic cost; never an overflow).
 // A store hands the element's gradient to the stored value and zeroes it (the overwritten value
 // had no part in what came after); a load of an element the same block stored reads the stored
 // value (store forwarding), so the adjoint skips the element.
@@ -26,6 +28,7 @@
 // Forward mode (make_dual): each real value gets its tangent computed next to it; loads read the
 // companion (the .dual), stores and atomic adds write it.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -218,7 +221,7 @@ Stmt *make_if(Em &e, Stmt *cond) {
 
 class Adjoint {
  public:
-  explicit Adjoint(KernelIR &k) : k_(k) {}
+  Adjoint(KernelIR &k, int stack_size) : k_(k), stack_size_(stack_size) {}
 
   void run() {
     // The original statements move to `orig_`; the adjoint kernel is written into k.body.
@@ -254,6 +257,7 @@ class Adjoint {
       in_parallel_ = false;
       level_ = outer;
     }
+    drop_unused_stacks();
     // Every operand now refers to the adjoint kernel's own statements.
     std::unordered_set<const Stmt *> old;
     for_each_stmt(orig_, [&](Stmt &s) { old.insert(&s); });
@@ -388,6 +392,17 @@ class Adjoint {
         note(&s, c);
         Em body{c->body.get(), s.loc};
         if (trips) body.store(trips, body.bin(BinaryOp::Add, body.load(trips), body.c(DataType::i32, 1)));
+        if (stack_size_ > 0 && !snaps.empty()) {
+          // The first stack_size_ iterations save the carried state they start from, for the
+          // reverse pass (the later ones are rebuilt by replay).
+          Stmt *n = s.kind == StmtKind::RangeFor ? body.bin(BinaryOp::Sub, body.add(StmtKind::LoopIndex, DataType::i32, {c}), ops[0])
+                                                 : body.bin(BinaryOp::Sub, body.load(trips), body.c(DataType::i32, 1));
+          Stmt *g = make_if(body, body.bin(BinaryOp::Lt, n, body.c(DataType::i32, stack_size_)));
+          Em gb{g->body.get(), s.loc};
+          for (auto &[v, snap] : snaps)
+            gb.add(StmtKind::GlobalStore, DataType::none, {stack_ptr(&s, v, n, gb), gb.load(m(v))});
+          pushes_[&s].push_back(g);
+        }
         Stmt *flag = jump_flag_;
         jump_flag_ = nullptr;  // its own break / continue are real ones
         forward_block(*s.body, body);
@@ -681,6 +696,20 @@ class Adjoint {
       forward_block(*s.body, er);
       level_ = saved;
       size_t at = position(j) + 1;
+      if (pushes_.count(&s)) {
+        // The state the forward run saved, for the iterations it had room for.
+        used_stacks_.insert(&s);
+        Block sel;
+        Em es{&sel, s.loc};
+        Stmt *g = make_if(es, es.bin(BinaryOp::Lt, nth, es.c(DataType::i32, stack_size_)));
+        g->else_body = std::make_unique<Block>();
+        g->else_body->owner = g;
+        Em saved_state{g->body.get(), s.loc};
+        for (auto &[v, snap] : snaps)
+          saved_state.store(m(v), saved_state.add(StmtKind::GlobalLoad, v->dtype, {stack_ptr(&s, v, nth, saved_state)}));
+        for (auto &st : pre.stmts) g->else_body->push(std::move(st));
+        pre.stmts = std::move(sel.stmts);
+      }
       for (auto &st : pre.stmts) insert_at(*body, at++, std::move(st));
     }
     index_.erase(&s);
@@ -693,6 +722,28 @@ class Adjoint {
     bool replay = false;
   };
 
+  // Element n of the stack holding carried variable v's state for loop `loop` (a per-thread array).
+  Stmt *stack_ptr(const Stmt *loop, Stmt *v, Stmt *n, Em &e) {
+    int &buf = stacks_[{loop, v}];
+    if (!buf) buf = k_.add_buffer(BufferDesc{BufferKind::Private, v->dtype, {stack_size_}, 0, -1, {}, -1, "adstack"}) + 1;
+    Stmt *p = e.add(StmtKind::GlobalPtr, v->dtype, {n});
+    p->ival = buf - 1;
+    return p;
+  }
+
+  // Saved states no reverse pass reads: not saved, and their arrays shrunk.
+  void drop_unused_stacks() {
+    for (auto &[loop, ifs] : pushes_) {
+      if (used_stacks_.count(loop)) continue;
+      for (Stmt *g : ifs) {
+        Block &b = *g->parent;
+        b.stmts.erase(b.stmts.begin() + static_cast<std::ptrdiff_t>(position(g)));
+      }
+    }
+    for (auto &[key, buf] : stacks_)
+      if (!used_stacks_.count(key.first)) k_.buffers[buf - 1].shape = {1};
+  }
+
   KernelIR &k_;
   Block orig_;
   CloneMap m_;                                            // primal statement -> its latest replay
@@ -704,6 +755,10 @@ class Adjoint {
   std::unordered_map<const Stmt *, Stmt *> index_;        // inner loop run backwards -> its index
   std::unordered_map<const Stmt *, std::vector<std::pair<Stmt *, Stmt *>>> snapshots_;
   std::unordered_map<const Stmt *, Stmt *> trips_;        // loop that can stop early -> its iteration count
+  int stack_size_ = 0;  // iterations whose carried state the forward run saves (0: none, all replayed)
+  std::map<std::pair<const Stmt *, Stmt *>, int> stacks_;  // (loop, variable) -> its array's buffer + 1
+  std::unordered_map<const Stmt *, std::vector<Stmt *>> pushes_;  // loop -> the saves
+  std::unordered_set<const Stmt *> used_stacks_;
   Stmt *jump_flag_ = nullptr;  // the replayed iteration's "a break / continue was taken"
   std::vector<Frame> frames_;
   Block *level_ = nullptr;
@@ -872,7 +927,7 @@ class AccessCheck {
   KernelIR &k_;
 };
 
-void make_adjoint(KernelIR &k) { Adjoint(k).run(); }
+void make_adjoint(KernelIR &k, int stack_size) { Adjoint(k, stack_size).run(); }
 void check_data_access(KernelIR &k) { AccessCheck(k).run(); }
 void make_dual(KernelIR &k) { Dual(k).run(); }
 

@@ -92,7 +92,7 @@ void legalize(KernelIR &k, const Target &target);
 // forward-mode dual kernel (each real value's tangent next to it). Unsupported shapes (a while loop
 // or break through differentiated values, a float atomic other than add / sub) raise
 // QuadrantsSyntaxError / QuadrantsTypeError naming the line.
-void make_adjoint(KernelIR &k);
+void make_adjoint(KernelIR &k, int stack_size);
 void make_dual(KernelIR &k);
 // qd.ad.Tape(validation=True): reads of a checked buffer set the element's check bit; a write of an
 // element whose bit is set (read, then written, in one launch) reports the buffer's message.

@@ -564,6 +564,8 @@ class Kernel:
             for _, arg in ctx.captured.values():
                 if arg.grad is not None:
                     ctx.b.set_companion(arg.buffer, arg.grad.buffer)
+        if self._mode == "reverse" and ctx.config.ad_stack_size > 0:
+            ctx.b.set_ad_stack_size(ctx.config.ad_stack_size)
         ctx.b.set_autodiff(1 if self._mode == "reverse" else 2)
 
     def __call__(self, *args, **kwargs):

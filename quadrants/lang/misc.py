@@ -3,6 +3,7 @@ from quadrants._lib import core as _core_lib
 from quadrants._lib import runtime as _runtime
 from quadrants.lang.ast.context import current as _current
 from quadrants.lang.ops import builtin as _builtin
+from quadrants.memory.field import Field
 
 
 def get_host_arch_list():
@@ -29,4 +30,14 @@ def loop_unique(val, covers=None):
     return val if ctx is None else ctx.rvalue(val)
 
 
-__all__ = ["get_host_arch_list", "is_extension_enabled", "is_extension_supported", "loop_unique"]
+@_builtin
+def block_local(*fields):
+    """A hint to cache `fields` in block-local storage (the reference's BLS for sparse fields); this
+    implementation has no sparse fields and does not use it, which changes no result."""
+    ctx = _current()
+    for f in fields:
+        if not isinstance(f, Field) and ctx is not None:
+            ctx.type_error(f"qd.block_local takes fields, got {type(f).__name__}")
+
+
+__all__ = ["block_local", "get_host_arch_list", "is_extension_enabled", "is_extension_supported", "loop_unique"]

@@ -337,3 +337,39 @@ def test_tape_validation_reports_read_then_write():
         good()
     assert [f for f, _ in t.calls] == [good, good]
     assert x.grad[1] == 3 and x.snode.ptr.has_adjoint_checkbit()
+
+
+@pytest.mark.parametrize("stack", [0, 16])
+@test(arch=ARCHS)
+def test_dynamic_loop_state_from_the_adstack_or_by_replay(stack, req_arch):
+    """A 40-iteration loop whose carried state feeds a non-linear op: on the cpu the reverse reads
+    each iteration's state back from the per-thread adstack (ad_stack_size: 16 covers only the first
+    16 iterations, the others are rebuilt by replay; 0: the default, 1024), on Vulkan (no per-thread
+    arrays) every state is rebuilt by replay; the gradient is the same."""
+    qd.init(arch=req_arch, ad_stack_size=stack)
+    n, m = 8, 40
+    x = qd.field(qd.f32, shape=n, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def f(k: qd.i32):
+        for i in x:
+            v = x[i]
+            for j in range(k):
+                v = qd.sin(v) * 0.9 + x[i] * 0.1
+            loss[None] += v
+
+    xs = np.linspace(-1, 1, n)
+    x.from_numpy(xs.astype(np.float32))
+    with qd.ad.Tape(loss=loss):
+        f(m)
+
+    def ref(xi):
+        v = xi
+        for _ in range(m):
+            v = np.sin(v) * 0.9 + xi * 0.1
+        return v
+
+    eps = 1e-5
+    np.testing.assert_allclose(x.grad.to_numpy(), (ref(xs + eps) - ref(xs - eps)) / (2 * eps), rtol=1e-3, atol=1e-5)
+    assert ("adstack" in _ir(f.grad)) == (req_arch == qd.cpu)

@@ -28,6 +28,7 @@ class Builder {
   int add_shared(DataType dtype, std::vector<int64_t> shape, const std::string &name);
   void set_returns(std::vector<DataType> types) { kernel_->returns = std::move(types); }
   void set_debug(bool on) { kernel_->debug = on; }
+  void set_deterministic(bool on) { kernel_->deterministic = on; }
 
   // Values.
   Stmt *const_int(DataType dtype, int64_t v);

@@ -61,6 +61,7 @@ void bind_ir(py::module_ &m) {
       .def("fns", &Builder::fns, ref)
       .def("set_returns", &Builder::set_returns)
       .def("set_debug", &Builder::set_debug)
+      .def("set_deterministic", &Builder::set_deterministic)
       .def("const_int", &Builder::const_int, ref)
       .def("const_float", &Builder::const_float, ref)
       .def("arg", &Builder::arg, ref)

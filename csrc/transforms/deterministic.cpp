@@ -1,0 +1,448 @@
+// Deterministic mode (qd.init(deterministic=True), @qd.kernel(deterministic=True); docs/atomics.md):
+// every parallel loop's atomics give the same bits whatever the schedule, thread count, block size
+// or backend.
+//
+// - Integer add / sub / mul / min / max / and / or / xor whose old value is unused: already
+//   order-independent (wrapping arithmetic), kept.
+// - f32 add / sub whose old value is unused: the exact sum, rounded once (round to nearest even).
+//   Each operand is split into 32-bit limbs of a fixed-point number in units of 2^-149 (the
+//   smallest subnormal): its 24-bit significand shifted by its exponent touches two limbs, added
+//   with i64 atomics (integer sums: any order gives the same limbs). Nine limbs cover every f32;
+//   each i64 holds 2^31 such updates before it could overflow. A flags word (atomic or) records
+//   +inf, -inf, NaN and whether any addend is not -0.0. After the loop a pass adds the target's
+//   old value, propagates the carries and rounds once into the target.
+//   Same-address targets (constant / argument indices, kernel-scope variables) use static slots of
+//   the temps buffer, one per limb, so privatization and subgroup aggregation still combine them;
+//   other targets must be fields (a static size): an array of 10 slots per element.
+// - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
+//   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
+//   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
+//   slots in iteration order (what a serial run of the loop would return).
+// - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
+//   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
+//   operations) is a QuadrantsTypeError naming the line.
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_set>
+
+#include "transforms/ir_emitter.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using B = BinaryOp;
+using T = DataType;
+
+constexpr int kLimbs = 9;           // limb k holds bits [32k, 32k + 32) of the value / 2^-149
+constexpr int kSlots = kLimbs + 1;  // and a flags word
+constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
+constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
+enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
+
+[[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
+  type_error("deterministic mode (qd.init(deterministic=True) / @qd.kernel(deterministic=True)): " + why, loc);
+}
+
+Stmt *i64(IrEmitter &e, int64_t v) { return e.ci(T::i64, v); }
+Stmt *u64(IrEmitter &e, int64_t v) { return e.ci(T::u64, v); }
+
+// An f32 operand as limb contributions: lo to limb `limb`, hi to limb `limb + 1` (both signed), and
+// its flags.
+struct Parts {
+  Stmt *limb, *lo, *hi, *flags;
+};
+
+Parts decode(IrEmitter &e, Stmt *v) {
+  Stmt *b = e.cast(e.bitcast(v, T::u32), T::i64);
+  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, i64(e, 23)), i64(e, 255));
+  Stmt *frac = e.bin(B::BitAnd, b, i64(e, 0x7FFFFF));
+  Stmt *neg = e.bin(B::Ne, e.bin(B::Shr, b, i64(e, 31)), i64(e, 0));
+  Stmt *special = e.bin(B::Eq, exp, i64(e, 255));
+  Stmt *mant = e.sel(e.bin(B::Eq, exp, i64(e, 0)), frac, e.bin(B::BitOr, frac, i64(e, 0x800000)));
+  mant = e.sel(special, i64(e, 0), mant);
+  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, i64(e, 1)), i64(e, 1));  // value = mant << shift
+  Stmt *w = e.bin(B::Shl, mant, e.bin(B::BitAnd, shift, i64(e, 31)));    // < 2^55
+  Stmt *lo = e.bin(B::BitAnd, w, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, w, i64(e, 32));
+  lo = e.sel(neg, e.un(UnaryOp::Neg, lo), lo);
+  hi = e.sel(neg, e.un(UnaryOp::Neg, hi), hi);
+  Stmt *is_nan = e.both(special, e.bin(B::Ne, frac, i64(e, 0)));
+  Stmt *is_inf = e.both(special, e.bin(B::Eq, frac, i64(e, 0)));
+  Stmt *flags = e.sel(is_nan, i64(e, kNaN), i64(e, 0));
+  flags = e.bin(B::BitOr, flags, e.sel(e.both(is_inf, e.not_(neg)), i64(e, kPosInf), i64(e, 0)));
+  flags = e.bin(B::BitOr, flags, e.sel(e.both(is_inf, neg), i64(e, kNegInf), i64(e, 0)));
+  flags = e.bin(B::BitOr, flags, e.sel(e.bin(B::Ne, b, i64(e, 0x80000000LL)), i64(e, kNotNegZero), i64(e, 0)));
+  return {e.bin(B::Shr, shift, i64(e, 5)), lo, hi, flags};
+}
+
+// What limb k receives from p.
+Stmt *contribution(IrEmitter &e, const Parts &p, int k) {
+  return e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.lo, e.sel(e.bin(B::Eq, p.limb, i64(e, k - 1)), p.hi, i64(e, 0)));
+}
+
+// Carries propagated: ten digits, 0..8 in [0, 2^32), the last the signed rest.
+std::vector<Stmt *> normalise(IrEmitter &e, const std::vector<Stmt *> &limbs) {
+  std::vector<Stmt *> d;
+  Stmt *carry = i64(e, 0);
+  for (Stmt *l : limbs) {
+    Stmt *v = e.bin(B::Add, l, carry);
+    d.push_back(e.bin(B::BitAnd, v, i64(e, 0xFFFFFFFF)));
+    carry = e.bin(B::Shr, v, i64(e, 32));
+  }
+  d.push_back(carry);
+  return d;
+}
+
+// The f32 nearest (ties to even) to the exact sum the limbs and flags hold.
+Stmt *round_f32(IrEmitter &e, const std::vector<Stmt *> &limbs, Stmt *flags) {
+  Stmt *neg = e.bin(B::Lt, normalise(e, limbs).back(), i64(e, 0));
+  std::vector<Stmt *> mag;
+  for (Stmt *l : limbs) mag.push_back(e.sel(neg, e.un(UnaryOp::Neg, l), l));
+  std::vector<Stmt *> d = normalise(e, mag);  // |sum| < 2^308: d[9] < 2^20
+  auto u = [&](Stmt *x) { return e.cast(x, T::u64); };
+  auto pair = [&](int k) { return e.bin(B::BitOr, e.bin(B::Shl, u(d[k]), u64(e, 32)), u(d[k - 1])); };
+  // The two digits from the highest nonzero one down (W), whether any lower digit is nonzero, and
+  // W's place.
+  Stmt *w = pair(1), *sticky = e.ci(T::i32, 0), *base = i64(e, 0), *below = i64(e, 0);
+  for (int k = 2; k < kSlots; k++) {
+    below = e.bin(B::BitOr, below, d[k - 2]);
+    Stmt *nz = e.bin(B::Ne, d[k], i64(e, 0));
+    w = e.sel(nz, pair(k), w);
+    sticky = e.sel(nz, e.bin(B::Ne, below, i64(e, 0)), sticky);
+    base = e.sel(nz, i64(e, 32 * (k - 1)), base);
+  }
+  Stmt *top = e.bin(B::Sub, i64(e, 63), e.cast(e.un(UnaryOp::Clz, w), T::i64));  // W's highest bit
+  Stmt *p = e.bin(B::Add, base, top);
+  Stmt *shift = u(e.bin(B::Max, e.bin(B::Sub, top, i64(e, 23)), i64(e, 1)));
+  Stmt *q = e.bin(B::Shr, w, shift);
+  Stmt *rem = e.bin(B::BitAnd, w, e.bin(B::Sub, e.bin(B::Shl, u64(e, 1), shift), u64(e, 1)));
+  Stmt *half = e.bin(B::Shl, u64(e, 1), e.bin(B::Sub, shift, u64(e, 1)));
+  Stmt *odd = e.bin(B::Ne, e.bin(B::BitAnd, q, u64(e, 1)), u64(e, 0));
+  Stmt *up = e.either(e.bin(B::Gt, rem, half), e.both(e.bin(B::Eq, rem, half), e.either(sticky, odd)));
+  // q in [2^23, 2^24]: the exponent field (p - 22) plus the significand's bits, a carry included
+  Stmt *bits = e.bin(B::Add, e.bin(B::Shl, u(e.bin(B::Sub, p, i64(e, 23))), u64(e, 23)), q);
+  bits = e.bin(B::Add, bits, e.cast(up, T::u64));
+  bits = e.bin(B::Min, bits, u64(e, 0x7F800000));           // overflow: infinity
+  bits = e.sel(e.bin(B::Lt, p, i64(e, 24)), w, bits);         // below 2^-125: exact, bits = value
+  bits = e.bin(B::BitOr, bits, e.bin(B::Shl, e.cast(neg, T::u64), u64(e, 31)));
+  auto has = [&](int64_t f) { return e.bin(B::Ne, e.bin(B::BitAnd, flags, i64(e, f)), i64(e, 0)); };
+  Stmt *zero = e.sel(has(kNotNegZero), u64(e, 0), u64(e, 0x80000000LL));  // -0.0 only if every addend is
+  bits = e.sel(e.bin(B::Eq, w, u64(e, 0)), zero, bits);
+  bits = e.sel(has(kNegInf), u64(e, 0xFF800000LL), bits);
+  bits = e.sel(has(kPosInf), u64(e, 0x7F800000), bits);
+  bits = e.sel(e.either(has(kNaN), e.both(has(kPosInf), has(kNegInf))), u64(e, 0x7FC00000), bits);
+  return e.bitcast(e.cast(bits, T::u32), T::f32);
+}
+
+Stmt *atomic(IrEmitter &e, AtomicOp op, Stmt *ptr, Stmt *v) {
+  Stmt *a = e.add(StmtKind::Atomic, v->dtype, {ptr, v});
+  a->ival = static_cast<int64_t>(op);
+  return a;
+}
+
+Stmt *range_for(IrEmitter &e, Stmt *begin, Stmt *end, bool serial) {
+  Stmt *loop = e.add(StmtKind::RangeFor, T::none, {begin, end});
+  loop->serialize = serial;
+  loop->body = std::make_unique<Block>();
+  loop->body->owner = loop;
+  return loop;
+}
+
+// A parallel task `for e in range(n)`; its loop's body is where the caller emits.
+Task parallel_task(int64_t n, const SourceLoc &loc, Stmt *&loop) {
+  Task t;
+  t.parallel = true;
+  IrEmitter pe(t.prologue, loc);
+  loop = range_for(pe, pe.ci(T::i32, 0), pe.ci(T::i32, n), false);
+  t.body.push(std::move(t.prologue.stmts.back()));  // the loop belongs in the body, its bounds in the prologue
+  t.prologue.stmts.pop_back();
+  return t;
+}
+
+int64_t numel(const BufferDesc &d) {
+  int64_t n = 1;
+  for (int64_t s : d.shape) n *= s;
+  return n;
+}
+
+class Determinizer {
+ public:
+  Determinizer(KernelIR &k) : k_(k) {}
+
+  void run() {
+    std::vector<Task> out;
+    for (Task &t : k_.tasks) {
+      std::vector<Task> before, after;
+      if (t.parallel) rewrite(t, before, after);
+      for (Task &b : before) out.push_back(std::move(b));
+      out.push_back(std::move(t));
+      for (Task &a : after) out.push_back(std::move(a));
+    }
+    k_.tasks = std::move(out);
+    for (Task &t : k_.tasks)  // (the tasks moved: their blocks' statements point at where they are now)
+      for (Block *b : {&t.prologue, &t.body, &t.pre_loop, &t.post_loop})
+        for (auto &s : b->stmts) s->parent = b;
+  }
+
+ private:
+  struct Target {
+    std::vector<Stmt *> atomics;
+    bool dynamic = false;  // an array of slots per element of a field
+  };
+
+  // A slot region of the temps buffer: `count` i64 slots from slot `first`.
+  int64_t reserve(int64_t count, const SourceLoc &loc) {
+    if (k_.temps_buffer < 0) k_.temps_buffer = k_.add_buffer(BufferDesc{BufferKind::Temps, T::u8});
+    int64_t first = k_.temps_bytes / 8;
+    if (first + count > kMaxTempsSlots)
+      reject("the f32 sums' exact accumulators would take more than 1 GiB (10 x 8 bytes per element of the "
+             "target fields)", loc);
+    k_.temps_bytes = 8 * (first + count);
+    return first;
+  }
+  Stmt *slot(IrEmitter &e, int64_t s, Stmt *index = nullptr) {
+    Stmt *p = e.add(StmtKind::GlobalPtr, T::i64, index ? std::vector<Stmt *>{index} : std::vector<Stmt *>{});
+    p->ival = k_.temps_buffer;
+    p->byte_offset = 8 * s;
+    return p;
+  }
+
+  // The key of a same-address pointer: buffer, slot offset and its constant / argument indices.
+  using Key = std::tuple<int64_t, int64_t, std::vector<std::tuple<int, int64_t, int>>>;
+  static bool invariant(const Stmt &ptr) {
+    for (const Stmt *i : ptr.operands)
+      if (i->kind != StmtKind::Const && i->kind != StmtKind::Arg) return false;
+    return true;
+  }
+  static Key key(const Stmt &ptr) {
+    Key k{ptr.ival, ptr.byte_offset, {}};
+    for (const Stmt *i : ptr.operands) std::get<2>(k).emplace_back(static_cast<int>(i->kind), i->ival, static_cast<int>(i->dtype));
+    return k;
+  }
+
+  void check(Task &t, const std::unordered_set<const Stmt *> &used, std::vector<Stmt *> &floats,
+             std::vector<Stmt *> &counters) {
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if (s.kind == StmtKind::Fence) reject("qd.atomic_fence orders accesses whose interleaving is the schedule's", s.loc);
+      if (s.is_atomic)
+        reject("qd.atomic_load / qd.atomic_store in a parallel loop observe or race with other threads", s.loc);
+      if (s.kind == StmtKind::Simt) {
+        auto op = static_cast<SimtOp>(s.op);
+        if (op != SimtOp::BlockSync && op != SimtOp::SubgroupSync)
+          reject(std::string("qd.simt ") + simt_op_name(op) + " depends on the block / subgroup layout", s.loc);
+      }
+      if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
+      AtomicOp op = s.atomic_op();
+      std::string name = std::string("qd.atomic_") + atomic_op_info(op).name;
+      bool is_used = used.count(&s) > 0;
+      bool shared = k_.buffers[s.operands[0]->ival].kind == BufferKind::Shared;
+      if (s.order != MemoryOrder::Relaxed) reject(name + " with an ordering synchronizes through memory", s.loc);
+      switch (op) {
+        case AtomicOp::Exchange: case AtomicOp::Cas: case AtomicOp::Inc: case AtomicOp::Dec:
+          reject(name + " in a parallel loop: which thread's update comes last is the schedule's", s.loc);
+        default: break;
+      }
+      if (is_real(s.dtype)) {
+        if (is_used) reject(name + " on a float whose old value is used: it depends on the order of the updates", s.loc);
+        if (op != AtomicOp::Add && op != AtomicOp::Sub)
+          reject(name + " on floats: only float add / sub have a deterministic lowering (float min / max depend on "
+                        "the order for -0.0 / +0.0 and NaN; use an integer key)", s.loc);
+        if (s.dtype != T::f32) reject(name + " on " + dtype_name(s.dtype) + ": deterministic float sums are f32 only", s.loc);
+        if (shared) reject(name + " on a float shared array", s.loc);
+        floats.push_back(&s);
+        return;
+      }
+      if (!is_used) return;  // integer, unused: any order gives the same bits
+      if ((op != AtomicOp::Add && op != AtomicOp::Sub) || shared || !thread_uniform_address(k_, *s.operands[0]))
+        reject(name + " whose old value is used: only a counter (qd.atomic_add(c[None], k) on one integer "
+                      "element, the result used as a slot) has a deterministic lowering", s.loc);
+      counters.push_back(&s);
+    });
+  }
+
+  // Every access in the loop to the buffers in `targets` is one of `atomics`.
+  void check_exclusive(Task &t, const std::vector<Stmt *> &atomics, const std::set<std::pair<int64_t, int64_t>> &targets) {
+    std::unordered_set<const Stmt *> ptrs;
+    for (Stmt *a : atomics) ptrs.insert(a->operands[0]);
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      for (size_t i = 0; i < s.operands.size(); i++) {
+        Stmt *o = s.operands[i];
+        if (o->kind != StmtKind::GlobalPtr) continue;
+        int64_t off = k_.buffers[o->ival].kind == BufferKind::Temps ? o->byte_offset : 0;
+        if (!targets.count({o->ival, off})) continue;
+        bool mine = i == 0 && s.kind == StmtKind::Atomic && ptrs.count(o);
+        if (!mine)
+          reject("'" + (k_.buffers[o->ival].name.empty() ? std::string("a kernel variable") : k_.buffers[o->ival].name) +
+                     "' is read or written in the parallel loop that accumulates into it atomically: what it sees "
+                     "depends on the schedule",
+                 s.loc);
+      }
+    });
+  }
+
+  void rewrite(Task &t, std::vector<Task> &before, std::vector<Task> &after) {
+    std::unordered_set<const Stmt *> used;
+    for_each_stmt(t.body, [&](Stmt &s) {
+      for (Stmt *o : s.operands) used.insert(o);
+    });
+    std::vector<Stmt *> floats, counters;
+    check(t, used, floats, counters);
+    if (!floats.empty() && !counters.empty())
+      reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
+    if (!floats.empty()) sums(t, floats, before, after);
+    if (!counters.empty()) compaction(t, counters, before, after);
+  }
+
+  // --- f32 sums -------------------------------------------------------------------------------
+
+  void sums(Task &t, const std::vector<Stmt *> &floats, std::vector<Task> &before, std::vector<Task> &after) {
+    std::set<std::pair<int64_t, int64_t>> targets;
+    std::map<int64_t, std::vector<Stmt *>> by_buffer;
+    for (Stmt *a : floats) {
+      const Stmt &p = *a->operands[0];
+      bool temps = k_.buffers[p.ival].kind == BufferKind::Temps;
+      targets.insert({p.ival, temps ? p.byte_offset : 0});
+      by_buffer[p.ival].push_back(a);
+    }
+    check_exclusive(t, floats, targets);
+    Task serial_before, serial_after;
+    for (auto &[buffer, atomics] : by_buffer) {
+      const BufferDesc d = k_.buffers[buffer];
+      std::map<Key, std::vector<Stmt *>> keys;
+      bool any_arg = false, all_invariant = true;
+      for (Stmt *a : atomics) {
+        const Stmt &p = *a->operands[0];
+        all_invariant = all_invariant && invariant(p);
+        for (const Stmt *i : p.operands) any_arg = any_arg || i->kind == StmtKind::Arg;
+        keys[key(p)].push_back(a);
+      }
+      // Same-address slots need distinct keys to be distinct elements: constants only, or one key.
+      bool uniform = all_invariant && (keys.size() == 1 || !any_arg || d.kind == BufferKind::Temps);
+      if (uniform) {
+        for (auto &[key, list] : keys) uniform_sum(list, serial_before, serial_after);
+        continue;
+      }
+      if (d.kind != BufferKind::Field)
+        reject("qd.atomic_add of f32 into '" + d.name + "' at a computed index: deterministic sums into an ndarray "
+                   "need the same element in every iteration (constant indices); use a field for a scatter",
+               atomics[0]->loc);
+      field_sum(buffer, atomics, before, after);
+    }
+    if (!serial_before.body.stmts.empty()) before.insert(before.begin(), std::move(serial_before));
+    if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
+  }
+
+  // Atomics on one element: ten static slots (privatized and aggregated as any kernel variable).
+  void uniform_sum(const std::vector<Stmt *> &atomics, Task &setup, Task &finish) {
+    const SourceLoc loc = atomics[0]->loc;
+    const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
+    int64_t first = reserve(kSlots, loc);
+    IrEmitter z(setup.body, loc);
+    for (int s = 0; s < kSlots; s++) z.add(StmtKind::GlobalStore, T::none, {slot(z, first + s), i64(z, 0)});
+    for (Stmt *a : atomics) {
+      IrEmitter e(a);
+      Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
+      Parts p = decode(e, v);
+      for (int k = 0; k < kLimbs; k++) atomic(e, AtomicOp::Add, slot(e, first + k), contribution(e, p, k));
+      atomic(e, AtomicOp::Or, slot(e, first + kLimbs), p.flags);
+      std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+    }
+    // After the loop: the target's value joins the sum, which is rounded into it.
+    IrEmitter f(finish.body, loc);
+    auto target = clone_leaf(*ptr);
+    for (Stmt *&idx : target->operands) idx = f.insert(clone_leaf(*idx));
+    Stmt *tp = f.insert(std::move(target));
+    Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
+    std::vector<Stmt *> limbs;
+    for (int k = 0; k < kLimbs; k++)
+      limbs.push_back(f.bin(B::Add, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + k)}), contribution(f, init, k)));
+    Stmt *flags = f.bin(B::BitOr, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + kLimbs)}), init.flags);
+    f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+  }
+
+  // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
+  void field_sum(int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before, std::vector<Task> &after) {
+    const BufferDesc d = k_.buffers[buffer];
+    const SourceLoc loc = atomics[0]->loc;
+    int64_t n = numel(d);
+    if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
+    int64_t first = reserve(n * kSlots, loc);
+    auto store = [&](IrEmitter &e, Stmt *ptr, Stmt *v) {
+      Stmt *s = e.add(StmtKind::GlobalStore, T::none, {ptr, v});
+      s->is_atomic = true;  // the temps array is reached atomically only (SPIR-V: by element index)
+    };
+    auto load = [&](IrEmitter &e, Stmt *ptr) {
+      Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
+      s->is_atomic = true;
+      return s;
+    };
+    {
+      Stmt *loop;
+      Task z = parallel_task(n * kSlots, loc, loop);
+      IrEmitter e(*loop->body, loc);
+      store(e, slot(e, first, e.add(StmtKind::LoopIndex, T::i32, {loop})), i64(e, 0));
+      before.push_back(std::move(z));
+    }
+    for (Stmt *a : atomics) {
+      IrEmitter e(a);
+      const Stmt &p = *a->operands[0];
+      Stmt *flat = nullptr;
+      for (size_t i = 0; i < p.operands.size(); i++) {
+        Stmt *x = e.cast(p.operands[i], T::i32);
+        flat = flat ? e.bin(B::Add, e.bin(B::Mul, flat, e.ci(T::i32, d.shape[i])), x) : x;
+      }
+      Stmt *row = e.bin(B::Mul, flat ? flat : e.ci(T::i32, 0), e.ci(T::i32, kSlots));
+      Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
+      Parts q = decode(e, v);
+      Stmt *limb = e.bin(B::Add, row, e.cast(q.limb, T::i32));
+      atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
+      atomic(e, AtomicOp::Add, slot(e, first, e.bin(B::Add, limb, e.ci(T::i32, 1))), q.hi);
+      atomic(e, AtomicOp::Or, slot(e, first, e.bin(B::Add, row, e.ci(T::i32, kLimbs))), q.flags);
+      std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+    }
+    Stmt *loop;
+    Task fin = parallel_task(n, loc, loop);
+    IrEmitter f(*loop->body, loc);
+    Stmt *el = f.add(StmtKind::LoopIndex, T::i32, {loop});
+    std::vector<Stmt *> idx(d.shape.size());
+    Stmt *rest = el;
+    for (size_t i = d.shape.size(); i-- > 0;) {
+      if (i == 0) {
+        idx[i] = rest;
+        break;
+      }
+      Stmt *dim = f.ci(T::i32, d.shape[i]);
+      Stmt *q = f.bin(B::Div, rest, dim);  // (non-negative: truncation is floor)
+      idx[i] = f.bin(B::Sub, rest, f.bin(B::Mul, q, dim));
+      rest = q;
+    }
+    Stmt *tp = f.add(StmtKind::GlobalPtr, T::f32, idx);
+    tp->ival = buffer;
+    Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
+    Stmt *row = f.bin(B::Mul, el, f.ci(T::i32, kSlots));
+    std::vector<Stmt *> limbs;
+    for (int k = 0; k < kLimbs; k++)
+      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, k)))), contribution(f, init, k)));
+    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, kLimbs)))), init.flags);
+    f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+    after.push_back(std::move(fin));
+  }
+
+  // --- Stable compaction -----------------------------------------------------------------------
+
+  void compaction(Task &t, const std::vector<Stmt *> &counters, std::vector<Task> &before, std::vector<Task> &after) {
+    (void)t; (void)before; (void)after;
+    reject("slot counters are not supported yet", counters[0]->loc);
+  }
+
+  KernelIR &k_;
+};
+
+}  // namespace
+
+void make_deterministic(KernelIR &k) { Determinizer(k).run(); }
+
+}  // namespace qd

@@ -21,6 +21,7 @@
 // - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
 //   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
 //   operations) is a QuadrantsTypeError naming the line.
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -293,7 +294,7 @@ class Determinizer {
     if (!floats.empty() && !counters.empty())
       reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
     if (!floats.empty()) sums(t, floats, before, after);
-    if (!counters.empty()) compaction(t, counters, before, after);
+    if (!counters.empty()) compaction(t, counters, before);
   }
 
   // --- f32 sums -------------------------------------------------------------------------------
@@ -433,9 +434,177 @@ class Determinizer {
 
   // --- Stable compaction -----------------------------------------------------------------------
 
-  void compaction(Task &t, const std::vector<Stmt *> &counters, std::vector<Task> &before, std::vector<Task> &after) {
-    (void)t; (void)before; (void)after;
-    reject("slot counters are not supported yet", counters[0]->loc);
+  // The old value of a counter, and what is computed from it (through variables and loads), must
+  // not decide which counter updates run or by how much: the counting pass does not know it.
+  void check_slots(Task &t, const std::vector<Stmt *> &counters) {
+    std::unordered_set<const Stmt *> tainted(counters.begin(), counters.end()), is_counter = tainted;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+        if (tainted.count(&s) || s.operands.empty()) return;
+        bool from = false;
+        for (size_t i = 0; i < s.operands.size(); i++)
+          from = from || (tainted.count(s.operands[i]) && !(s.kind == StmtKind::LocalStore && i == 0));
+        if (!from) return;
+        if (s.kind == StmtKind::LocalStore) {
+          grew = tainted.insert(s.operands[0]).second || grew;  // the variable
+          return;
+        }
+        if (s.dtype != T::none || s.kind == StmtKind::GlobalPtr) grew = tainted.insert(&s).second || grew;
+      });
+    }
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      bool control = s.kind == StmtKind::If || s.kind == StmtKind::While || s.kind == StmtKind::RangeFor;
+      if (is_counter.count(&s) && tainted.count(s.operands[1]))
+        reject("a slot counter's increment computed from a slot", s.loc);
+      if (!control) return;
+      bool uses = false;
+      for (Stmt *o : s.operands) uses = uses || tainted.count(o);
+      if (!uses) return;
+      bool affects = false;  // what the counting pass must reproduce
+      for (Block *b : {s.body.get(), s.else_body.get()}) {
+        if (!b) continue;
+        for_each_stmt(*b, [&](Stmt &x) {
+          affects = affects || is_counter.count(&x) || x.kind == StmtKind::Break || x.kind == StmtKind::Continue ||
+                    x.kind == StmtKind::Return || x.kind == StmtKind::LocalStore;
+        });
+      }
+      if (affects)
+        reject("a slot (the old value of qd.atomic_add on a counter) decides which counter updates happen: the "
+               "outcome depends on the order",
+               s.loc);
+    });
+    // The counting pass drops the stores: the loop must not read what it writes.
+    std::set<std::pair<int64_t, int64_t>> written;
+    auto where = [&](const Stmt &ptr) {
+      return std::pair{ptr.ival, k_.buffers[ptr.ival].kind == BufferKind::Temps ? ptr.byte_offset : 0};
+    };
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if ((s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic) && s.operands[0]->kind == StmtKind::GlobalPtr)
+        written.insert(where(*s.operands[0]));
+    });
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if (s.kind == StmtKind::GlobalLoad && written.count(where(*s.operands[0])))
+        reject("a compaction loop (a slot counter) that reads memory it writes: its passes would see different "
+               "values",
+               s.loc);
+    });
+  }
+
+  // for c in range(kChunks): chunk c of the loop's iterations, in order, in one thread. The task's
+  // prologue and the loop body are copies; returns the outer loop's body emitter position through
+  // `outer` and the copy map.
+  Task chunked(Task &t, CloneMap &m, Stmt *&outer, Stmt *&inner, std::function<void(IrEmitter &)> before_inner) {
+    Task p;
+    p.parallel = true;
+    clone_into(t.prologue, p.prologue, m);
+    const Stmt *loop = t.loop();
+    const SourceLoc loc = loop->loc;
+    IrEmitter pe(p.prologue, loc);
+    Stmt *begin = pe.cast(mapped(m, loop->operands[0]), T::i64);
+    Stmt *n = pe.bin(B::Max, pe.bin(B::Sub, pe.cast(mapped(m, loop->operands[1]), T::i64), begin), i64(pe, 0));
+    outer = range_for(pe, pe.ci(T::i32, 0), pe.ci(T::i32, kChunks), false);
+    outer->block_dim = loop->block_dim;
+    p.body.push(std::move(p.prologue.stmts.back()));
+    p.prologue.stmts.pop_back();
+    IrEmitter e(*outer->body, loc);
+    Stmt *c = e.cast(e.add(StmtKind::LoopIndex, T::i32, {outer}), T::i64);
+    auto bound = [&](Stmt *q) {  // begin + q * n / kChunks: fixed by the range alone
+      return e.cast(e.bin(B::Add, begin, e.bin(B::Div, e.bin(B::Mul, q, n), i64(e, kChunks))), T::i32);
+    };
+    Stmt *lo = bound(c), *hi = bound(e.bin(B::Add, c, i64(e, 1)));
+    before_inner(e);
+    inner = range_for(e, lo, hi, true);
+    m[loop] = inner;
+    clone_into(*loop->body, *inner->body, m);
+    return p;
+  }
+
+  void compaction(Task &t, const std::vector<Stmt *> &counters, std::vector<Task> &before) {
+    const SourceLoc loc = counters[0]->loc;
+    std::set<Key> keys;
+    for (Stmt *a : counters) keys.insert(key(*a->operands[0]));
+    if (keys.size() != 1 || !invariant(*counters[0]->operands[0]))
+      reject("slot counters in one parallel loop must be one element with constant / argument indices", loc);
+    const Stmt &cptr = *counters[0]->operands[0];
+    check_exclusive(t, counters, {{cptr.ival, k_.buffers[cptr.ival].kind == BufferKind::Temps ? cptr.byte_offset : 0}});
+    check_slots(t, counters);
+    DataType ct = counters[0]->dtype;
+    int64_t first = reserve(kChunks, loc);
+    auto delta = [&](IrEmitter &e, Stmt *a) {
+      return a->atomic_op() == AtomicOp::Sub ? e.bin(B::Sub, e.ci(ct, 0), a->operands[1]) : a->operands[1];
+    };
+    auto counts = [&](IrEmitter &e, Stmt *chunk) { return slot(e, first, chunk); };
+    auto atomic_io = [](Stmt *s) {
+      s->is_atomic = true;  // the temps array is reached atomically only (SPIR-V: by element index)
+      return s;
+    };
+    auto erase = [](Stmt *s) { std::erase_if(s->parent->stmts, [&](auto &x) { return x.get() == s; }); };
+    auto chunk_index = [](Stmt *outer) {
+      return outer->body->stmts[0].get();  // the outer loop's LoopIndex, emitted first
+    };
+
+    // Pass 1: each chunk's total increment.
+    {
+      CloneMap m;
+      Stmt *outer, *inner, *cnt = nullptr;
+      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) { cnt = e.var(ct, e.ci(ct, 0)); });
+      std::unordered_set<const Stmt *> mine;
+      for (Stmt *a : counters) mine.insert(m.at(a));
+      std::vector<Stmt *> drop;  // the loop's effects other than the counters
+      for_each_stmt(*inner->body, [&](Stmt &s) {
+        if (!mine.count(&s) && (s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic)) drop.push_back(&s);
+      });
+      for (Stmt *orig : counters) {
+        Stmt *a = m.at(orig);
+        IrEmitter e(a);
+        e.store(cnt, e.bin(B::Add, e.load(cnt), delta(e, a)));
+        replace_uses(*inner->body, a, e.ci(ct, 0));  // feeds only dropped stores and dead values
+        erase(a);
+      }
+      for (Stmt *s : drop) erase(s);
+      IrEmitter e(*outer->body, loc);
+      atomic_io(e.add(StmtKind::GlobalStore, T::none, {counts(e, chunk_index(outer)), e.cast(e.load(cnt), T::i64)}));
+      before.push_back(std::move(p));
+    }
+    // Pass 2 (serial): each chunk's first slot, from the counter's value; the counter's final value.
+    {
+      Task s;
+      IrEmitter e(s.body, loc);
+      auto target = clone_leaf(cptr);
+      for (Stmt *&idx : target->operands) idx = e.insert(clone_leaf(*idx));
+      Stmt *tp = e.insert(std::move(target));
+      Stmt *run = e.var(T::i64, e.cast(e.add(StmtKind::GlobalLoad, ct, {tp}), T::i64));
+      Stmt *loop = range_for(e, e.ci(T::i32, 0), e.ci(T::i32, kChunks), true);
+      IrEmitter le(*loop->body, loc);
+      Stmt *c = le.add(StmtKind::LoopIndex, T::i32, {loop});
+      Stmt *v = atomic_io(le.add(StmtKind::GlobalLoad, T::i64, {counts(le, c)}));
+      Stmt *r = le.load(run);
+      atomic_io(le.add(StmtKind::GlobalStore, T::none, {counts(le, c), r}));
+      le.store(run, le.bin(B::Add, r, v));
+      auto again = clone_leaf(cptr);
+      for (Stmt *&idx : again->operands) idx = e.insert(clone_leaf(*idx));
+      Stmt *tp2 = e.insert(std::move(again));
+      e.add(StmtKind::GlobalStore, T::none, {tp2, e.cast(e.load(run), ct)});
+      before.push_back(std::move(s));
+    }
+    // Pass 3: the loop, each chunk handing out slots from its first one, in iteration order.
+    {
+      CloneMap m;
+      Stmt *outer = nullptr, *inner, *run = nullptr;
+      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) {
+        run = e.var(ct, e.cast(atomic_io(e.add(StmtKind::GlobalLoad, T::i64, {counts(e, chunk_index(outer))})), ct));
+      });
+      for (Stmt *orig : counters) {
+        Stmt *a = m.at(orig);
+        IrEmitter e(a);
+        Stmt *old = e.load(run);
+        e.store(run, e.bin(B::Add, old, delta(e, a)));
+        replace_uses(*inner->body, a, old);
+        erase(a);
+      }
+      t = std::move(p);
+    }
   }
 
   KernelIR &k_;

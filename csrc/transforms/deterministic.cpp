@@ -256,7 +256,10 @@ class Determinizer {
         floats.push_back(&s);
         return;
       }
-      if (!is_used) return;  // integer, unused: any order gives the same bits
+      if (!is_used) {  // integer, unused: any order gives the same bits (and may step a counter)
+        if ((op == AtomicOp::Add || op == AtomicOp::Sub) && !shared && invariant(*s.operands[0])) steps_.push_back(&s);
+        return;
+      }
       if ((op != AtomicOp::Add && op != AtomicOp::Sub) || shared || !thread_uniform_address(k_, *s.operands[0]))
         reject(name + " whose old value is used: only a counter (qd.atomic_add(c[None], k) on one integer "
                       "element, the result used as a slot) has a deterministic lowering", s.loc);
@@ -290,6 +293,7 @@ class Determinizer {
       for (Stmt *o : s.operands) used.insert(o);
     });
     std::vector<Stmt *> floats, counters;
+    steps_.clear();
     check(t, used, floats, counters);
     if (!floats.empty() && !counters.empty())
       reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
@@ -520,10 +524,12 @@ class Determinizer {
     return p;
   }
 
-  void compaction(Task &t, const std::vector<Stmt *> &counters, std::vector<Task> &before) {
+  void compaction(Task &t, std::vector<Stmt *> counters, std::vector<Task> &before) {
     const SourceLoc loc = counters[0]->loc;
     std::set<Key> keys;
     for (Stmt *a : counters) keys.insert(key(*a->operands[0]));
+    for (Stmt *a : steps_)  // the counter's updates whose old value is unused step it too
+      if (keys.count(key(*a->operands[0]))) counters.push_back(a);
     if (keys.size() != 1 || !invariant(*counters[0]->operands[0]))
       reject("slot counters in one parallel loop must be one element with constant / argument indices", loc);
     const Stmt &cptr = *counters[0]->operands[0];
@@ -608,6 +614,7 @@ class Determinizer {
   }
 
   KernelIR &k_;
+  std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
 };
 
 }  // namespace

@@ -42,6 +42,7 @@ constexpr int kLimbs = 9;           // limb k holds bits [32k, 32k + 32) of the 
 constexpr int kSlots = kLimbs + 1;  // and a flags word
 constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
 constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
+constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private limbs (80 KiB per thread) up to this many elements
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
@@ -70,12 +71,9 @@ Parts decode(IrEmitter &e, Stmt *v) {
   Stmt *lo = e.bin(B::BitAnd, w, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, w, i64(e, 32));
   lo = e.sel(neg, e.un(UnaryOp::Neg, lo), lo);
   hi = e.sel(neg, e.un(UnaryOp::Neg, hi), hi);
-  Stmt *is_nan = e.both(special, e.bin(B::Ne, frac, i64(e, 0)));
-  Stmt *is_inf = e.both(special, e.bin(B::Eq, frac, i64(e, 0)));
-  Stmt *flags = e.sel(is_nan, i64(e, kNaN), i64(e, 0));
-  flags = e.bin(B::BitOr, flags, e.sel(e.both(is_inf, e.not_(neg)), i64(e, kPosInf), i64(e, 0)));
-  flags = e.bin(B::BitOr, flags, e.sel(e.both(is_inf, neg), i64(e, kNegInf), i64(e, 0)));
-  flags = e.bin(B::BitOr, flags, e.sel(e.bin(B::Ne, b, i64(e, 0x80000000LL)), i64(e, kNotNegZero), i64(e, 0)));
+  Stmt *inf = e.sel(neg, i64(e, kNegInf), i64(e, kPosInf));
+  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, i64(e, 0)), i64(e, kNaN), inf), i64(e, 0));
+  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, i64(e, 0x80000000LL)), i64(e, kNotNegZero), i64(e, 0)));
   return {e.bin(B::Shr, shift, i64(e, 5)), lo, hi, flags};
 }
 
@@ -171,7 +169,7 @@ int64_t numel(const BufferDesc &d) {
 
 class Determinizer {
  public:
-  Determinizer(KernelIR &k) : k_(k) {}
+  Determinizer(KernelIR &k, bool cpu) : k_(k), cpu_(cpu) {}
 
   void run() {
     std::vector<Task> out;
@@ -334,7 +332,7 @@ class Determinizer {
         reject("qd.atomic_add of f32 into '" + d.name + "' at a computed index: deterministic sums into an ndarray "
                    "need the same element in every iteration (constant indices); use a field for a scatter",
                atomics[0]->loc);
-      field_sum(buffer, atomics, before, after);
+      field_sum(t, buffer, atomics, before, after);
     }
     if (!serial_before.body.stmts.empty()) before.insert(before.begin(), std::move(serial_before));
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
@@ -369,7 +367,8 @@ class Determinizer {
   }
 
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
-  void field_sum(int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before, std::vector<Task> &after) {
+  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before,
+                 std::vector<Task> &after) {
     const BufferDesc d = k_.buffers[buffer];
     const SourceLoc loc = atomics[0]->loc;
     int64_t n = numel(d);
@@ -391,6 +390,14 @@ class Determinizer {
       store(e, slot(e, first, e.add(StmtKind::LoopIndex, T::i32, {loop})), i64(e, 0));
       before.push_back(std::move(z));
     }
+    // cpu, a small field (a histogram): the slots' updates go to a private copy per thread (in its
+    // stack), applied with one atomic per touched slot when the thread's share of the loop ends.
+    int priv = -1;
+    if (cpu_ && n <= kMaxPrivateElements) {
+      BufferDesc copy{BufferKind::Private, T::i64, {n * kSlots}};
+      copy.name = d.name + ".limbs";
+      priv = k_.add_buffer(copy);
+    }
     for (Stmt *a : atomics) {
       IrEmitter e(a);
       const Stmt &p = *a->operands[0];
@@ -403,11 +410,24 @@ class Determinizer {
       Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
       Parts q = decode(e, v);
       Stmt *limb = e.bin(B::Add, row, e.cast(q.limb, T::i32));
-      atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
-      atomic(e, AtomicOp::Add, slot(e, first, e.bin(B::Add, limb, e.ci(T::i32, 1))), q.hi);
-      atomic(e, AtomicOp::Or, slot(e, first, e.bin(B::Add, row, e.ci(T::i32, kLimbs))), q.flags);
+      Stmt *next = e.bin(B::Add, limb, e.ci(T::i32, 1)), *flags = e.bin(B::Add, row, e.ci(T::i32, kLimbs));
+      if (priv >= 0) {  // plain read-modify-writes of this thread's copy
+        auto update = [&](Stmt *i, B op, Stmt *x) {
+          Stmt *p = e.add(StmtKind::GlobalPtr, T::i64, {i});
+          p->ival = priv;
+          e.add(StmtKind::GlobalStore, T::none, {p, e.bin(op, e.add(StmtKind::GlobalLoad, T::i64, {p}), x)});
+        };
+        update(limb, B::Add, q.lo);
+        update(next, B::Add, q.hi);
+        update(flags, B::BitOr, q.flags);
+      } else {
+        atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
+        atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
+        atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
+      }
       std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
     }
+    if (priv >= 0) flush_private(t, priv, first, n * kSlots, loc);
     Stmt *loop;
     Task fin = parallel_task(n, loc, loop);
     IrEmitter f(*loop->body, loc);
@@ -434,6 +454,32 @@ class Determinizer {
     Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, kLimbs)))), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     after.push_back(std::move(fin));
+  }
+
+  // Zeroes the private copy before the thread's share of the loop; after it, adds (ors, for the
+  // flags) each non-zero slot into the shared one.
+  void flush_private(Task &t, int priv, int64_t first, int64_t count, const SourceLoc &loc) {
+    t.min_chunk += 4 * count;  // iterations per chunk that amortise zeroing and flushing
+    auto each = [&](Block &b, const std::function<void(IrEmitter &, Stmt *, Stmt *)> &body) {
+      IrEmitter e(b, loc);
+      Stmt *loop = range_for(e, e.ci(T::i32, 0), e.ci(T::i32, static_cast<int64_t>(count)), true);
+      IrEmitter in(*loop->body, loc);
+      Stmt *i = in.add(StmtKind::LoopIndex, T::i32, {loop});
+      Stmt *p = in.add(StmtKind::GlobalPtr, T::i64, {i});
+      p->ival = priv;
+      body(in, i, p);
+    };
+    each(t.pre_loop, [&](IrEmitter &e, Stmt *, Stmt *p) { e.add(StmtKind::GlobalStore, T::none, {p, i64(e, 0)}); });
+    each(t.post_loop, [&](IrEmitter &e, Stmt *i, Stmt *p) {
+      Stmt *v = e.add(StmtKind::GlobalLoad, T::i64, {p});
+      Stmt *q = e.bin(B::Div, i, e.ci(T::i32, kSlots));
+      Stmt *is_flags = e.bin(B::Eq, e.bin(B::Sub, i, e.bin(B::Mul, q, e.ci(T::i32, kSlots))), e.ci(T::i32, kLimbs));
+      Stmt *nz = e.bin(B::Ne, v, i64(e, 0));
+      IrEmitter limb = e.if_(e.both(nz, e.not_(is_flags)));
+      atomic(limb, AtomicOp::Add, slot(limb, first, i), v);
+      IrEmitter flag = e.if_(e.both(nz, is_flags));
+      atomic(flag, AtomicOp::Or, slot(flag, first, i), v);
+    });
   }
 
   // --- Stable compaction -----------------------------------------------------------------------
@@ -614,11 +660,12 @@ class Determinizer {
   }
 
   KernelIR &k_;
+  bool cpu_;
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
 };
 
 }  // namespace
 
-void make_deterministic(KernelIR &k) { Determinizer(k).run(); }
+void make_deterministic(KernelIR &k, bool cpu) { Determinizer(k, cpu).run(); }
 
 }  // namespace qd

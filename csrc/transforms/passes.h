@@ -83,7 +83,7 @@ void run_blocks_on_cpu(KernelIR &k);
 // counters hand out slots in iteration order, and atomics whose outcome is the schedule's are a
 // QuadrantsTypeError naming the line. Runs after demotion and before the verdicts, so every
 // later rewrite (privatization, bucketing, subgroup aggregation) sees integer atomics.
-void make_deterministic(KernelIR &k);
+void make_deterministic(KernelIR &k, bool cpu);
 
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
 // QuadrantsTypeError (naming the source line) for atomics the target cannot do.

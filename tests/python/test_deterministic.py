@@ -398,3 +398,30 @@ def k(xs: qd.types.ndarray(dtype=qd.f32, ndim=1), nd: qd.types.ndarray(dtype=qd.
     assert "deterministic mode" in text and message in text, text
     assert any(line.strip() in text for line in body.split("\n") if line.strip() not in ("", "pass")), text
     assert f"{path}:" in text, text
+
+
+def test_gpu_code_of_the_rewrites_compiles():
+    """cuda / amdgpu get the same lowering (run_passes is shared): the kernels compile, and ptxas
+    accepts the PTX where it is installed."""
+    import re
+    import shutil
+    import tempfile
+    qd.init(arch=qd.cpu, deterministic=True)
+    pat = Patterns(128)
+    ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.access("/usr/local/cuda/bin/ptxas", os.X_OK)
+                                      else None)
+    args = {"same_address": (pat.x,), "histogram": (pat.x, pat.b), "scatter": (pat.x, pat.p),
+            "compaction": (pat.x, pat.out)}
+    for k in pat.kernels:
+        for arch in (qd.cuda, qd.amdgpu):
+            a = qd.compile(k, *args[k.__name__], arch=arch)
+            assert "global ptr temps[$" in a.ir  # the limbs / chunk counts: arrays in the temps buffer
+            if arch == qd.cuda and ptxas:
+                with tempfile.TemporaryDirectory() as d:
+                    src = os.path.join(d, "k.ptx")
+                    with open(src, "w") as f:
+                        f.write(a.ptx)
+                    sm = re.search(r"\.target (sm_\d+)", a.ptx).group(1)
+                    r = subprocess.run([ptxas, f"-arch={sm}", "-o", os.path.join(d, "k.cubin"), src],
+                                       capture_output=True, text=True)
+                    assert r.returncode == 0, r.stderr

@@ -472,7 +472,8 @@ class Kernel:
                     ctx.tracker.root(v, index)
         ctx.b.set_returns([d.core for d in _return_dtypes(self.returns)])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
-        ctx.b.set_deterministic(bool(config.deterministic if self.deterministic is None else self.deterministic))
+        ctx.deterministic = bool(config.deterministic if self.deterministic is None else self.deterministic)
+        ctx.b.set_deterministic(ctx.deterministic)
         prev = scope.swap(ctx)
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)

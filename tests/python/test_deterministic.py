@@ -26,10 +26,12 @@ BLOCK_DIMS = [32, 128, 512]
 
 def _round_f32(x):
     """The f32 nearest to the rational x, ties to the even significand; +-inf past the largest."""
+    if abs(x) >= 2 ** 128 - 2 ** 103:  # the largest f32 plus half its ulp: a tie goes to the even infinity
+        return np.float32(np.inf if x > 0 else -np.inf)
     with np.errstate(over="ignore"):
-        r = np.float32(float(x)) if abs(x) < 2 ** 129 else np.float32(np.inf if x > 0 else -np.inf)
+        r = np.float32(float(x))
     if np.isinf(r):
-        return r
+        r = np.copysign(np.finfo(np.float32).max, r)
     cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
     # (float(x) rounds to f64 first: its f32 neighbours hold the answer)
     return min(cands, key=lambda c: (abs(Fraction(float(c)) - x), int(np.float32(c).view(np.uint32)) & 1))
@@ -425,3 +427,24 @@ def test_gpu_code_of_the_rewrites_compiles():
                     r = subprocess.run([ptxas, f"-arch={sm}", "-o", os.path.join(d, "k.cubin"), src],
                                        capture_output=True, text=True)
                     assert r.returncode == 0, r.stderr
+
+
+@test(arch=[qd.cpu], deterministic=True)
+def test_algorithms_integer_reduce_runs_float_reduce_is_an_error():
+    from quadrants import algorithms as A
+
+    def make(dtype):
+        @qd.kernel
+        def run(a: qd.types.ndarray(dtype=dtype, ndim=1), o: qd.types.ndarray(dtype=dtype, ndim=1),
+                s: qd.types.ndarray(dtype=qd.u32, ndim=1), n: qd.i32):
+            A.reduce_add(a, o, s, n, dtype, 2)
+        return run
+
+    s = qd.ndarray(qd.u32, (A.reduce_scratch_slots(5000, 2),))
+    a, o = qd.ndarray(qd.i32, (5000,)), qd.ndarray(qd.i32, (1,))
+    a.from_numpy(np.arange(5000, dtype=np.int32) - 77)
+    make(qd.i32)(a, o, s, 5000)
+    assert o.to_numpy()[0] == int((np.arange(5000) - 77).sum())
+    with pytest.raises(qd.QuadrantsTypeError, match="reduce_add on f32") as e:
+        make(qd.f32)(qd.ndarray(qd.f32, (5000,)), qd.ndarray(qd.f32, (1,)), s, 5000)
+    assert "A.reduce_add(a, o, s, n, dtype, 2)" in str(e.value)

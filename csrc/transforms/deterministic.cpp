@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "transforms/ir_emitter.h"
@@ -286,17 +287,37 @@ class Determinizer {
   }
 
   void rewrite(Task &t, std::vector<Task> &before, std::vector<Task> &after) {
-    std::unordered_set<const Stmt *> used;
+    // Values with a live use: a store to a variable nobody reads (the value of `x[i] += v` with a
+    // computed vector component, which the front end keeps in a variable) is not one.
+    std::unordered_map<const Stmt *, std::vector<const Stmt *>> users;
     for_each_stmt(t.body, [&](Stmt &s) {
-      for (Stmt *o : s.operands) used.insert(o);
+      for (Stmt *o : s.operands) users[o].push_back(&s);
     });
+    auto read = [&](const Stmt *var) {
+      for (const Stmt *u : users[var])
+        if (u->kind == StmtKind::LocalLoad && !users[u].empty()) return true;
+      return false;
+    };
+    std::unordered_set<const Stmt *> used;
+    for (auto &[v, us] : users)
+      for (const Stmt *u : us)
+        if (!(u->kind == StmtKind::LocalStore && u->operands[1] == v && u->operands[0] != v && !read(u->operands[0])))
+          used.insert(v);
     std::vector<Stmt *> floats, counters;
     steps_.clear();
+    loop_body_ = t.loop()->body.get();
     check(t, used, floats, counters);
     if (!floats.empty() && !counters.empty())
       reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
     if (!floats.empty()) sums(t, floats, before, after);
     if (!counters.empty()) compaction(t, counters, before);
+  }
+
+  // Removes a rewritten atomic; what still names its value is dead (a variable nobody reads).
+  void drop_atomic(Stmt *a) {
+    IrEmitter e(a);
+    replace_uses(*loop_body_, a, e.c(a->dtype, 0));
+    std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
   }
 
   // --- f32 sums -------------------------------------------------------------------------------
@@ -351,7 +372,7 @@ class Determinizer {
       Parts p = decode(e, v);
       for (int k = 0; k < kLimbs; k++) atomic(e, AtomicOp::Add, slot(e, first + k), contribution(e, p, k));
       atomic(e, AtomicOp::Or, slot(e, first + kLimbs), p.flags);
-      std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+      drop_atomic(a);
     }
     // After the loop: the target's value joins the sum, which is rounded into it.
     IrEmitter f(finish.body, loc);
@@ -425,7 +446,7 @@ class Determinizer {
         atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
         atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
       }
-      std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+      drop_atomic(a);
     }
     if (priv >= 0) flush_private(t, priv, first, n * kSlots, loc);
     Stmt *loop;
@@ -662,6 +683,7 @@ class Determinizer {
   KernelIR &k_;
   bool cpu_;
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
+  Block *loop_body_ = nullptr;  // the parallel loop being rewritten
 };
 
 }  // namespace

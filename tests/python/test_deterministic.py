@@ -448,3 +448,50 @@ def test_algorithms_integer_reduce_runs_float_reduce_is_an_error():
     with pytest.raises(qd.QuadrantsTypeError, match="reduce_add on f32") as e:
         make(qd.f32)(qd.ndarray(qd.f32, (5000,)), qd.ndarray(qd.f32, (1,)), s, 5000)
     assert "A.reduce_add(a, o, s, n, dtype, 2)" in str(e.value)
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_several_loops_computed_components_and_inner_loops():
+    """Two loops into one field (the second's old values are the first's results), a vector
+    component chosen at run time (the front end keeps the unused old value in a variable), an
+    inner loop, and -0.0 kept where every addend is -0.0."""
+    n = 5000
+    xs = _data(5, n)
+    x = qd.field(qd.f32, shape=n)
+    x.from_numpy(xs)
+    y = qd.field(qd.f32, shape=7)
+    v = qd.Vector.field(3, qd.f32, shape=11)
+    z = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k() -> qd.f32:
+        s = 0.0
+        for i in range(n):
+            y[i % 7] += x[i]
+        for i in range(n):
+            y[i % 5] -= x[i]
+            for j in range(3):
+                v[(i * 3) % 11][j] += x[i] * (j + 1)
+        for i in range(n // 10):
+            for j in range(10):
+                s += x[i * 10 + j]
+                z[i % 4] += -0.0
+        return s
+
+    y.fill(-0.0)
+    z.fill(-0.0)
+    v.fill(0.0)
+    r = k()
+    idx = np.arange(n)
+    for b in range(7):
+        want = f32_sum(np.concatenate([[np.float32(-0.0)], xs[idx % 7 == b]]))
+        if b < 5:
+            want = f32_sum(np.concatenate([[want], -xs[idx % 5 == b]]))
+        assert _bits(y.to_numpy()[b]) == _bits(want), b
+    vv = v.to_numpy()
+    for e in range(11):
+        for j in range(3):
+            part = (xs[(idx * 3) % 11 == e] * np.float32(j + 1)).astype(np.float32)
+            assert _bits(vv[e, j]) == _bits(f32_sum(np.concatenate([[np.float32(0)], part]))), (e, j)
+    assert _bits(r) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    assert _bits(z.to_numpy()).tolist() == [0x80000000] * 4

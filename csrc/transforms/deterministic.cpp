@@ -234,11 +234,14 @@ class Determinizer {
         if (op != SimtOp::BlockSync && op != SimtOp::SubgroupSync)
           reject(std::string("qd.simt ") + simt_op_name(op) + " depends on the block / subgroup layout", s.loc);
       }
+      if (s.kind == StmtKind::GlobalPtr && k_.buffers[s.ival].kind == BufferKind::Shared)
+        reject("a block-shared array holds what the iterations of one block put there: which iterations share "
+               "a block is the block size's",
+               s.loc);
       if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
       AtomicOp op = s.atomic_op();
       std::string name = std::string("qd.atomic_") + atomic_op_info(op).name;
       bool is_used = used.count(&s) > 0;
-      bool shared = k_.buffers[s.operands[0]->ival].kind == BufferKind::Shared;
       if (s.order != MemoryOrder::Relaxed) reject(name + " with an ordering synchronizes through memory", s.loc);
       switch (op) {
         case AtomicOp::Exchange: case AtomicOp::Cas: case AtomicOp::Inc: case AtomicOp::Dec:
@@ -251,15 +254,14 @@ class Determinizer {
           reject(name + " on floats: only float add / sub have a deterministic lowering (float min / max depend on "
                         "the order for -0.0 / +0.0 and NaN; use an integer key)", s.loc);
         if (s.dtype != T::f32) reject(name + " on " + dtype_name(s.dtype) + ": deterministic float sums are f32 only", s.loc);
-        if (shared) reject(name + " on a float shared array", s.loc);
         floats.push_back(&s);
         return;
       }
       if (!is_used) {  // integer, unused: any order gives the same bits (and may step a counter)
-        if ((op == AtomicOp::Add || op == AtomicOp::Sub) && !shared && invariant(*s.operands[0])) steps_.push_back(&s);
+        if ((op == AtomicOp::Add || op == AtomicOp::Sub) && invariant(*s.operands[0])) steps_.push_back(&s);
         return;
       }
-      if ((op != AtomicOp::Add && op != AtomicOp::Sub) || shared || !thread_uniform_address(k_, *s.operands[0]))
+      if ((op != AtomicOp::Add && op != AtomicOp::Sub) || !thread_uniform_address(k_, *s.operands[0]))
         reject(name + " whose old value is used: only a counter (qd.atomic_add(c[None], k) on one integer "
                       "element, the result used as a slot) has a deterministic lowering", s.loc);
       counters.push_back(&s);

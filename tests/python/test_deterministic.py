@@ -369,6 +369,8 @@ REJECTED = {
     "compaction reads what it writes": ("s = qd.atomic_add(ci[None], 1)\n            xs[s] = xs[i]",
                                         "reads memory it writes"),
     "subgroup op": ("xs[i] = qd.simt.subgroup.reduce_add(xs[i])", "depends on the block / subgroup layout"),
+    "shared array": ("sh = qd.simt.block.SharedArray((4,), qd.i32)\n            qd.atomic_add(sh[i % 4], 1)",
+                     "block-shared array"),
 }
 
 

@@ -20,7 +20,7 @@
 //   slots in iteration order (what a serial run of the loop would return).
 // - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
 //   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
-//   operations) is a QuadrantsTypeError naming the line.
+//   operations, block-shared arrays) is a QuadrantsTypeError naming the line.
 #include <functional>
 #include <map>
 #include <set>
@@ -295,9 +295,10 @@ class Determinizer {
     for_each_stmt(t.body, [&](Stmt &s) {
       for (Stmt *o : s.operands) users[o].push_back(&s);
     });
+    auto has_users = [&](const Stmt *v) { return users.count(v) > 0; };  // (no insertion while iterating)
     auto read = [&](const Stmt *var) {
-      for (const Stmt *u : users[var])
-        if (u->kind == StmtKind::LocalLoad && !users[u].empty()) return true;
+      for (const Stmt *u : users.at(var))
+        if (u->kind == StmtKind::LocalLoad && has_users(u)) return true;
       return false;
     };
     std::unordered_set<const Stmt *> used;

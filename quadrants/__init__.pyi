@@ -122,6 +122,7 @@ def init(
     fast_math: bool = ...,
     subgroup_aggregation: bool = ...,
     constant_folding: bool = ...,
+    deterministic: bool = ...,
     offline_cache: bool = ...,
     offline_cache_file_path: str = ...,
     log_level: str = ...,
@@ -245,7 +246,7 @@ class _Kernel(Generic[_P, _R]):
 @overload
 def kernel(fn: Callable[_P, _R]) -> _Kernel[_P, _R]: ...
 @overload
-def kernel(fn: None = None, *, fastcache: bool = False, pure: bool | None = None) -> Callable[[Callable[_P, _R]], _Kernel[_P, _R]]: ...
+def kernel(fn: None = None, *, fastcache: bool = False, pure: bool | None = None, deterministic: bool | None = None) -> Callable[[Callable[_P, _R]], _Kernel[_P, _R]]: ...
 @overload
 def func(fn: _F) -> _F: ...
 @overload

@@ -43,6 +43,7 @@ class Builder {
     kernel_->check_message[buffer] = message;
     kernel_->check_word = word;
   }
+  void set_deterministic(bool on) { kernel_->deterministic = on; }
 
   // Values.
   Stmt *const_int(DataType dtype, int64_t v);

@@ -60,6 +60,23 @@ void replace_uses(Block &b, Stmt *from, Stmt *to) {
   });
 }
 
+// Appends copies of `src`'s statements (child blocks included) to `dst`, operands renamed by `m`
+// (which learns each copy).
+void clone_into(const Block &src, Block &dst, CloneMap &m) {
+  for (const auto &s : src.stmts) {
+    auto c = clone_leaf(*s);
+    for (auto &o : c->operands) o = mapped(m, o);
+    Stmt *raw = dst.push(std::move(c));
+    m[s.get()] = raw;
+    for (auto [from, to] : {std::pair{&s->body, &raw->body}, std::pair{&s->else_body, &raw->else_body}}) {
+      if (!*from) continue;
+      *to = std::make_unique<Block>();
+      (*to)->owner = raw;
+      clone_into(**from, **to, m);
+    }
+  }
+}
+
 std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   auto c = std::make_unique<Stmt>(s.kind, s.dtype);
   c->operands = s.operands;

@@ -156,6 +156,8 @@ struct KernelIR {
   int temps_buffer = -1, result_buffer = -1;
   // Debug mode: bounds checks report through two result slots (message index + 1, the bad index).
   bool debug = false;
+  // Deterministic mode (transforms/deterministic.cpp, docs/atomics.md): the same bits on every run.
+  bool deterministic = false;
   int error_slot = -1;
   std::vector<std::string> error_messages;
   // Automatic differentiation (transforms/autodiff.cpp): this is the kernel's adjoint (Reverse) or
@@ -185,6 +187,9 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s);  // payload and operands, not c
 // Statements and their copies, for passes that copy code.
 using CloneMap = std::unordered_map<const Stmt *, Stmt *>;
 Stmt *mapped(const CloneMap &m, Stmt *s);  // s's copy in m, or s itself
+// Appends copies of src's statements (child blocks included) to dst, operands renamed by m (which
+// learns each copy).
+void clone_into(const Block &src, Block &dst, CloneMap &m);
 Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s);
 
 }  // namespace qd

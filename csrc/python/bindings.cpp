@@ -65,6 +65,7 @@ void bind_ir(py::module_ &m) {
       .def("set_companion", &Builder::set_companion)
       .def("set_ad_stack_size", &Builder::set_ad_stack_size)
       .def("set_access_check", &Builder::set_access_check)
+      .def("set_deterministic", &Builder::set_deterministic)
       .def("const_int", &Builder::const_int, ref)
       .def("const_float", &Builder::const_float, ref)
       .def("arg", &Builder::arg, ref)

@@ -212,6 +212,7 @@ void run_passes(KernelIR &k, const Target &target) {
   if (k.debug) insert_bounds_checks(k);
   offload(k);
   demote_unique_atomics(k);  // before the verdicts: an element unique to its iteration needs no atomic
+  if (k.deterministic) make_deterministic(k, /*cpu=*/backend == Backend::Cpu);
   decide_atomics(k, target);
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu || backend == Backend::Vulkan)
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);

@@ -78,6 +78,13 @@ constexpr int kCpuMaxBlockDim = 1024;
 constexpr int kCpuSubgroupSize = 32;
 void run_blocks_on_cpu(KernelIR &k);
 
+// Deterministic mode (KernelIR::deterministic; transforms/deterministic.cpp, docs/atomics.md): f32
+// atomic sums become exact integer sums of fixed-point limbs rounded once after the loop, slot
+// counters hand out slots in iteration order, and atomics whose outcome is the schedule's are a
+// QuadrantsTypeError naming the line. Runs after demotion and before the verdicts, so every
+// later rewrite (privatization, bucketing, subgroup aggregation) sees integer atomics.
+void make_deterministic(KernelIR &k, bool cpu);
+
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
 // QuadrantsTypeError (naming the source line) for atomics the target cannot do.
 void decide_atomics(KernelIR &k, const Target &target);

@@ -149,23 +149,6 @@ void partition(KernelIR &k, Task &t, int64_t target, const std::vector<Stmt *> &
 
 // --- Bucketing ---------------------------------------------------------------------------------
 
-// Appends copies of `src`'s statements (child blocks included) to `dst`, operands renamed by `m`
-// (which learns each copy).
-void clone_into(const Block &src, Block &dst, CloneMap &m) {
-  for (const auto &s : src.stmts) {
-    auto c = clone_leaf(*s);
-    for (auto &o : c->operands) o = mapped(m, o);
-    Stmt *raw = dst.push(std::move(c));
-    m[s.get()] = raw;
-    for (auto [from, to] : {std::pair{&s->body, &raw->body}, std::pair{&s->else_body, &raw->else_body}}) {
-      if (!*from) continue;
-      *to = std::make_unique<Block>();
-      (*to)->owner = raw;
-      clone_into(**from, **to, m);
-    }
-  }
-}
-
 Stmt *range_for(IrEmitter &e, Stmt *begin, Stmt *end, bool serial) {
   Stmt *loop = e.add(StmtKind::RangeFor, DataType::none, {begin, end});
   loop->serialize = serial;

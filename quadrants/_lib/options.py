@@ -33,6 +33,7 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "device": ("", "str", True),
     "fast_math": (False, "bool", True),           # vulkan/metal: the driver may contract and reassociate
     "subgroup_aggregation": (True, "bool", True),  # gpu: uniform-address atomics combined per subgroup; batched compaction
+    "deterministic": (False, "bool", True),       # atomics give the same bits on every run (docs/atomics.md)
     "constant_folding": (True, "bool", True),     # pure math on constants computed at compile time (transforms/fold.cpp)
     "offline_cache": (True, "bool", True),        # the on-disk kernel cache (cpu), lang/offline_cache.py
     "offline_cache_file_path": ("", "str", True),  # "": $QD_OFFLINE_CACHE_FILE_PATH or ~/.cache/quadrants

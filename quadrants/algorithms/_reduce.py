@@ -31,6 +31,10 @@ reduce_scratch_slots._qd_builtin = True
 def _reduce(what, arr, out, scratch, n, op, dtype, log256_max_n):
     ctx = require("qd.algorithms")
     check_dtype(what, dtype)
+    if ctx.deterministic and dtype.is_real:  # its tiles combine in an order of the backend's tiling
+        ctx.type_error(f"qd.algorithms.{what} on {dtype}: deterministic mode (docs/atomics.md) gives float sums one "
+                       f"rounding on every backend, and this op's tiles combine in an order of their own; reduce "
+                       f"with qd.atomic_add into a field instead")
     depth = check_depth(log256_max_n)
     check_array(what, "arr", arr, dtype)
     check_array(what, "out", out, dtype)

@@ -339,8 +339,9 @@ class Kernel:
     _qd_kernel = True  # what the front end knows a kernel by (it does not import this layer)
     _qd_identity = True  # as a template argument, the kernel is the key, not its contents
 
-    def __init__(self, func, mode=None, primal=None):
+    def __init__(self, func, mode=None, primal=None, deterministic=None):
         func = _python_function(func, "qd.kernel")
+        self.deterministic = deterministic  # None: qd.init(deterministic=...)
         functools.update_wrapper(self, func)
         # Autodiff (docs/autodiff.md): None for the kernel itself, "reverse" for its adjoint
         # (kernel.grad) and "forward" for its dual (what runs inside qd.ad.FwdMode).
@@ -378,7 +379,7 @@ class Kernel:
     def _variant(self, mode):
         k = self._variants.get(mode)
         if k is None:
-            k = self._variants[mode] = Kernel(self.func, mode=mode, primal=self)
+            k = self._variants[mode] = Kernel(self.func, mode=mode, primal=self, deterministic=self.deterministic)
         return k
 
     @property
@@ -494,6 +495,8 @@ class Kernel:
                     ctx.tracker.root(v, index)
         ctx.b.set_returns([d.core for d in _return_dtypes(self.returns)])
         ctx.b.set_debug(config.bounds_checks)  # the core's debug flag means index checks
+        ctx.deterministic = bool(config.deterministic if self.deterministic is None else self.deterministic)
+        ctx.b.set_deterministic(ctx.deterministic)
         prev = scope.swap(ctx)
         try:
             walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=True)
@@ -1046,13 +1049,17 @@ def _users_function(f, decorator):
     return f
 
 
-def kernel(func=None, *, fastcache=False, pure=None):
+def kernel(func=None, *, fastcache=False, pure=None, deterministic=None):
     """@qd.kernel, or @qd.kernel(fastcache=True): Quadrants' fast-cache flag (pure= is its older name)
     is accepted and changes nothing here: compiled kernels are always kept in memory and, with
-    qd.init(offline_cache=True), on disk, keyed by everything they depend on."""
+    qd.init(offline_cache=True), on disk, keyed by everything they depend on.
+    deterministic=True / False: this kernel's atomics in deterministic mode or not, whatever
+    qd.init(deterministic=...) says (None: as qd.init says; docs/atomics.md)."""
+    if deterministic is not None and not isinstance(deterministic, bool):
+        raise TypeError(f"@qd.kernel(deterministic=...) takes True, False or None, got {deterministic!r}")
     if func is None:
-        return lambda f: Kernel(_users_function(f, "qd.kernel"))
-    return Kernel(_users_function(func, "qd.kernel"))
+        return lambda f: Kernel(_users_function(f, "qd.kernel"), deterministic)
+    return Kernel(_users_function(func, "qd.kernel"), deterministic)
 
 
 def func(f=None, *, requires_top_level=False):

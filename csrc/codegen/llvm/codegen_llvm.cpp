@@ -185,8 +185,12 @@ Value *LlvmCodegen::buffer_base(int buffer) {
 Value *LlvmCodegen::global_ptr(const Stmt &s) {
   const BufferDesc &d = k_.buffers[s.ival];
   Value *base = buffer_base(static_cast<int>(s.ival));
-  if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result)
-    return b_.CreateConstGEP1_64(b_.getInt8Ty(), base, s.byte_offset);
+  if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) {
+    Value *slot = b_.CreateConstGEP1_64(b_.getInt8Ty(), base, s.byte_offset);
+    if (s.operands.empty()) return slot;
+    // an array in the temps buffer (deterministic mode's accumulators): element index from there
+    return b_.CreateGEP(type(s.dtype), slot, b_.CreateSExt(value(s.operands[0]), b_.getInt64Ty()));
+  }
   // Row-major linear index, in i64. The first index needs no dimension: a word pointer of a narrow
   // atomic's CAS loop (legalize.cpp) has one index whatever the buffer's shape, a 0-D field's too.
   Value *linear = s.operands.empty() ? b_.getInt64(0) : b_.CreateSExt(value(s.operands[0]), b_.getInt64Ty());

@@ -33,13 +33,19 @@ spirv::Scope SpirvCodegen::scope_of(const Stmt &s) {
   return static_cast<spirv::Scope>(spirv_scope(s.scope, b_.memory_model() == spirv::MemoryModelKind::Vulkan));
 }
 
+// A temps slot as an element of type t; for an array in the temps buffer (deterministic mode), plus
+// the element index.
+Id SpirvCodegen::temps_index(const Address &a, DataType t) {
+  Id slot = b_.c_i32(static_cast<int32_t>(a.byte_offset / byte_size(t)));
+  return a.index ? b_.add(b_.t_i32(), slot, a.index) : slot;
+}
+
 // qd.atomic_load / atomic_store: OpAtomicLoad / OpAtomicStore through the integer view (a float's
 // bits), so no float atomic capability is needed.
 Id SpirvCodegen::atomic_access(const Stmt &s) {
   const Stmt *target = s.operands[0];
   Address a = addresses_.at(target);
-  if (k_.buffers[a.buffer].kind == BufferKind::Temps)
-    a.index = b_.c_i32(static_cast<int32_t>(a.byte_offset / byte_size(target->dtype)));
+  if (k_.buffers[a.buffer].kind == BufferKind::Temps) a.index = temps_index(a, target->dtype);
   DataType t = target->dtype;
   const StorageBuffer &cell = int_cell(a, t);
   Id ct = cell.elem_type, ty = type(t), ptr = element_ptr(cell, a);
@@ -68,7 +74,7 @@ Id SpirvCodegen::atomic(const Stmt &s) {
     throw CompileError(ErrorKind::Codegen, "internal: an atomic on a variable reached the SPIR-V codegen", s.loc);
   Address a = addresses_.at(target);
   if (k_.buffers[a.buffer].kind == BufferKind::Temps)  // a kernel-scope variable: its slot as an element
-    a.index = b_.c_i32(static_cast<int32_t>(a.byte_offset / byte_size(s.dtype)));
+    a.index = temps_index(a, s.dtype);
   AtomicOp op = s.atomic_op();
   DataType t = s.dtype;
   Id ty = type(t), val = value(s.operands[1]);

@@ -56,6 +56,7 @@ class SpirvCodegen {
   const spirv::StorageBuffer &float_view(int buffer, DataType t);
   const spirv::StorageBuffer &words(int binding);
   Id load_slot(int binding, int64_t word, DataType t);
+  Id temps_index(const Address &a, DataType t);
   void store_slot(int binding, int64_t word, DataType t, Id v);
   Id arg_value(int slot, DataType t);
   Address global_address(const Stmt &s);

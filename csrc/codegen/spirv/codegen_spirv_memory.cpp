@@ -151,6 +151,8 @@ SpirvCodegen::Address SpirvCodegen::global_address(const Stmt &s) {
   const BufferDesc &d = k_.buffers[a.buffer];
   if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) {
     a.byte_offset = s.byte_offset;
+    // an array in the temps buffer (deterministic mode's accumulators), reached by atomics only
+    if (!s.operands.empty()) a.index = value(s.operands[0]);
     return a;
   }
   Id i32 = b_.t_i32();
@@ -179,6 +181,8 @@ SpirvCodegen::Id SpirvCodegen::element_ptr(const StorageBuffer &v, const Address
 SpirvCodegen::Id SpirvCodegen::load(const Stmt &s) {
   const Address &a = addresses_.at(s.operands[0]);
   const BufferDesc &d = k_.buffers[a.buffer];
+  if ((d.kind == BufferKind::Temps || d.kind == BufferKind::Result) && a.index)
+    throw CompileError(ErrorKind::Codegen, "internal: a plain load from a temps array", s.loc);
   if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result) return load_slot(a.buffer, a.byte_offset / 4, s.dtype);
   // A float's bits (the first guess of a CAS loop) come through the integer view, the word holding a
   // narrow element (a word CAS loop's) through the u32 view.
@@ -195,6 +199,8 @@ SpirvCodegen::Id SpirvCodegen::load(const Stmt &s) {
 void SpirvCodegen::store(const Stmt &ptr_stmt, Id v) {
   const Address &a = addresses_.at(&ptr_stmt);
   const BufferDesc &d = k_.buffers[a.buffer];
+  if ((d.kind == BufferKind::Temps || d.kind == BufferKind::Result) && a.index)
+    throw CompileError(ErrorKind::Codegen, "internal: a plain store to a temps array", ptr_stmt.loc);
   if (d.kind == BufferKind::Temps || d.kind == BufferKind::Result)
     return store_slot(a.buffer, a.byte_offset / 4, ptr_stmt.dtype, v);
   const StorageBuffer &view = plain_view(a.buffer, d.dtype);

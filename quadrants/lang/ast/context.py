@@ -103,6 +103,7 @@ class KernelContext:
         self.reads_grad = False  # the kernel reads an ndarray's .grad
         self.captured = {}  # id(ndarray) -> (Ndarray, NdarrayArg): ndarrays reached other than as ndarray arguments
         self.loop_config = {}
+        self.deterministic = False  # the kernel's deterministic mode (docs/atomics.md)
         self.walker = None  # the FunctionWalker currently emitting
         self.depth = 0      # nesting of if/loops in the kernel body; 0 is kernel scope
         self.in_parallel_loop = False

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Deterministic mode's cost (docs/atomics.md "Deterministic mode"): each pattern compiled twice,
+@qd.kernel(deterministic=False) and @qd.kernel(deterministic=True), timed in one run on the cpu and
+on Vulkan (lavapipe).
+
+    python3 benchmarks/deterministic.py [--log2n-cpu 22] [--log2n-vulkan 20] [--repeat 5] [--archs cpu,vulkan]
+
+Patterns, n elements (fields, filled once before timing):
+  same-address sum  qd.atomic_add(total[None], x[i])                  f32
+  histogram         hist[d[i]] += x[i], 256 bins                      f32
+  scatter-add       y[p[i]] += x[i], p a permutation of n             f32
+  compaction        if x[i] > .5: out[qd.atomic_add(c[None], 1)] = i
+
+Cells: ns per element, the best of --repeat synchronised calls after a warm-up (benchmarks/timing.py),
+and on / off. Checked: the deterministic results are the same bits on two runs, and the counter
+and the sum agree with numpy.
+"""
+import argparse
+import subprocess
+import sys
+import os
+
+from timing import best_of
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATTERNS = ["same-address sum", "histogram", "scatter-add", "compaction"]
+GOALS = {"same-address sum": 1.5, "histogram": 2.0, "scatter-add": 3.0, "compaction": 2.0}
+
+
+def worker(arch, log2n, repeat):
+    import numpy as np
+    import quadrants as qd
+
+    qd.init(arch=getattr(qd, arch), offline_cache=False, enable_fallback=False)
+    n = 1 << log2n
+    rng = np.random.default_rng(0)
+    xs = rng.random(n, dtype=np.float32)
+    x = qd.field(qd.f32, shape=n)
+    d = qd.field(qd.i32, shape=n)
+    p = qd.field(qd.i32, shape=n)
+    out = qd.field(qd.i32, shape=n)
+    y = qd.field(qd.f32, shape=n)
+    hist = qd.field(qd.f32, shape=256)
+    total = qd.field(qd.f32, shape=())
+    c = qd.field(qd.i32, shape=())
+    x.from_numpy(xs)
+    d.from_numpy(rng.integers(0, 256, n, dtype=np.int32))
+    p.from_numpy(rng.permutation(n).astype(np.int32))
+
+    def make(det):
+        @qd.kernel(deterministic=det)
+        def sum_():
+            for i in range(n):
+                qd.atomic_add(total[None], x[i])
+
+        @qd.kernel(deterministic=det)
+        def histogram():
+            for i in range(n):
+                hist[d[i]] += x[i]
+
+        @qd.kernel(deterministic=det)
+        def scatter():
+            for i in range(n):
+                y[p[i]] += x[i]
+
+        @qd.kernel(deterministic=det)
+        def compaction():
+            for i in range(n):
+                if x[i] > 0.5:
+                    out[qd.atomic_add(c[None], 1)] = i
+
+        return {"same-address sum": (sum_, lambda: total.fill(0)), "histogram": (histogram, lambda: hist.fill(0)),
+                "scatter-add": (scatter, lambda: y.fill(0)), "compaction": (compaction, lambda: c.fill(0))}
+
+    res = {}
+    for det in (False, True):
+        for name, (k, reset) in make(det).items():
+            reset()  # (the warm-up call too: a compaction's counter must start at 0)
+            res[(name, det)] = best_of(k, repeat, qd.sync, reset) / n * 1e9
+        if det:  # the same bits twice, and sane
+            snaps = []
+            for _ in range(2):
+                for name, (k, reset) in make(True).items():
+                    reset()
+                    k()
+                snaps.append([total.to_numpy().tobytes(), hist.to_numpy().tobytes(), y.to_numpy().tobytes(),
+                              out.to_numpy()[:c[None]].tobytes(), int(c[None])])
+            assert snaps[0] == snaps[1]
+            assert c[None] == int((xs > 0.5).sum())
+            assert np.array_equal(out.to_numpy()[:c[None]], np.flatnonzero(xs > 0.5))
+            assert abs(float(total[None]) - xs.astype(np.float64).sum()) <= 1e-6 * n
+    return {f"{k[0]}|{int(k[1])}": v for k, v in res.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--log2n-cpu", type=int, default=22)
+    ap.add_argument("--log2n-vulkan", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--archs", default="cpu,vulkan")
+    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        import json
+        print("RESULT " + json.dumps(worker(a.worker[0], int(a.worker[1]), int(a.worker[2]))))
+        return
+    import json
+    rows = {}
+    for arch in a.archs.split(","):
+        log2n = a.log2n_cpu if arch == "cpu" else a.log2n_vulkan
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", arch, str(log2n), str(a.repeat)],
+                           capture_output=True, text=True, cwd=HERE)
+        line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+        if r.returncode or not line:
+            print(f"{arch}: failed\n{r.stdout}{r.stderr}", file=sys.stderr)
+            continue
+        rows[(arch, log2n)] = json.loads(line[0][7:])
+    print("| pattern | arch (n) | off ns/elem | on ns/elem | on / off | goal |")
+    print("|---|---|---|---|---|---|")
+    for name in PATTERNS:
+        for (arch, log2n), res in rows.items():
+            off, on = res[f"{name}|0"], res[f"{name}|1"]
+            print(f"| {name} | {arch} (2^{log2n}) | {off:.2f} | {on:.2f} | {on / off:.2f}x | {GOALS[name]}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,696 @@
+// Deterministic mode (qd.init(deterministic=True), @qd.kernel(deterministic=True); docs/atomics.md):
+// every parallel loop's atomics give the same bits whatever the schedule, thread count, block size
+// or backend.
+//
+// - Integer add / sub / mul / min / max / and / or / xor whose old value is unused: already
+//   order-independent (wrapping arithmetic), kept.
+// - f32 add / sub whose old value is unused: the exact sum, rounded once (round to nearest even).
+//   Each operand is split into 32-bit limbs of a fixed-point number in units of 2^-149 (the
+//   smallest subnormal): its 24-bit significand shifted by its exponent touches two limbs, added
+//   with i64 atomics (integer sums: any order gives the same limbs). Nine limbs cover every f32;
+//   each i64 holds 2^31 such updates before it could overflow. A flags word (atomic or) records
+//   +inf, -inf, NaN and whether any addend is not -0.0. After the loop a pass adds the target's
+//   old value, propagates the carries and rounds once into the target.
+//   Same-address targets (constant / argument indices, kernel-scope variables) use static slots of
+//   the temps buffer, one per limb, so privatization and subgroup aggregation still combine them;
+//   other targets must be fields (a static size): an array of 10 slots per element.
+// - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
+//   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
+//   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
+//   slots in iteration order (what a serial run of the loop would return).
+// - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
+//   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
+//   operations, block-shared arrays) is a QuadrantsTypeError naming the line.
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "transforms/ir_emitter.h"
+#include "transforms/passes.h"
+
+namespace qd {
+
+namespace {
+
+using B = BinaryOp;
+using T = DataType;
+
+constexpr int kLimbs = 9;           // limb k holds bits [32k, 32k + 32) of the value / 2^-149
+constexpr int kSlots = kLimbs + 1;  // and a flags word
+constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
+constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
+constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private limbs (80 KiB per thread) up to this many elements
+enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
+
+[[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
+  type_error("deterministic mode (qd.init(deterministic=True) / @qd.kernel(deterministic=True)): " + why, loc);
+}
+
+Stmt *i64(IrEmitter &e, int64_t v) { return e.ci(T::i64, v); }
+Stmt *u64(IrEmitter &e, int64_t v) { return e.ci(T::u64, v); }
+
+// An f32 operand as limb contributions: lo to limb `limb`, hi to limb `limb + 1` (both signed), and
+// its flags.
+struct Parts {
+  Stmt *limb, *lo, *hi, *flags;
+};
+
+Parts decode(IrEmitter &e, Stmt *v) {
+  Stmt *b = e.cast(e.bitcast(v, T::u32), T::i64);
+  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, i64(e, 23)), i64(e, 255));
+  Stmt *frac = e.bin(B::BitAnd, b, i64(e, 0x7FFFFF));
+  Stmt *neg = e.bin(B::Ne, e.bin(B::Shr, b, i64(e, 31)), i64(e, 0));
+  Stmt *special = e.bin(B::Eq, exp, i64(e, 255));
+  Stmt *mant = e.sel(e.bin(B::Eq, exp, i64(e, 0)), frac, e.bin(B::BitOr, frac, i64(e, 0x800000)));
+  mant = e.sel(special, i64(e, 0), mant);
+  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, i64(e, 1)), i64(e, 1));  // value = mant << shift
+  Stmt *w = e.bin(B::Shl, mant, e.bin(B::BitAnd, shift, i64(e, 31)));    // < 2^55
+  Stmt *lo = e.bin(B::BitAnd, w, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, w, i64(e, 32));
+  lo = e.sel(neg, e.un(UnaryOp::Neg, lo), lo);
+  hi = e.sel(neg, e.un(UnaryOp::Neg, hi), hi);
+  Stmt *inf = e.sel(neg, i64(e, kNegInf), i64(e, kPosInf));
+  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, i64(e, 0)), i64(e, kNaN), inf), i64(e, 0));
+  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, i64(e, 0x80000000LL)), i64(e, kNotNegZero), i64(e, 0)));
+  return {e.bin(B::Shr, shift, i64(e, 5)), lo, hi, flags};
+}
+
+// What limb k receives from p.
+Stmt *contribution(IrEmitter &e, const Parts &p, int k) {
+  return e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.lo, e.sel(e.bin(B::Eq, p.limb, i64(e, k - 1)), p.hi, i64(e, 0)));
+}
+
+// Carries propagated: ten digits, 0..8 in [0, 2^32), the last the signed rest.
+std::vector<Stmt *> normalise(IrEmitter &e, const std::vector<Stmt *> &limbs) {
+  std::vector<Stmt *> d;
+  Stmt *carry = i64(e, 0);
+  for (Stmt *l : limbs) {
+    Stmt *v = e.bin(B::Add, l, carry);
+    d.push_back(e.bin(B::BitAnd, v, i64(e, 0xFFFFFFFF)));
+    carry = e.bin(B::Shr, v, i64(e, 32));
+  }
+  d.push_back(carry);
+  return d;
+}
+
+// The f32 nearest (ties to even) to the exact sum the limbs and flags hold.
+Stmt *round_f32(IrEmitter &e, const std::vector<Stmt *> &limbs, Stmt *flags) {
+  Stmt *neg = e.bin(B::Lt, normalise(e, limbs).back(), i64(e, 0));
+  std::vector<Stmt *> mag;
+  for (Stmt *l : limbs) mag.push_back(e.sel(neg, e.un(UnaryOp::Neg, l), l));
+  std::vector<Stmt *> d = normalise(e, mag);  // |sum| < 2^308: d[9] < 2^20
+  auto u = [&](Stmt *x) { return e.cast(x, T::u64); };
+  auto pair = [&](int k) { return e.bin(B::BitOr, e.bin(B::Shl, u(d[k]), u64(e, 32)), u(d[k - 1])); };
+  // The two digits from the highest nonzero one down (W), whether any lower digit is nonzero, and
+  // W's place.
+  Stmt *w = pair(1), *sticky = e.ci(T::i32, 0), *base = i64(e, 0), *below = i64(e, 0);
+  for (int k = 2; k < kSlots; k++) {
+    below = e.bin(B::BitOr, below, d[k - 2]);
+    Stmt *nz = e.bin(B::Ne, d[k], i64(e, 0));
+    w = e.sel(nz, pair(k), w);
+    sticky = e.sel(nz, e.bin(B::Ne, below, i64(e, 0)), sticky);
+    base = e.sel(nz, i64(e, 32 * (k - 1)), base);
+  }
+  Stmt *top = e.bin(B::Sub, i64(e, 63), e.cast(e.un(UnaryOp::Clz, w), T::i64));  // W's highest bit
+  Stmt *p = e.bin(B::Add, base, top);
+  Stmt *shift = u(e.bin(B::Max, e.bin(B::Sub, top, i64(e, 23)), i64(e, 1)));
+  Stmt *q = e.bin(B::Shr, w, shift);
+  Stmt *rem = e.bin(B::BitAnd, w, e.bin(B::Sub, e.bin(B::Shl, u64(e, 1), shift), u64(e, 1)));
+  Stmt *half = e.bin(B::Shl, u64(e, 1), e.bin(B::Sub, shift, u64(e, 1)));
+  Stmt *odd = e.bin(B::Ne, e.bin(B::BitAnd, q, u64(e, 1)), u64(e, 0));
+  Stmt *up = e.either(e.bin(B::Gt, rem, half), e.both(e.bin(B::Eq, rem, half), e.either(sticky, odd)));
+  // q in [2^23, 2^24]: the exponent field (p - 22) plus the significand's bits, a carry included
+  Stmt *bits = e.bin(B::Add, e.bin(B::Shl, u(e.bin(B::Sub, p, i64(e, 23))), u64(e, 23)), q);
+  bits = e.bin(B::Add, bits, e.cast(up, T::u64));
+  bits = e.bin(B::Min, bits, u64(e, 0x7F800000));           // overflow: infinity
+  bits = e.sel(e.bin(B::Lt, p, i64(e, 24)), w, bits);         // below 2^-125: exact, bits = value
+  bits = e.bin(B::BitOr, bits, e.bin(B::Shl, e.cast(neg, T::u64), u64(e, 31)));
+  auto has = [&](int64_t f) { return e.bin(B::Ne, e.bin(B::BitAnd, flags, i64(e, f)), i64(e, 0)); };
+  Stmt *zero = e.sel(has(kNotNegZero), u64(e, 0), u64(e, 0x80000000LL));  // -0.0 only if every addend is
+  bits = e.sel(e.bin(B::Eq, w, u64(e, 0)), zero, bits);
+  bits = e.sel(has(kNegInf), u64(e, 0xFF800000LL), bits);
+  bits = e.sel(has(kPosInf), u64(e, 0x7F800000), bits);
+  bits = e.sel(e.either(has(kNaN), e.both(has(kPosInf), has(kNegInf))), u64(e, 0x7FC00000), bits);
+  return e.bitcast(e.cast(bits, T::u32), T::f32);
+}
+
+Stmt *atomic(IrEmitter &e, AtomicOp op, Stmt *ptr, Stmt *v) {
+  Stmt *a = e.add(StmtKind::Atomic, v->dtype, {ptr, v});
+  a->ival = static_cast<int64_t>(op);
+  return a;
+}
+
+Stmt *range_for(IrEmitter &e, Stmt *begin, Stmt *end, bool serial) {
+  Stmt *loop = e.add(StmtKind::RangeFor, T::none, {begin, end});
+  loop->serialize = serial;
+  loop->body = std::make_unique<Block>();
+  loop->body->owner = loop;
+  return loop;
+}
+
+// A parallel task `for e in range(n)`; its loop's body is where the caller emits.
+Task parallel_task(int64_t n, const SourceLoc &loc, Stmt *&loop) {
+  Task t;
+  t.parallel = true;
+  IrEmitter pe(t.prologue, loc);
+  loop = range_for(pe, pe.ci(T::i32, 0), pe.ci(T::i32, n), false);
+  t.body.push(std::move(t.prologue.stmts.back()));  // the loop belongs in the body, its bounds in the prologue
+  t.prologue.stmts.pop_back();
+  return t;
+}
+
+int64_t numel(const BufferDesc &d) {
+  int64_t n = 1;
+  for (int64_t s : d.shape) n *= s;
+  return n;
+}
+
+class Determinizer {
+ public:
+  Determinizer(KernelIR &k, bool cpu) : k_(k), cpu_(cpu) {}
+
+  void run() {
+    std::vector<Task> out;
+    for (Task &t : k_.tasks) {
+      std::vector<Task> before, after;
+      if (t.parallel) rewrite(t, before, after);
+      for (Task &b : before) out.push_back(std::move(b));
+      out.push_back(std::move(t));
+      for (Task &a : after) out.push_back(std::move(a));
+    }
+    k_.tasks = std::move(out);
+    for (Task &t : k_.tasks)  // (the tasks moved: their blocks' statements point at where they are now)
+      for (Block *b : {&t.prologue, &t.body, &t.pre_loop, &t.post_loop})
+        for (auto &s : b->stmts) s->parent = b;
+  }
+
+ private:
+  struct Target {
+    std::vector<Stmt *> atomics;
+    bool dynamic = false;  // an array of slots per element of a field
+  };
+
+  // A slot region of the temps buffer: `count` i64 slots from slot `first`.
+  int64_t reserve(int64_t count, const SourceLoc &loc) {
+    if (k_.temps_buffer < 0) k_.temps_buffer = k_.add_buffer(BufferDesc{BufferKind::Temps, T::u8});
+    int64_t first = k_.temps_bytes / 8;
+    if (first + count > kMaxTempsSlots)
+      reject("the f32 sums' exact accumulators would take more than 1 GiB (10 x 8 bytes per element of the "
+             "target fields)", loc);
+    k_.temps_bytes = 8 * (first + count);
+    return first;
+  }
+  Stmt *slot(IrEmitter &e, int64_t s, Stmt *index = nullptr) {
+    Stmt *p = e.add(StmtKind::GlobalPtr, T::i64, index ? std::vector<Stmt *>{index} : std::vector<Stmt *>{});
+    p->ival = k_.temps_buffer;
+    p->byte_offset = 8 * s;
+    return p;
+  }
+
+  // The key of a same-address pointer: buffer, slot offset and its constant / argument indices.
+  using Key = std::tuple<int64_t, int64_t, std::vector<std::tuple<int, int64_t, int>>>;
+  static bool invariant(const Stmt &ptr) {
+    for (const Stmt *i : ptr.operands)
+      if (i->kind != StmtKind::Const && i->kind != StmtKind::Arg) return false;
+    return true;
+  }
+  static Key key(const Stmt &ptr) {
+    Key k{ptr.ival, ptr.byte_offset, {}};
+    for (const Stmt *i : ptr.operands) std::get<2>(k).emplace_back(static_cast<int>(i->kind), i->ival, static_cast<int>(i->dtype));
+    return k;
+  }
+
+  void check(Task &t, const std::unordered_set<const Stmt *> &used, std::vector<Stmt *> &floats,
+             std::vector<Stmt *> &counters) {
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if (s.kind == StmtKind::Fence) reject("qd.atomic_fence orders accesses whose interleaving is the schedule's", s.loc);
+      if (s.is_atomic)
+        reject("qd.atomic_load / qd.atomic_store in a parallel loop observe or race with other threads", s.loc);
+      if (s.kind == StmtKind::Simt) {
+        auto op = static_cast<SimtOp>(s.op);
+        if (op != SimtOp::BlockSync && op != SimtOp::SubgroupSync)
+          reject(std::string("qd.simt ") + simt_op_name(op) + " depends on the block / subgroup layout", s.loc);
+      }
+      if (s.kind == StmtKind::GlobalPtr && k_.buffers[s.ival].kind == BufferKind::Shared)
+        reject("a block-shared array holds what the iterations of one block put there: which iterations share "
+               "a block is the block size's",
+               s.loc);
+      if (s.kind != StmtKind::Atomic || s.operands[0]->kind != StmtKind::GlobalPtr) return;
+      AtomicOp op = s.atomic_op();
+      std::string name = std::string("qd.atomic_") + atomic_op_info(op).name;
+      bool is_used = used.count(&s) > 0;
+      if (s.order != MemoryOrder::Relaxed) reject(name + " with an ordering synchronizes through memory", s.loc);
+      switch (op) {
+        case AtomicOp::Exchange: case AtomicOp::Cas: case AtomicOp::Inc: case AtomicOp::Dec:
+          reject(name + " in a parallel loop: which thread's update comes last is the schedule's", s.loc);
+        default: break;
+      }
+      if (is_real(s.dtype)) {
+        if (is_used) reject(name + " on a float whose old value is used: it depends on the order of the updates", s.loc);
+        if (op != AtomicOp::Add && op != AtomicOp::Sub)
+          reject(name + " on floats: only float add / sub have a deterministic lowering (float min / max depend on "
+                        "the order for -0.0 / +0.0 and NaN; use an integer key)", s.loc);
+        if (s.dtype != T::f32) reject(name + " on " + dtype_name(s.dtype) + ": deterministic float sums are f32 only", s.loc);
+        floats.push_back(&s);
+        return;
+      }
+      if (!is_used) {  // integer, unused: any order gives the same bits (and may step a counter)
+        if ((op == AtomicOp::Add || op == AtomicOp::Sub) && invariant(*s.operands[0])) steps_.push_back(&s);
+        return;
+      }
+      if ((op != AtomicOp::Add && op != AtomicOp::Sub) || !thread_uniform_address(k_, *s.operands[0]))
+        reject(name + " whose old value is used: only a counter (qd.atomic_add(c[None], k) on one integer "
+                      "element, the result used as a slot) has a deterministic lowering", s.loc);
+      counters.push_back(&s);
+    });
+  }
+
+  // Every access in the loop to the buffers in `targets` is one of `atomics`.
+  void check_exclusive(Task &t, const std::vector<Stmt *> &atomics, const std::set<std::pair<int64_t, int64_t>> &targets) {
+    std::unordered_set<const Stmt *> ptrs;
+    for (Stmt *a : atomics) ptrs.insert(a->operands[0]);
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      for (size_t i = 0; i < s.operands.size(); i++) {
+        Stmt *o = s.operands[i];
+        if (o->kind != StmtKind::GlobalPtr) continue;
+        int64_t off = k_.buffers[o->ival].kind == BufferKind::Temps ? o->byte_offset : 0;
+        if (!targets.count({o->ival, off})) continue;
+        bool mine = i == 0 && s.kind == StmtKind::Atomic && ptrs.count(o);
+        if (!mine)
+          reject("'" + (k_.buffers[o->ival].name.empty() ? std::string("a kernel variable") : k_.buffers[o->ival].name) +
+                     "' is read or written in the parallel loop that accumulates into it atomically: what it sees "
+                     "depends on the schedule",
+                 s.loc);
+      }
+    });
+  }
+
+  void rewrite(Task &t, std::vector<Task> &before, std::vector<Task> &after) {
+    // Values with a live use: a store to a variable nobody reads (the value of `x[i] += v` with a
+    // computed vector component, which the front end keeps in a variable) is not one.
+    std::unordered_map<const Stmt *, std::vector<const Stmt *>> users;
+    for_each_stmt(t.body, [&](Stmt &s) {
+      for (Stmt *o : s.operands) users[o].push_back(&s);
+    });
+    auto has_users = [&](const Stmt *v) { return users.count(v) > 0; };  // (no insertion while iterating)
+    auto read = [&](const Stmt *var) {
+      for (const Stmt *u : users.at(var))
+        if (u->kind == StmtKind::LocalLoad && has_users(u)) return true;
+      return false;
+    };
+    std::unordered_set<const Stmt *> used;
+    for (auto &[v, us] : users)
+      for (const Stmt *u : us)
+        if (!(u->kind == StmtKind::LocalStore && u->operands[1] == v && u->operands[0] != v && !read(u->operands[0])))
+          used.insert(v);
+    std::vector<Stmt *> floats, counters;
+    steps_.clear();
+    loop_body_ = t.loop()->body.get();
+    check(t, used, floats, counters);
+    if (!floats.empty() && !counters.empty())
+      reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
+    if (!floats.empty()) sums(t, floats, before, after);
+    if (!counters.empty()) compaction(t, counters, before);
+  }
+
+  // Removes a rewritten atomic; what still names its value is dead (a variable nobody reads).
+  void drop_atomic(Stmt *a) {
+    IrEmitter e(a);
+    replace_uses(*loop_body_, a, e.c(a->dtype, 0));
+    std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
+  }
+
+  // --- f32 sums -------------------------------------------------------------------------------
+
+  void sums(Task &t, const std::vector<Stmt *> &floats, std::vector<Task> &before, std::vector<Task> &after) {
+    std::set<std::pair<int64_t, int64_t>> targets;
+    std::map<int64_t, std::vector<Stmt *>> by_buffer;
+    for (Stmt *a : floats) {
+      const Stmt &p = *a->operands[0];
+      bool temps = k_.buffers[p.ival].kind == BufferKind::Temps;
+      targets.insert({p.ival, temps ? p.byte_offset : 0});
+      by_buffer[p.ival].push_back(a);
+    }
+    check_exclusive(t, floats, targets);
+    Task serial_before, serial_after;
+    for (auto &[buffer, atomics] : by_buffer) {
+      const BufferDesc d = k_.buffers[buffer];
+      std::map<Key, std::vector<Stmt *>> keys;
+      bool any_arg = false, all_invariant = true;
+      for (Stmt *a : atomics) {
+        const Stmt &p = *a->operands[0];
+        all_invariant = all_invariant && invariant(p);
+        for (const Stmt *i : p.operands) any_arg = any_arg || i->kind == StmtKind::Arg;
+        keys[key(p)].push_back(a);
+      }
+      // Same-address slots need distinct keys to be distinct elements: constants only, or one key.
+      bool uniform = all_invariant && (keys.size() == 1 || !any_arg || d.kind == BufferKind::Temps);
+      if (uniform) {
+        for (auto &[key, list] : keys) uniform_sum(list, serial_before, serial_after);
+        continue;
+      }
+      if (d.kind != BufferKind::Field)
+        reject("qd.atomic_add of f32 into '" + d.name + "' at a computed index: deterministic sums into an ndarray "
+                   "need the same element in every iteration (constant indices); use a field for a scatter",
+               atomics[0]->loc);
+      field_sum(t, buffer, atomics, before, after);
+    }
+    if (!serial_before.body.stmts.empty()) before.insert(before.begin(), std::move(serial_before));
+    if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
+  }
+
+  // Atomics on one element: ten static slots (privatized and aggregated as any kernel variable).
+  void uniform_sum(const std::vector<Stmt *> &atomics, Task &setup, Task &finish) {
+    const SourceLoc loc = atomics[0]->loc;
+    const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
+    int64_t first = reserve(kSlots, loc);
+    IrEmitter z(setup.body, loc);
+    for (int s = 0; s < kSlots; s++) z.add(StmtKind::GlobalStore, T::none, {slot(z, first + s), i64(z, 0)});
+    for (Stmt *a : atomics) {
+      IrEmitter e(a);
+      Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
+      Parts p = decode(e, v);
+      for (int k = 0; k < kLimbs; k++) atomic(e, AtomicOp::Add, slot(e, first + k), contribution(e, p, k));
+      atomic(e, AtomicOp::Or, slot(e, first + kLimbs), p.flags);
+      drop_atomic(a);
+    }
+    // After the loop: the target's value joins the sum, which is rounded into it.
+    IrEmitter f(finish.body, loc);
+    auto target = clone_leaf(*ptr);
+    for (Stmt *&idx : target->operands) idx = f.insert(clone_leaf(*idx));
+    Stmt *tp = f.insert(std::move(target));
+    Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
+    std::vector<Stmt *> limbs;
+    for (int k = 0; k < kLimbs; k++)
+      limbs.push_back(f.bin(B::Add, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + k)}), contribution(f, init, k)));
+    Stmt *flags = f.bin(B::BitOr, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + kLimbs)}), init.flags);
+    f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+  }
+
+  // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
+  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before,
+                 std::vector<Task> &after) {
+    const BufferDesc d = k_.buffers[buffer];
+    const SourceLoc loc = atomics[0]->loc;
+    int64_t n = numel(d);
+    if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
+    int64_t first = reserve(n * kSlots, loc);
+    auto store = [&](IrEmitter &e, Stmt *ptr, Stmt *v) {
+      Stmt *s = e.add(StmtKind::GlobalStore, T::none, {ptr, v});
+      s->is_atomic = true;  // the temps array is reached atomically only (SPIR-V: by element index)
+    };
+    auto load = [&](IrEmitter &e, Stmt *ptr) {
+      Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
+      s->is_atomic = true;
+      return s;
+    };
+    {
+      Stmt *loop;
+      Task z = parallel_task(n * kSlots, loc, loop);
+      IrEmitter e(*loop->body, loc);
+      store(e, slot(e, first, e.add(StmtKind::LoopIndex, T::i32, {loop})), i64(e, 0));
+      before.push_back(std::move(z));
+    }
+    // cpu, a small field (a histogram): the slots' updates go to a private copy per thread (in its
+    // stack), applied with one atomic per touched slot when the thread's share of the loop ends.
+    int priv = -1;
+    if (cpu_ && n <= kMaxPrivateElements) {
+      BufferDesc copy{BufferKind::Private, T::i64, {n * kSlots}};
+      copy.name = d.name + ".limbs";
+      priv = k_.add_buffer(copy);
+    }
+    for (Stmt *a : atomics) {
+      IrEmitter e(a);
+      const Stmt &p = *a->operands[0];
+      Stmt *flat = nullptr;
+      for (size_t i = 0; i < p.operands.size(); i++) {
+        Stmt *x = e.cast(p.operands[i], T::i32);
+        flat = flat ? e.bin(B::Add, e.bin(B::Mul, flat, e.ci(T::i32, d.shape[i])), x) : x;
+      }
+      Stmt *row = e.bin(B::Mul, flat ? flat : e.ci(T::i32, 0), e.ci(T::i32, kSlots));
+      Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
+      Parts q = decode(e, v);
+      Stmt *limb = e.bin(B::Add, row, e.cast(q.limb, T::i32));
+      Stmt *next = e.bin(B::Add, limb, e.ci(T::i32, 1)), *flags = e.bin(B::Add, row, e.ci(T::i32, kLimbs));
+      if (priv >= 0) {  // plain read-modify-writes of this thread's copy
+        auto update = [&](Stmt *i, B op, Stmt *x) {
+          Stmt *p = e.add(StmtKind::GlobalPtr, T::i64, {i});
+          p->ival = priv;
+          e.add(StmtKind::GlobalStore, T::none, {p, e.bin(op, e.add(StmtKind::GlobalLoad, T::i64, {p}), x)});
+        };
+        update(limb, B::Add, q.lo);
+        update(next, B::Add, q.hi);
+        update(flags, B::BitOr, q.flags);
+      } else {
+        atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
+        atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
+        atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
+      }
+      drop_atomic(a);
+    }
+    if (priv >= 0) flush_private(t, priv, first, n * kSlots, loc);
+    Stmt *loop;
+    Task fin = parallel_task(n, loc, loop);
+    IrEmitter f(*loop->body, loc);
+    Stmt *el = f.add(StmtKind::LoopIndex, T::i32, {loop});
+    std::vector<Stmt *> idx(d.shape.size());
+    Stmt *rest = el;
+    for (size_t i = d.shape.size(); i-- > 0;) {
+      if (i == 0) {
+        idx[i] = rest;
+        break;
+      }
+      Stmt *dim = f.ci(T::i32, d.shape[i]);
+      Stmt *q = f.bin(B::Div, rest, dim);  // (non-negative: truncation is floor)
+      idx[i] = f.bin(B::Sub, rest, f.bin(B::Mul, q, dim));
+      rest = q;
+    }
+    Stmt *tp = f.add(StmtKind::GlobalPtr, T::f32, idx);
+    tp->ival = buffer;
+    Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
+    Stmt *row = f.bin(B::Mul, el, f.ci(T::i32, kSlots));
+    std::vector<Stmt *> limbs;
+    for (int k = 0; k < kLimbs; k++)
+      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, k)))), contribution(f, init, k)));
+    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, kLimbs)))), init.flags);
+    f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+    after.push_back(std::move(fin));
+  }
+
+  // Zeroes the private copy before the thread's share of the loop; after it, adds (ors, for the
+  // flags) each non-zero slot into the shared one.
+  void flush_private(Task &t, int priv, int64_t first, int64_t count, const SourceLoc &loc) {
+    t.min_chunk += 4 * count;  // iterations per chunk that amortise zeroing and flushing
+    auto each = [&](Block &b, const std::function<void(IrEmitter &, Stmt *, Stmt *)> &body) {
+      IrEmitter e(b, loc);
+      Stmt *loop = range_for(e, e.ci(T::i32, 0), e.ci(T::i32, static_cast<int64_t>(count)), true);
+      IrEmitter in(*loop->body, loc);
+      Stmt *i = in.add(StmtKind::LoopIndex, T::i32, {loop});
+      Stmt *p = in.add(StmtKind::GlobalPtr, T::i64, {i});
+      p->ival = priv;
+      body(in, i, p);
+    };
+    each(t.pre_loop, [&](IrEmitter &e, Stmt *, Stmt *p) { e.add(StmtKind::GlobalStore, T::none, {p, i64(e, 0)}); });
+    each(t.post_loop, [&](IrEmitter &e, Stmt *i, Stmt *p) {
+      Stmt *v = e.add(StmtKind::GlobalLoad, T::i64, {p});
+      Stmt *q = e.bin(B::Div, i, e.ci(T::i32, kSlots));
+      Stmt *is_flags = e.bin(B::Eq, e.bin(B::Sub, i, e.bin(B::Mul, q, e.ci(T::i32, kSlots))), e.ci(T::i32, kLimbs));
+      Stmt *nz = e.bin(B::Ne, v, i64(e, 0));
+      IrEmitter limb = e.if_(e.both(nz, e.not_(is_flags)));
+      atomic(limb, AtomicOp::Add, slot(limb, first, i), v);
+      IrEmitter flag = e.if_(e.both(nz, is_flags));
+      atomic(flag, AtomicOp::Or, slot(flag, first, i), v);
+    });
+  }
+
+  // --- Stable compaction -----------------------------------------------------------------------
+
+  // The old value of a counter, and what is computed from it (through variables and loads), must
+  // not decide which counter updates run or by how much: the counting pass does not know it.
+  void check_slots(Task &t, const std::vector<Stmt *> &counters) {
+    std::unordered_set<const Stmt *> tainted(counters.begin(), counters.end()), is_counter = tainted;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+        if (tainted.count(&s) || s.operands.empty()) return;
+        bool from = false;
+        for (size_t i = 0; i < s.operands.size(); i++)
+          from = from || (tainted.count(s.operands[i]) && !(s.kind == StmtKind::LocalStore && i == 0));
+        if (!from) return;
+        if (s.kind == StmtKind::LocalStore) {
+          grew = tainted.insert(s.operands[0]).second || grew;  // the variable
+          return;
+        }
+        if (s.dtype != T::none || s.kind == StmtKind::GlobalPtr) grew = tainted.insert(&s).second || grew;
+      });
+    }
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      bool control = s.kind == StmtKind::If || s.kind == StmtKind::While || s.kind == StmtKind::RangeFor;
+      if (is_counter.count(&s) && tainted.count(s.operands[1]))
+        reject("a slot counter's increment computed from a slot", s.loc);
+      if (!control) return;
+      bool uses = false;
+      for (Stmt *o : s.operands) uses = uses || tainted.count(o);
+      if (!uses) return;
+      bool affects = false;  // what the counting pass must reproduce
+      for (Block *b : {s.body.get(), s.else_body.get()}) {
+        if (!b) continue;
+        for_each_stmt(*b, [&](Stmt &x) {
+          affects = affects || is_counter.count(&x) || x.kind == StmtKind::Break || x.kind == StmtKind::Continue ||
+                    x.kind == StmtKind::Return || x.kind == StmtKind::LocalStore;
+        });
+      }
+      if (affects)
+        reject("a slot (the old value of qd.atomic_add on a counter) decides which counter updates happen: the "
+               "outcome depends on the order",
+               s.loc);
+    });
+    // The counting pass drops the stores: the loop must not read what it writes.
+    std::set<std::pair<int64_t, int64_t>> written;
+    auto where = [&](const Stmt &ptr) {
+      return std::pair{ptr.ival, k_.buffers[ptr.ival].kind == BufferKind::Temps ? ptr.byte_offset : 0};
+    };
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if ((s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic) && s.operands[0]->kind == StmtKind::GlobalPtr)
+        written.insert(where(*s.operands[0]));
+    });
+    for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if (s.kind == StmtKind::GlobalLoad && written.count(where(*s.operands[0])))
+        reject("a compaction loop (a slot counter) that reads memory it writes: its passes would see different "
+               "values",
+               s.loc);
+    });
+  }
+
+  // for c in range(kChunks): chunk c of the loop's iterations, in order, in one thread. The task's
+  // prologue and the loop body are copies; returns the outer loop's body emitter position through
+  // `outer` and the copy map.
+  Task chunked(Task &t, CloneMap &m, Stmt *&outer, Stmt *&inner, std::function<void(IrEmitter &)> before_inner) {
+    Task p;
+    p.parallel = true;
+    clone_into(t.prologue, p.prologue, m);
+    const Stmt *loop = t.loop();
+    const SourceLoc loc = loop->loc;
+    IrEmitter pe(p.prologue, loc);
+    Stmt *begin = pe.cast(mapped(m, loop->operands[0]), T::i64);
+    Stmt *n = pe.bin(B::Max, pe.bin(B::Sub, pe.cast(mapped(m, loop->operands[1]), T::i64), begin), i64(pe, 0));
+    outer = range_for(pe, pe.ci(T::i32, 0), pe.ci(T::i32, kChunks), false);
+    outer->block_dim = loop->block_dim;
+    p.body.push(std::move(p.prologue.stmts.back()));
+    p.prologue.stmts.pop_back();
+    IrEmitter e(*outer->body, loc);
+    Stmt *c = e.cast(e.add(StmtKind::LoopIndex, T::i32, {outer}), T::i64);
+    auto bound = [&](Stmt *q) {  // begin + q * n / kChunks: fixed by the range alone
+      return e.cast(e.bin(B::Add, begin, e.bin(B::Div, e.bin(B::Mul, q, n), i64(e, kChunks))), T::i32);
+    };
+    Stmt *lo = bound(c), *hi = bound(e.bin(B::Add, c, i64(e, 1)));
+    before_inner(e);
+    inner = range_for(e, lo, hi, true);
+    m[loop] = inner;
+    clone_into(*loop->body, *inner->body, m);
+    return p;
+  }
+
+  void compaction(Task &t, std::vector<Stmt *> counters, std::vector<Task> &before) {
+    const SourceLoc loc = counters[0]->loc;
+    std::set<Key> keys;
+    for (Stmt *a : counters) keys.insert(key(*a->operands[0]));
+    for (Stmt *a : steps_)  // the counter's updates whose old value is unused step it too
+      if (keys.count(key(*a->operands[0]))) counters.push_back(a);
+    if (keys.size() != 1 || !invariant(*counters[0]->operands[0]))
+      reject("slot counters in one parallel loop must be one element with constant / argument indices", loc);
+    const Stmt &cptr = *counters[0]->operands[0];
+    check_exclusive(t, counters, {{cptr.ival, k_.buffers[cptr.ival].kind == BufferKind::Temps ? cptr.byte_offset : 0}});
+    check_slots(t, counters);
+    DataType ct = counters[0]->dtype;
+    int64_t first = reserve(kChunks, loc);
+    auto delta = [&](IrEmitter &e, Stmt *a) {
+      return a->atomic_op() == AtomicOp::Sub ? e.bin(B::Sub, e.ci(ct, 0), a->operands[1]) : a->operands[1];
+    };
+    auto counts = [&](IrEmitter &e, Stmt *chunk) { return slot(e, first, chunk); };
+    auto atomic_io = [](Stmt *s) {
+      s->is_atomic = true;  // the temps array is reached atomically only (SPIR-V: by element index)
+      return s;
+    };
+    auto erase = [](Stmt *s) { std::erase_if(s->parent->stmts, [&](auto &x) { return x.get() == s; }); };
+    auto chunk_index = [](Stmt *outer) {
+      return outer->body->stmts[0].get();  // the outer loop's LoopIndex, emitted first
+    };
+
+    // Pass 1: each chunk's total increment.
+    {
+      CloneMap m;
+      Stmt *outer, *inner, *cnt = nullptr;
+      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) { cnt = e.var(ct, e.ci(ct, 0)); });
+      std::unordered_set<const Stmt *> mine;
+      for (Stmt *a : counters) mine.insert(m.at(a));
+      std::vector<Stmt *> drop;  // the loop's effects other than the counters
+      for_each_stmt(*inner->body, [&](Stmt &s) {
+        if (!mine.count(&s) && (s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic)) drop.push_back(&s);
+      });
+      for (Stmt *orig : counters) {
+        Stmt *a = m.at(orig);
+        IrEmitter e(a);
+        e.store(cnt, e.bin(B::Add, e.load(cnt), delta(e, a)));
+        replace_uses(*inner->body, a, e.ci(ct, 0));  // feeds only dropped stores and dead values
+        erase(a);
+      }
+      for (Stmt *s : drop) erase(s);
+      IrEmitter e(*outer->body, loc);
+      atomic_io(e.add(StmtKind::GlobalStore, T::none, {counts(e, chunk_index(outer)), e.cast(e.load(cnt), T::i64)}));
+      before.push_back(std::move(p));
+    }
+    // Pass 2 (serial): each chunk's first slot, from the counter's value; the counter's final value.
+    {
+      Task s;
+      IrEmitter e(s.body, loc);
+      auto target = clone_leaf(cptr);
+      for (Stmt *&idx : target->operands) idx = e.insert(clone_leaf(*idx));
+      Stmt *tp = e.insert(std::move(target));
+      Stmt *run = e.var(T::i64, e.cast(e.add(StmtKind::GlobalLoad, ct, {tp}), T::i64));
+      Stmt *loop = range_for(e, e.ci(T::i32, 0), e.ci(T::i32, kChunks), true);
+      IrEmitter le(*loop->body, loc);
+      Stmt *c = le.add(StmtKind::LoopIndex, T::i32, {loop});
+      Stmt *v = atomic_io(le.add(StmtKind::GlobalLoad, T::i64, {counts(le, c)}));
+      Stmt *r = le.load(run);
+      atomic_io(le.add(StmtKind::GlobalStore, T::none, {counts(le, c), r}));
+      le.store(run, le.bin(B::Add, r, v));
+      auto again = clone_leaf(cptr);
+      for (Stmt *&idx : again->operands) idx = e.insert(clone_leaf(*idx));
+      Stmt *tp2 = e.insert(std::move(again));
+      e.add(StmtKind::GlobalStore, T::none, {tp2, e.cast(e.load(run), ct)});
+      before.push_back(std::move(s));
+    }
+    // Pass 3: the loop, each chunk handing out slots from its first one, in iteration order.
+    {
+      CloneMap m;
+      Stmt *outer = nullptr, *inner, *run = nullptr;
+      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) {
+        run = e.var(ct, e.cast(atomic_io(e.add(StmtKind::GlobalLoad, T::i64, {counts(e, chunk_index(outer))})), ct));
+      });
+      for (Stmt *orig : counters) {
+        Stmt *a = m.at(orig);
+        IrEmitter e(a);
+        Stmt *old = e.load(run);
+        e.store(run, e.bin(B::Add, old, delta(e, a)));
+        replace_uses(*inner->body, a, old);
+        erase(a);
+      }
+      t = std::move(p);
+    }
+  }
+
+  KernelIR &k_;
+  bool cpu_;
+  std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
+  Block *loop_body_ = nullptr;  // the parallel loop being rewritten
+};
+
+}  // namespace
+
+void make_deterministic(KernelIR &k, bool cpu) { Determinizer(k, cpu).run(); }
+
+}  // namespace qd

@@ -1,0 +1,499 @@
+"""Deterministic mode (issue 29; transforms/deterministic.cpp, docs/atomics.md "Deterministic mode"):
+with qd.init(deterministic=True) or @qd.kernel(deterministic=True) an f32 atomic sum is the exact sum
+of its addends (the target's old value included) rounded once to nearest-even, and a slot counter
+hands out slots in iteration order. Each pattern runs 20 times with 1 and 2 cpu threads, three block
+sizes, on the cpu and on Vulkan (and at subgroup size 4), every bit compared with a reference
+computed here in exact rational arithmetic; the patterns the mode rejects raise QuadrantsTypeError
+naming the line."""
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import quadrants as qd
+from test_utils import test
+
+N = 20011  # not a multiple of any block, subgroup or chunk size
+BINS, SCATTER = 256, 5003
+RUNS = 20
+BLOCK_DIMS = [32, 128, 512]
+
+
+# --- the reference: exact sums rounded once ----------------------------------------------------
+
+def _round_f32(x):
+    """The f32 nearest to the rational x, ties to the even significand; +-inf past the largest."""
+    if abs(x) >= 2 ** 128 - 2 ** 103:  # the largest f32 plus half its ulp: a tie goes to the even infinity
+        return np.float32(np.inf if x > 0 else -np.inf)
+    with np.errstate(over="ignore"):
+        r = np.float32(float(x))
+    if np.isinf(r):
+        r = np.copysign(np.finfo(np.float32).max, r)
+    cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+    # (float(x) rounds to f64 first: its f32 neighbours hold the answer)
+    return min(cands, key=lambda c: (abs(Fraction(float(c)) - x), int(np.float32(c).view(np.uint32)) & 1))
+
+
+def f32_sum(values):
+    """What a deterministic f32 atomic sum leaves: NaN if any addend is NaN or both infinities occur,
+    an infinity if one does, -0.0 if every addend is -0.0, else the exact sum rounded once."""
+    v = np.asarray(values, np.float32)
+    if np.isnan(v).any() or (np.isposinf(v).any() and np.isneginf(v).any()):
+        return np.float32(np.nan)
+    if np.isinf(v).any():
+        return v[np.isinf(v)][0]
+    exact = sum(Fraction(int(m)) for m in (v.astype(np.float64) * 2.0 ** 149).astype(object)) / Fraction(2) ** 149
+    if exact == 0:
+        return np.float32(-0.0) if np.all(np.signbit(v)) else np.float32(0.0)
+    return _round_f32(exact)
+
+
+def _bits(a):
+    return np.asarray(a, np.float32).view(np.uint32)
+
+
+def _data(seed, n=N):
+    """Magnitudes spread over 2^-30 .. 2^20 with both signs, and every 97th value +-2^36 (they cancel
+    in pairs): a running sum carries a large value through most of the small ones, so every order
+    rounds differently."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
+    big = np.arange(0, n, 97)
+    x[big] = np.where(np.arange(len(big)) % 2 == 0, 2.0 ** 36, -(2.0 ** 36))
+    return x
+
+
+# --- the patterns ------------------------------------------------------------------------------
+
+class Patterns:
+    def __init__(self, block_dim):
+        self.x = qd.ndarray(qd.f32, N)
+        self.b = qd.ndarray(qd.i32, N)
+        self.p = qd.ndarray(qd.i32, N)
+        self.out = qd.ndarray(qd.i32, N)
+        self.total = qd.field(qd.f32, shape=())
+        self.hist = qd.field(qd.f32, shape=BINS)
+        self.y = qd.field(qd.f32, shape=SCATTER)
+        self.c = qd.field(qd.i32, shape=())
+        total, hist, y, c = self.total, self.hist, self.y, self.c
+        bd = block_dim
+
+        @qd.kernel
+        def same_address(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+            qd.loop_config(block_dim=bd)
+            for i in range(x.shape[0]):
+                total[None] += x[i]
+
+        @qd.kernel
+        def histogram(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+            qd.loop_config(block_dim=bd)
+            for i in range(x.shape[0]):
+                hist[b[i]] += x[i]
+
+        @qd.kernel
+        def scatter(x: qd.types.ndarray(dtype=qd.f32, ndim=1), p: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+            qd.loop_config(block_dim=bd)
+            for i in range(x.shape[0]):
+                y[p[i]] += x[i]
+
+        @qd.kernel
+        def compaction(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+            qd.loop_config(block_dim=bd)
+            for i in range(x.shape[0]):
+                if x[i] > 0:
+                    out[qd.atomic_add(c[None], 1)] = i
+
+        self.kernels = same_address, histogram, scatter, compaction
+
+    def run(self, xs, bs, ps):
+        same_address, histogram, scatter, compaction = self.kernels
+        self.x.from_numpy(xs)
+        self.b.from_numpy(bs)
+        self.p.from_numpy(ps)
+        self.out.from_numpy(np.full(N, -1, np.int32))
+        self.total[None] = 0.75
+        self.hist.fill(0.0)
+        self.y.from_numpy(np.linspace(-1, 1, SCATTER).astype(np.float32))
+        self.c[None] = 5
+        same_address(self.x)
+        histogram(self.x, self.b)
+        scatter(self.x, self.p)
+        compaction(self.x, self.out)
+        return (_bits(self.total.to_numpy()), _bits(self.hist.to_numpy()), _bits(self.y.to_numpy()),
+                self.out.to_numpy(), np.int32(self.c[None]))
+
+
+def _inputs():
+    rng = np.random.default_rng(29)
+    return _data(1), rng.integers(0, BINS, N).astype(np.int32), rng.integers(0, SCATTER, N).astype(np.int32)
+
+
+def _reference(xs, bs, ps):
+    total = f32_sum(np.concatenate([[np.float32(0.75)], xs]))
+    hist = np.array([f32_sum(np.concatenate([[np.float32(0.0)], xs[bs == k]])) for k in range(BINS)], np.float32)
+    y0 = np.linspace(-1, 1, SCATTER).astype(np.float32)
+    order = np.argsort(ps, kind="stable")
+    groups = np.split(xs[order], np.cumsum(np.bincount(ps, minlength=SCATTER))[:-1])
+    y = np.array([f32_sum(np.concatenate([[y0[k]], groups[k]])) for k in range(SCATTER)], np.float32)
+    keep = np.flatnonzero(xs > 0).astype(np.int32)
+    out = np.full(N, -1, np.int32)
+    out[5:5 + len(keep)] = keep
+    return _bits(total), _bits(hist), _bits(y), out, np.int32(5 + len(keep))
+
+
+_REF = {}
+
+
+def _ref():
+    if not _REF:
+        _REF["inputs"] = _inputs()
+        _REF["want"] = _reference(*_REF["inputs"])
+    return _REF["inputs"], _REF["want"]
+
+
+def test_reference_is_not_an_order():
+    """The data makes the reference differ from a sequential f32 sum and from numpy's pairwise one:
+    a lowering that sums in some fixed order would fail the tests below."""
+    (xs, bs, _), (total, hist, *_rest) = _ref()
+    seq = np.float32(0.75)
+    for v in xs:
+        seq = np.float32(seq + v)
+    assert _bits(seq) != total
+    assert _bits(np.float32(0.75) + xs.sum(dtype=np.float32)) != total
+    naive = np.zeros(BINS, np.float32)
+    np.add.at(naive, bs, xs)  # sequential per bin
+    assert (_bits(naive) != hist).sum() > BINS // 4
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_every_run_every_thread_count_and_block_size_gives_the_reference(threads, req_arch):
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    inputs, want = _ref()
+    for bd in BLOCK_DIMS:
+        pat = Patterns(bd)
+        for _ in range(RUNS):
+            got = pat.run(*inputs)
+            for name, g, w in zip(("sum", "histogram", "scatter", "compaction", "counter"), got, want):
+                assert np.array_equal(g, w), (name, bd, int((np.asarray(g) != np.asarray(w)).sum()))
+
+
+_SUBGROUP4 = r"""
+import sys, numpy as np
+sys.path[:0] = sys.argv[1:]
+import quadrants as qd
+import test_deterministic as t
+qd.init(arch=qd.vulkan, deterministic=True, enable_fallback=False, offline_cache=False)
+assert qd.vulkan_caps()["subgroup_size"] == 4, qd.vulkan_caps()["subgroup_size"]
+inputs, want = t._ref()
+got = t.Patterns(64).run(*inputs)
+assert all(np.array_equal(g, w) for g, w in zip(got, want))
+print("same bits")
+"""
+
+
+@test(arch=[qd.vulkan])
+def test_subgroup_size_4_gives_the_same_bits():
+    """lavapipe at 128-bit vectors (LP_NATIVE_VECTOR_WIDTH=128) has subgroups of 4 lanes."""
+    env = dict(os.environ, LP_NATIVE_VECTOR_WIDTH="128")
+    here = os.path.dirname(__file__)
+    r = subprocess.run([sys.executable, "-c", _SUBGROUP4, here, os.path.join(here, "..")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "same bits" in r.stdout, r.stdout + r.stderr
+
+
+# --- the rounding, specials, targets ----------------------------------------------------------
+
+CASES = {
+    "tie to even": [1.0, 2.0 ** -24],
+    "sticky bit": [1.0, 2.0 ** -24, 2.0 ** -60],
+    "no intermediate overflow": [3e38, 3e38, -3e38],
+    "overflow": [3e38] * 4,
+    "negative overflow": [-3e38] * 4,
+    "cancellation": [1e30, 1.0, -1e30],
+    "subnormals": [1e-45] * 1000 + [-3e-45],
+    "into a normal": [2.0 ** -126 - 2.0 ** -149, 2.0 ** -149],
+    "inf": [np.inf, 1.0, -5.0],
+    "-inf": [-np.inf, 1.0],
+    "inf - inf": [np.inf, -np.inf],
+    "nan": [1.0, np.nan],
+    "-0.0 only": [-0.0, -0.0],
+    "-0.0 and +0.0": [-0.0, 0.0],
+    "exact zero": [-1.5, 1.5],
+    "one value": [2.5],
+    "huge and tiny": [2.0 ** 127, 2.0 ** -149, -(2.0 ** 127)],
+}
+
+
+@pytest.mark.parametrize("init", [0.0, -0.0, 1.0])
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_rounding_and_special_values(init):
+    total = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            qd.atomic_add(total[None], x[i])
+
+    for name, vals in CASES.items():
+        xs = np.array(vals, np.float32)
+        total[None] = init
+        k(xs)
+        want = f32_sum(np.concatenate([[np.float32(init)], xs]))
+        got = np.float32(total[None])
+        assert (np.isnan(got) and np.isnan(want)) or _bits(got) == _bits(want), (name, got, want)
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_sub_kernel_variables_vectors_and_argument_indices():
+    xs = _data(7, 3001)
+    v = qd.Vector.field(2, qd.f32, shape=())
+    t = qd.field(qd.f32, shape=4)
+    g = qd.field(qd.f32, shape=(3, 5))
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), a: qd.i32, b: qd.i32) -> qd.f32:
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i]
+            qd.atomic_sub(t[a], x[i])
+            t[b] += 2 * x[i]
+            v[None] += qd.Vector([x[i], -3 * x[i]])
+            g[i % 3, i % 5] -= x[i]
+        return s
+
+    t.fill(0.5)
+    got = k(xs, 1, 3)
+    assert _bits(got) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    tt = t.to_numpy()
+    assert _bits(tt[1]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], -xs])))
+    assert _bits(tt[3]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], np.float32(2) * xs])))
+    assert _bits(tt[[0, 2]]).tolist() == _bits([0.5, 0.5]).tolist()
+    vv = v.to_numpy()
+    assert _bits(vv[0]) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    assert _bits(vv[1]) == _bits(f32_sum(np.concatenate([[np.float32(0)], np.float32(-3) * xs])))
+    gg = g.to_numpy()
+    idx = np.arange(len(xs))
+    for r in range(3):
+        for c in range(5):
+            assel = xs[(idx % 3 == r) & (idx % 5 == c)]
+            assert _bits(gg[r, c]) == _bits(f32_sum(np.concatenate([[np.float32(0)], -assel]))), (r, c)
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_counter_steps_sub_and_integer_atomics():
+    """Data-dependent steps, atomic_sub, a slot bound check that only guards a store, and integer
+    atomics (already order-independent) next to the counter."""
+    rng = np.random.default_rng(3)
+    xs = rng.integers(-5, 6, N).astype(np.int32)
+    out = qd.ndarray(qd.i32, 4 * N)
+    c = qd.field(qd.i32, shape=())
+    d = qd.field(qd.i32, shape=())
+    m = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.i32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1), cap: qd.i32):
+        for i in range(x.shape[0]):
+            if x[i] > 0:
+                s = qd.atomic_add(c[None], x[i])
+                if s < cap:
+                    out[s] = i
+            elif x[i] < 0:
+                qd.atomic_sub(d[None], 1)
+            qd.atomic_max(m[None], x[i] * 3)
+
+    outs = np.full(4 * N, -1, np.int32)
+    out.from_numpy(outs)
+    c[None], d[None], m[None] = 2, 100, -1000
+    cap = 4 * N
+    k(xs, out, cap)
+    steps = np.where(xs > 0, xs, 0).astype(np.int64)
+    slots = 2 + np.concatenate([[0], np.cumsum(steps)[:-1]])
+    want = np.full(4 * N, -1, np.int32)
+    for i in np.flatnonzero(xs > 0):
+        if slots[i] < cap:
+            want[slots[i]] = i
+    assert np.array_equal(out.to_numpy(), want)
+    assert c[None] == 2 + steps.sum()
+    assert d[None] == 100 - int((xs < 0).sum())
+    assert m[None] == 15
+
+
+def test_per_kernel_option():
+    """@qd.kernel(deterministic=...) overrides qd.init: the same exchange loop is rejected under True
+    and compiles under False."""
+    qd.init(arch=qd.cpu, deterministic=True)
+    c = qd.field(qd.i32, shape=())
+
+    def loop():
+        for i in range(10):
+            qd.atomic_exchange(c[None], i)
+
+    qd.kernel(deterministic=False)(loop)()
+    with pytest.raises(qd.QuadrantsTypeError, match="deterministic mode"):
+        qd.kernel(loop)()
+    qd.init(arch=qd.cpu)
+    c = qd.field(qd.i32, shape=())
+    with pytest.raises(qd.QuadrantsTypeError, match="deterministic mode"):
+        qd.kernel(deterministic=True)(loop)()
+    qd.kernel(loop)()
+    with pytest.raises(TypeError, match="deterministic"):
+        qd.kernel(deterministic=1)
+
+
+# --- what the mode rejects -------------------------------------------------------------------
+
+REJECTED = {
+    "exchange": ("qd.atomic_exchange(ci[None], i)", "qd.atomic_exchange"),
+    "cas spin lock": ("while qd.atomic_cas(ci[None], 0, 1) != 0:\n                pass", "qd.atomic_cas"),
+    "inc": ("qd.atomic_inc(cu[None], 7)", "qd.atomic_inc"),
+    "float old value": ("y = qd.atomic_add(cf[None], 1.0)\n            xs[i] = y", "old value is used"),
+    "min old value for control flow": ("if qd.atomic_min(ci[None], i) > 3:\n                xs[i] = 1.0",
+                                       "old value is used"),
+    "slot decides a counter": ("s = qd.atomic_add(ci[None], 1)\n            if s < 5:\n"
+                               "                qd.atomic_add(ci[None], 1)", "decides which counter updates"),
+    "counter bitwise old value": ("xs[qd.atomic_or(ci[None], 1)] = 1.0", "old value is used"),
+    "float max": ("qd.atomic_max(cf[None], xs[i])", "float min / max"),
+    "f64 add": ("qd.atomic_add(cd[None], 1.0)", "f32 only"),
+    "float mul": ("qd.atomic_mul(cf[None], xs[i])", "qd.atomic_mul on floats"),
+    "fence": ("qd.atomic_fence()", "qd.atomic_fence"),
+    "atomic load": ("xs[i] = qd.atomic_load(cf[None])", "qd.atomic_load"),
+    "ordered atomic": ("qd.atomic_add(ci[None], 1, memory_order=qd.MemoryOrder.Release)", "with an ordering"),
+    "read of the target": ("cf[None] += xs[i]\n            xs[i] = cf[None]", "is read or written"),
+    "ndarray scatter": ("nd[ix[i]] += xs[i]", "use a field"),
+    "compaction reads what it writes": ("s = qd.atomic_add(ci[None], 1)\n            xs[s] = xs[i]",
+                                        "reads memory it writes"),
+    "subgroup op": ("xs[i] = qd.simt.subgroup.reduce_add(xs[i])", "depends on the block / subgroup layout"),
+    "shared array": ("sh = qd.simt.block.SharedArray((4,), qd.i32)\n            qd.atomic_add(sh[i % 4], 1)",
+                     "block-shared array"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_scheduling_dependent_patterns_are_errors_naming_the_line(case, tmp_path):
+    body, message = REJECTED[case]
+    src = f'''
+import quadrants as qd
+ci = qd.field(qd.i32, shape=())
+cu = qd.field(qd.u32, shape=())
+cf = qd.field(qd.f32, shape=())
+cd = qd.field(qd.f64, shape=())
+
+@qd.kernel
+def k(xs: qd.types.ndarray(dtype=qd.f32, ndim=1), nd: qd.types.ndarray(dtype=qd.f32, ndim=1),
+      ix: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+    for i in range(xs.shape[0]):
+            {body}
+'''
+    path = tmp_path / f"det_{case.replace(' ', '_')}.py"
+    path.write_text(src)
+    ns = {}
+    exec(compile(src, str(path), "exec"), ns)
+    a = np.zeros(16, np.float32)
+    with pytest.raises(qd.QuadrantsTypeError) as e:
+        ns["k"](a, a, np.zeros(16, np.int32))
+    text = str(e.value)
+    assert "deterministic mode" in text and message in text, text
+    assert any(line.strip() in text for line in body.split("\n") if line.strip() not in ("", "pass")), text
+    assert f"{path}:" in text, text
+
+
+def test_gpu_code_of_the_rewrites_compiles():
+    """cuda / amdgpu get the same lowering (run_passes is shared): the kernels compile, and ptxas
+    accepts the PTX where it is installed."""
+    import re
+    import shutil
+    import tempfile
+    qd.init(arch=qd.cpu, deterministic=True)
+    pat = Patterns(128)
+    ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.access("/usr/local/cuda/bin/ptxas", os.X_OK)
+                                      else None)
+    args = {"same_address": (pat.x,), "histogram": (pat.x, pat.b), "scatter": (pat.x, pat.p),
+            "compaction": (pat.x, pat.out)}
+    for k in pat.kernels:
+        for arch in (qd.cuda, qd.amdgpu):
+            a = qd.compile(k, *args[k.__name__], arch=arch)
+            assert re.search(r": i64 = global (load )?atomic", a.ir)  # the limbs / the chunks' counts
+            if arch == qd.cuda and ptxas:
+                with tempfile.TemporaryDirectory() as d:
+                    src = os.path.join(d, "k.ptx")
+                    with open(src, "w") as f:
+                        f.write(a.ptx)
+                    sm = re.search(r"\.target (sm_\d+)", a.ptx).group(1)
+                    r = subprocess.run([ptxas, f"-arch={sm}", "-o", os.path.join(d, "k.cubin"), src],
+                                       capture_output=True, text=True)
+                    assert r.returncode == 0, r.stderr
+
+
+@test(arch=[qd.cpu], deterministic=True)
+def test_algorithms_integer_reduce_runs_float_reduce_is_an_error():
+    from quadrants import algorithms as A
+
+    def make(dtype):
+        @qd.kernel
+        def run(a: qd.types.ndarray(dtype=dtype, ndim=1), o: qd.types.ndarray(dtype=dtype, ndim=1),
+                s: qd.types.ndarray(dtype=qd.u32, ndim=1), n: qd.i32):
+            A.reduce_add(a, o, s, n, dtype, 2)
+        return run
+
+    s = qd.ndarray(qd.u32, (A.reduce_scratch_slots(5000, 2),))
+    a, o = qd.ndarray(qd.i32, (5000,)), qd.ndarray(qd.i32, (1,))
+    a.from_numpy(np.arange(5000, dtype=np.int32) - 77)
+    make(qd.i32)(a, o, s, 5000)
+    assert o.to_numpy()[0] == int((np.arange(5000) - 77).sum())
+    with pytest.raises(qd.QuadrantsTypeError, match="reduce_add on f32") as e:
+        make(qd.f32)(qd.ndarray(qd.f32, (5000,)), qd.ndarray(qd.f32, (1,)), s, 5000)
+    assert "A.reduce_add(a, o, s, n, dtype, 2)" in str(e.value)
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_several_loops_computed_components_and_inner_loops():
+    """Two loops into one field (the second's old values are the first's results), a vector
+    component chosen at run time (the front end keeps the unused old value in a variable), an
+    inner loop, and -0.0 kept where every addend is -0.0."""
+    n = 5000
+    xs = _data(5, n)
+    x = qd.field(qd.f32, shape=n)
+    x.from_numpy(xs)
+    y = qd.field(qd.f32, shape=7)
+    v = qd.Vector.field(3, qd.f32, shape=11)
+    z = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k() -> qd.f32:
+        s = 0.0
+        for i in range(n):
+            y[i % 7] += x[i]
+        for i in range(n):
+            y[i % 5] -= x[i]
+            for j in range(3):
+                v[(i * 3) % 11][j] += x[i] * (j + 1)
+        for i in range(n // 10):
+            for j in range(10):
+                s += x[i * 10 + j]
+                z[i % 4] += -0.0
+        return s
+
+    y.fill(-0.0)
+    z.fill(-0.0)
+    v.fill(0.0)
+    r = k()
+    idx = np.arange(n)
+    for b in range(7):
+        want = f32_sum(np.concatenate([[np.float32(-0.0)], xs[idx % 7 == b]]))
+        if b < 5:
+            want = f32_sum(np.concatenate([[want], -xs[idx % 5 == b]]))
+        assert _bits(y.to_numpy()[b]) == _bits(want), b
+    vv = v.to_numpy()
+    for e in range(11):
+        for j in range(3):
+            part = (xs[(idx * 3) % 11 == e] * np.float32(j + 1)).astype(np.float32)
+            assert _bits(vv[e, j]) == _bits(f32_sum(np.concatenate([[np.float32(0)], part]))), (e, j)
+    assert _bits(r) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    assert _bits(z.to_numpy()).tolist() == [0x80000000] * 4

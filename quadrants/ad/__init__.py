@@ -39,7 +39,8 @@ class Tape:
     loss.grad with 1 and runs their adjoints in reverse order. clear_gradients: zero every field's
     gradient on entering (a field loss; the loss itself is zeroed). With loss=None nothing runs on
     leaving: call tape.grad(). validation (with qd.init(debug=True)): the recorded kernels check
-    the global data access rule as they run (QuadrantsAssertionError naming the field).
+    the global data access rule as they run: an element one of them read must not be written by
+    it or a later one (the adjoints would read the new value; QuadrantsAssertionError naming the field).
     grad_check: fields whose gradients are compared with finite differences after the pass."""
 
     kind = "reverse"
@@ -82,6 +83,11 @@ class Tape:
         self._prog = runtime.program()
         if _recording(self._prog) is not None:
             raise RuntimeError("qd.ad.Tape cannot be nested in another Tape or FwdMode")
+        if self.validation:  # what the tape's kernels read is recorded from here on
+            for f in placed_fields():
+                c = f._placed_companion("checkbit")
+                if c is not None:
+                    c.fill(0)
         self._prog.autodiff = self
         return self
 

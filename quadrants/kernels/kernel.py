@@ -543,8 +543,8 @@ class Kernel:
             for idx, f in list(ctx.fields.items()):
                 if isinstance(f, Field) and f._placed_companion("grad") is not None:
                     ctx.assert_messages.append(f"kernel '{self.__name__}' breaks the global data access rule: an "
-                                               f"element of field {f.name} is written after being read in the same "
-                                               f"launch (its gradient would be wrong; docs/autodiff.md)")
+                                               f"element of field {f.name} is written after being read in the tape "
+                                               f"(the gradients would read the new value; docs/autodiff.md)")
                     ctx.b.set_companion(idx, ctx.field_buffer(f._checkbits()))
                     ctx.b.set_access_check(idx, len(ctx.assert_messages), word)
             ctx.b.set_autodiff(3)
@@ -622,11 +622,6 @@ class Kernel:
                 except TypeError:
                     entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
             self.cache.setdefault(key, []).append(entry)
-        if self._mode == "validation":  # the rule holds per launch: every read starts unseen
-            for ref in entry.fields.values():
-                f = ref()
-                if f is not None and f._kind == "checkbit":
-                    f.fill(0)
         return self._launch(prog, entry, values)
 
     def _crumb_text(self, prog):
@@ -1058,8 +1053,8 @@ def kernel(func=None, *, fastcache=False, pure=None, deterministic=None):
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"@qd.kernel(deterministic=...) takes True, False or None, got {deterministic!r}")
     if func is None:
-        return lambda f: Kernel(_users_function(f, "qd.kernel"), deterministic)
-    return Kernel(_users_function(func, "qd.kernel"), deterministic)
+        return lambda f: Kernel(_users_function(f, "qd.kernel"), deterministic=deterministic)
+    return Kernel(_users_function(func, "qd.kernel"), deterministic=deterministic)
 
 
 def func(f=None, *, requires_top_level=False):

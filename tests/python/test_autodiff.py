@@ -311,8 +311,9 @@ def test_adjoint_accumulation_takes_the_atomic_rewrites():
 
 @test(arch=ARCHS, debug=True)
 def test_tape_validation_reports_read_then_write():
-    """Tape(validation=True) under debug: a kernel that writes an element it read in the same launch
-    is a QuadrantsAssertionError naming the field; separate launches, and writes before reads, pass."""
+    """Tape(validation=True) under debug: writing an element that the tape's kernels read before (in
+    the same launch or an earlier one) is a QuadrantsAssertionError naming the field; writes before
+    reads pass."""
     x = qd.field(qd.f32, shape=4, needs_grad=True)
     b = qd.field(qd.f32, shape=(), needs_grad=True)
     loss = qd.field(qd.f32, shape=(), needs_grad=True)
@@ -327,16 +328,27 @@ def test_tape_validation_reports_read_then_write():
         b[None] = 3
         loss[None] = x[1] * b[None]
 
+    @qd.kernel
+    def reads_x():
+        loss[None] = x[1] * 2
+
+    @qd.kernel
+    def writes_x():
+        x[1] = 5
+
     x.fill(2)
-    with pytest.raises(qd.QuadrantsAssertionError, match=f"field {b.name} is written after being read"):
+    with pytest.raises(qd.QuadrantsAssertionError, match=f"field {b.name} is written after being read in the tape"):
         with qd.ad.Tape(loss=loss, validation=True):
             bad()
     assert bad.autodiff_mode == qd.types.enums.AutodiffMode.NONE  # restored
     with qd.ad.Tape(loss=loss, validation=True) as t:
         good()
-        good()
-    assert [f for f, _ in t.calls] == [good, good]
+    assert [f for f, _ in t.calls] == [good]
     assert x.grad[1] == 3 and x.snode.ptr.has_adjoint_checkbit()
+    with pytest.raises(qd.QuadrantsAssertionError, match=f"field {x.name} is written after being read in the tape"):
+        with qd.ad.Tape(loss=loss, validation=True):
+            reads_x()
+            writes_x()  # a later launch overwrites what reads_x's adjoint will read
 
 
 @pytest.mark.parametrize("stack", [0, 16])

@@ -984,34 +984,38 @@ class FunctionWalker(ast.NodeVisitor):
                 indices = []
             elif isinstance(index, MatrixValue):
                 indices = index.entries
-            elif isinstance(index, tuple):
-                indices = list(index)
+            elif isinstance(index, tuple):  # a vector among the indices gives its components: x[f, base + offset]
+                indices = [e for i in index for e in (i.entries if isinstance(i, MatrixValue) else [i])]
             else:
                 indices = [index]
             return self.ctx.element(base, indices)
         if isinstance(base, MatrixValue):
-            idx = index if isinstance(index, tuple) else (index,)
-            if isinstance(index, MatrixValue):
-                idx = tuple(index.entries)
-            if any(isinstance(i, slice) for i in idx):
-                return self.slice_matrix(base, idx)
-            if not all(isinstance(i, (int, np.integer)) for i in idx):
-                return self.runtime_index(base, idx)
-            self._check_index_count(base, idx)
-            # Python's rules per axis: negative counts from the end, out of range is an error (a
-            # flat offset would silently land on another entry).
-            for i, n in zip(idx, base.shape):
-                if not -n <= i < n:
-                    raise QuadrantsIndexError(self.located(f"index {i} out of range for a vector/matrix of shape "
-                                                           f"{base.shape}"))
-            idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
-            return base.entry(*idx)
+            return self.matrix_subscript(base, index)
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error("cannot index a scalar")
         try:
             return base[index]
         except Exception as e:
             self.ctx.syntax_error(f"cannot index {type(base).__name__}: {e}")
+
+    def matrix_subscript(self, base, index):
+        """v[i] / m[i, j] of a kernel vector or matrix (and the reference's older v(i))."""
+        idx = index if isinstance(index, tuple) else (index,)
+        if isinstance(index, MatrixValue):
+            idx = tuple(index.entries)
+        if any(isinstance(i, slice) for i in idx):
+            return self.slice_matrix(base, idx)
+        if not all(isinstance(i, (int, np.integer)) for i in idx):
+            return self.runtime_index(base, idx)
+        self._check_index_count(base, idx)
+        # Python's rules per axis: negative counts from the end, out of range is an error (a
+        # flat offset would silently land on another entry).
+        for i, n in zip(idx, base.shape):
+            if not -n <= i < n:
+                raise QuadrantsIndexError(self.located(f"index {i} out of range for a vector/matrix of shape "
+                                                       f"{base.shape}"))
+        idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
+        return base.entry(*idx)
 
     def _check_index_count(self, base, idx):
         """A vector takes one index, a matrix two (a row is m[i, :])."""
@@ -1146,6 +1150,8 @@ class FunctionWalker(ast.NodeVisitor):
                 args.append(self.visit(a))
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         self.set_loc(node)
+        if isinstance(func, MatrixValue) and args and not kwargs:  # v(0): v[0], as older Quadrants code writes it
+            return self.matrix_subscript(func, args[0] if len(args) == 1 else tuple(args))
         if not getattr(func, "_qd_func", False) and func is not ops.static:
             for a in args + list(kwargs.values()):  # the callee may read anything from it
                 if self.ctx.tracker.is_tracked(a):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import quadrants as qd
+from tests.python.test_deterministic import f32_sum
 from tests.test_utils import test
 
 ARCHS = [qd.cpu, qd.vulkan]
@@ -385,3 +386,35 @@ def test_dynamic_loop_state_from_the_adstack_or_by_replay(stack, req_arch):
     eps = 1e-5
     np.testing.assert_allclose(x.grad.to_numpy(), (ref(xs + eps) - ref(xs - eps)) / (2 * eps), rtol=1e-3, atol=1e-5)
     assert ("adstack" in _ir(f.grad)) == (req_arch == qd.cpu)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=ARCHS)
+def test_deterministic_backward_gives_the_exact_sum(threads, req_arch):
+    """Under qd.init(deterministic=True) the adjoint's scatter-add into x.grad (a gather's backward)
+    is the exact sum of the contributions rounded once: the same bits for any thread count, on
+    every backend, and test_deterministic's exact reference."""
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads)
+    n, m = 1 << 12, 32
+    x = qd.field(qd.f32, shape=m, needs_grad=True)
+    w = qd.field(qd.f32, shape=n, needs_grad=True)
+    y = qd.field(qd.f32, shape=n, needs_grad=True)
+    p = qd.field(qd.i32, shape=n)
+
+    @qd.kernel
+    def f():
+        for i in y:
+            y[i] = x[p[i]] * w[i]
+
+    rng = np.random.default_rng(1)
+    P, W = rng.integers(0, m, n).astype(np.int32), rng.standard_normal(n).astype(np.float32)
+    G = rng.standard_normal(n).astype(np.float32)
+    p.from_numpy(P)
+    w.from_numpy(W)
+    x.from_numpy(rng.standard_normal(m).astype(np.float32))
+    f()
+    y.grad.from_numpy(G)
+    f.grad()
+    contrib = (G * W).astype(np.float32)
+    exact = np.array([f32_sum(contrib[P == k]) for k in range(m)], np.float32)
+    np.testing.assert_array_equal(x.grad.to_numpy().view(np.int32), exact.view(np.int32))

@@ -272,7 +272,8 @@ class Adjoint {
 
   // ---- the primal replay ----
   // Within one block, a load of the element a store just wrote is the stored value (the reverse
-  // pass then carries the adjoint straight to it, as the element's gradient never saw it).
+  // pass then carries the adjoint straight to it, as the element's gradient never saw it), and a
+  // second load of an element is the first (one gradient update for both: x[i] * x[i]).
   // In the replay of an iteration that runs backwards, a break / continue of the loop sets the
   // iteration's jump flag instead, and what follows it runs under `if not flag` (the reverse pass
   // mirrors it), so that the replay and its reverse stay one block.
@@ -298,7 +299,9 @@ class Adjoint {
         }
       }
       forward(*s, e);
-      if (s->kind == StmtKind::GlobalStore && s->operands[0]->kind == StmtKind::GlobalPtr) {
+      if (s->kind == StmtKind::GlobalLoad && !s->is_volatile && !s->is_atomic) {
+        stored.push_back({s->operands[0], s.get()});  // a second read of the element is this one
+      } else if (s->kind == StmtKind::GlobalStore && s->operands[0]->kind == StmtKind::GlobalPtr) {
         forget(s->operands[0]->ival);
         if (!s->is_atomic) stored.push_back({s->operands[0], s->operands[1]});
       } else if (s->kind == StmtKind::Atomic && s->operands[0]->kind == StmtKind::GlobalPtr) {
@@ -747,7 +750,7 @@ class Adjoint {
   KernelIR &k_;
   Block orig_;
   CloneMap m_;                                            // primal statement -> its latest replay
-  std::unordered_map<const Stmt *, Stmt *> forwarded_;    // load -> the stored value it reads
+  std::unordered_map<const Stmt *, Stmt *> forwarded_;    // load -> the stored value (or earlier load) it reads
   std::unordered_map<const Stmt *, Block *> level_of_;    // replayed statement -> its level
   std::unordered_map<const Stmt *, Stmt *> spill_;        // replayed statement -> its variable
   std::unordered_map<const Stmt *, Stmt *> adj_;          // primal value / variable -> its adjoint

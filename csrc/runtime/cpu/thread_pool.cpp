@@ -35,11 +35,15 @@ ThreadPool::~ThreadPool() {
   for (auto &t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
+void ThreadPool::run_chunks(Job &job) {
   for (;;) {
-    int64_t lo = next_.fetch_add(grain_);
-    if (lo >= end_) return;
-    (*fn_)(lo, std::min(end_, lo + grain_));
+    int64_t lo = job.next.fetch_add(job.grain);
+    if (lo >= job.end) return;
+    (*job.fn)(lo, std::min(job.end, lo + job.grain));
+    if (job.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's predicate check
+      done_.notify_all();
+    }
   }
 }
 
@@ -52,12 +56,13 @@ void ThreadPool::worker_loop() {
       wake_.wait(lock, has_job);
     }
     if (stop_) return;
-    seen = generation_.load(std::memory_order_acquire);
-    run_chunks();
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's predicate check
-      done_.notify_all();
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job = job_;
+      seen = generation_.load(std::memory_order_relaxed);
     }
+    if (job) run_chunks(*job);
   }
 }
 
@@ -70,19 +75,20 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
     for (int64_t lo = begin; lo < end; lo += grain) fn(lo, std::min(end, lo + grain));
     return;
   }
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->end = end;
+  job->grain = grain;
+  job->next = begin;
+  job->left = (n + grain - 1) / grain;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    begin_ = begin;
-    end_ = end;
-    grain_ = grain;
-    next_ = begin;
-    busy_.store(static_cast<int>(workers_.size()));
+    job_ = job;
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_chunks();
-  auto finished = [&] { return busy_.load(std::memory_order_acquire) == 0; };
+  run_chunks(*job);
+  auto finished = [&] { return job->left.load(std::memory_order_acquire) == 0; };
   if (!spin_until(finished)) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, finished);

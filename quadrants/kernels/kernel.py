@@ -975,6 +975,7 @@ class _BoundFunc:
     """obj.method where method is a @qd.func: inlined with obj as its first argument."""
 
     _qd_builtin = True
+    _qd_bound = True  # template keys take it as its func: what it reads of obj is guarded as read
 
     def __init__(self, func, obj):
         self.func, self.obj = func, obj

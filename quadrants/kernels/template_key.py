@@ -78,10 +78,19 @@ def _resolve(values, path):
     return v
 
 
+def _unbound(v, owner):
+    """A @qd.func method read from its own object (obj.f) is keyed as the func itself: the body,
+    inlined, reads obj's attributes through the tracker (guarding all of obj instead would cost
+    every launch a walk over it)."""
+    return v.func if getattr(type(v), "_qd_bound", False) and v.obj is owner else v
+
+
 def guards_hold(guards, values):
     for path, kind, expected in guards:
         try:
             v = _resolve(values, path)
+            if len(path) > 1:
+                v = _unbound(v, _resolve(values, path[:-1]))
         except AttributeError:
             return False
         if kind == "type":
@@ -132,6 +141,7 @@ class Tracker:
             self.escape(base)  # a method can read anything
             return
         path = paths[0] + (attr,)
+        value = _unbound(value, base)
         if is_plain_object(value):
             self._track(value, path)
         else:

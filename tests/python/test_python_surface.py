@@ -290,3 +290,33 @@ def test_a_field_with_the_most_axes():
     fill()
     a = x.to_numpy()
     assert d == 12 and a.shape == (2,) * 12 and a[(1,) * 12] == 12 and a.sum() == 12 * 2 ** 11
+
+
+@test(arch=qd.cpu)
+def test_func_method_of_self_is_guarded_by_what_it_reads():
+    """A kernel method calling a @qd.func method of the same object: the specialisation is keyed by
+    the attributes the func reads (a change recompiles), not by all of the object."""
+    @qd.data_oriented
+    class Sim:
+        def __init__(self):
+            self.scale, self.unused = 2.0, [1, 2, 3]
+            self.x = qd.field(qd.f32, shape=4)
+
+        @qd.func
+        def scaled(self, i: qd.i32):
+            return self.x[i] * self.scale
+
+        @qd.kernel
+        def step(self):
+            for i in self.x:
+                self.x[i] = self.scaled(i) + 1
+
+    s = Sim()
+    s.step()
+    assert s.x.to_numpy().tolist() == [1, 1, 1, 1]
+    s.unused.append(4)  # not read: the same compilation
+    s.step()
+    assert Sim.step.num_compilations == 1 and s.x.to_numpy().tolist() == [3, 3, 3, 3]
+    s.scale = 10.0  # read by the func: a new one
+    s.step()
+    assert Sim.step.num_compilations == 2 and s.x.to_numpy().tolist() == [31, 31, 31, 31]

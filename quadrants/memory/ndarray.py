@@ -40,6 +40,20 @@ class Ndarray(RuntimeArray):
     def full_shape(self):
         return self.shape + self.element_shape
 
+    def __reduce__(self):
+        """Pickling: the dtype, shapes, layout and a copy of the contents (and of the gradient
+        companion). Unpickling allocates a new ndarray in the current qd.init()'s runtime."""
+        self._check()
+        grad = self.grad.__reduce__()[1] if self.grad is not None else None
+        return _unpickle, (self.dtype, self._stored_shape, self.element_shape, self._qd_layout, self._raw(), grad)
+
+    def _raw(self):
+        """The storage, in storage order, as a numpy array."""
+        out = np.empty(self._storage_shape, dtype=self.dtype.np)
+        if out.size:
+            self._program.runtime.read(self.handle, 0, out)
+        return out
+
     def __repr__(self):
         return f"<qd.ndarray {self.dtype} shape={self.shape} element={self.element_shape}>"
 
@@ -75,6 +89,16 @@ class Ndarray(RuntimeArray):
         except (IndexError, TypeError, ValueError) as e:
             raise type(e)(f"{what}: {e}") from None
         self.from_numpy(a)
+
+
+def _unpickle(dtype, stored_shape, element_shape, layout, raw, grad=None):
+    a = Ndarray(dtype, stored_shape, element_shape=element_shape)
+    a._qd_layout = layout
+    if raw.size:
+        a._program.runtime.write(a.handle, 0, np.ascontiguousarray(raw).reshape(-1))
+    if grad is not None:
+        a.grad = _unpickle(*grad)
+    return a
 
 
 def ndarray(dtype, shape, needs_grad=False):

@@ -37,6 +37,9 @@ class DataType:
     def __repr__(self):
         return self.name
 
+    def __reduce__(self):
+        return self.name  # pickled by name: unpickling gives back the same dtype object
+
     def to_string(self):
         """The dtype's name, as str() gives it: "f32"."""
         return self.name

@@ -20,7 +20,7 @@ from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError, source_location)
 from quadrants.memory.field import Field
-from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue
+from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue, UnpackedGroup
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
@@ -960,6 +960,8 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(base, StructValue):
             if attr in base.members:
                 return base.members[attr]
+            if attr in base.type._unpacked_groups:
+                return UnpackedGroup(base, attr)
             if attr in base.type.methods:
                 return base.type.methods[attr].bind(base)
             self.ctx.syntax_error(f"struct {base.type.name} has no member '{attr}'")
@@ -1005,12 +1007,25 @@ class FunctionWalker(ast.NodeVisitor):
                                                            f"{base.shape}"))
             idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
             return base.entry(*idx)
+        if isinstance(base, UnpackedGroup):
+            return self.unpacked_member(base, index)
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error("cannot index a scalar")
         try:
             return base[index]
         except Exception as e:
             self.ctx.syntax_error(f"cannot index {type(base).__name__}: {e}")
+
+    def unpacked_member(self, group, index):
+        """t.r[i] of an unpacked vector member r: the scalar member _r{i}; i must be known at compile time."""
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            self.ctx.syntax_error(f"{group.name}[...] of an unpacked vector (unpacked=True) takes a python-int index "
+                                  f"or a qd.static loop variable, known at compile time; a run-time index is not "
+                                  f"supported (use a packed qd.types.vector for that)")
+        if not 0 <= index < group.count:
+            raise QuadrantsIndexError(self.located(f"index {index} is out of bounds for the unpacked vector "
+                                                   f"'{group.name}' of {group.count} entries"))
+        return group.value.members[group.names[int(index)]]
 
     def _check_index_count(self, base, idx):
         """A vector takes one index, a matrix two (a row is m[i, :])."""

@@ -26,6 +26,7 @@ from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAsserti
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
 from quadrants.memory.field import Field
+from quadrants.memory import field as _field
 from quadrants.memory import buffer_view as _bv
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
@@ -510,6 +511,7 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         prog = runtime.program()
+        _field.check_placed(prog)
         values = self._bind(args, kwargs)
         # The runtime is not re-entrant (a kernel's scratch buffers, the JIT): one call at a time,
         # even when Python threads call kernels concurrently (launches release the GIL).

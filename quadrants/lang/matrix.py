@@ -6,7 +6,7 @@ from quadrants import types as T
 from quadrants.memory.array import host_array
 from quadrants.lang import ops
 from quadrants.lang.ast.context import check_numeric, current, describe, type_error
-from quadrants.memory.field import Field, with_order
+from quadrants.memory.field import field
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory import tensor as _tensor
 from quadrants.lang.ast.values import MatrixValue
@@ -103,8 +103,10 @@ class Matrix:
         return ctx.cast(mv, dt) if dt else mv
 
     @staticmethod
-    def field(n, m, dtype, shape=None, name=None, offset=None, order=None, **_ignored):
-        return with_order(Field(dtype, shape, element_shape=(n, m), name=name, offset=offset), order)
+    def field(n, m, dtype, shape=None, order=None, needs_grad=False, needs_dual=False, name=None, offset=None,
+              **_ignored):
+        return field(dtype, shape, name=name, offset=offset, order=order, needs_grad=needs_grad,
+                     needs_dual=needs_dual, element_shape=(n, m))
 
     @staticmethod
     def identity(dt, n):
@@ -166,8 +168,10 @@ class Vector(Matrix):
         return Matrix.__new__(cls, entries, dt)
 
     @staticmethod
-    def field(n, dtype, shape=None, name=None, offset=None, order=None, **_ignored):
-        return with_order(Field(dtype, shape, element_shape=(n,), name=name, offset=offset), order)
+    def field(n, dtype, shape=None, order=None, needs_grad=False, needs_dual=False, name=None, offset=None,
+              **_ignored):
+        return field(dtype, shape, name=name, offset=offset, order=order, needs_grad=needs_grad,
+                     needs_dual=needs_dual, element_shape=(n,))
 
     @staticmethod
     def ndarray(n, dtype, shape):

@@ -2,6 +2,9 @@
 import itertools
 import math
 import operator
+import os
+import sys
+import weakref
 
 import numpy as np
 
@@ -60,6 +63,7 @@ class Field(RuntimeArray):
         self._program = None
         self.handle = None
         self.offset = None  # per axis, the index of the first element (qd.field(..., offset=)); None: zeros
+        self._component_shapes = {}  # components placed one by one (get_scalar_field): index -> shape
         if shape is not None:
             self._place(_as_shape(shape))
         if offset is not None:
@@ -106,6 +110,20 @@ class Field(RuntimeArray):
     def _label(self):
         return self.name
 
+    @property
+    def _n_components(self):
+        return int(np.prod(self.element_shape, dtype=np.int64))
+
+    def get_scalar_field(self, *index):
+        """The component at `index` ((i,) of a vector field, (i, j) of a matrix field) of a field
+        declared without a shape, to place on its own."""
+        if len(index) != len(self.element_shape) or not all(0 <= i < n for i, n in zip(index, self.element_shape)):
+            raise IndexError(f"get_scalar_field{index}: field {self.name} has components of shape {self.element_shape}")
+        if self._shape is not None:
+            raise RuntimeError(f"get_scalar_field: field {self.name} is already placed (its components share one "
+                               f"layout)")
+        return _ScalarComponent(self, tuple(int(i) for i in index))
+
     def __getitem__(self, key):
         self._check()
         return self._read_element(self._unoffset(key))
@@ -141,19 +159,100 @@ def _as_offset(offset, shape):
     return items if any(items) else None
 
 
-def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False):
+def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False, needs_dual=False, *,
+          element_shape=()):
     """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape).
     offset=: the index of the first element per axis (x[offset] is the first; `for i in x` runs
     offset .. offset + shape - 1). order=: the axes outermost first in memory ("ji": j outer, i
-    inner), indices staying canonical. needs_grad=: a real field gets a gradient companion, x.grad."""
-    element_shape = ()
+    inner), indices staying canonical. needs_grad= / needs_dual=: a real field gets a gradient
+    companion, x.grad / x.dual, of the same shape. Without shape= the field (and its companions) are
+    placed later with qd.root.dense(...).place(x, x.grad); a kernel launched while one is still
+    unplaced raises RuntimeError (see check_placed)."""
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
         element_shape, dtype = dtype.shape, dtype.dtype
     f = with_order(Field(dtype, shape, element_shape=element_shape, name=name, offset=offset), order)
-    if needs_grad and f.dtype.is_real:
-        f.grad = with_order(Field(dtype, shape, element_shape=element_shape, name=f"{f.name}.grad", offset=offset),
-                            order)
+    for kind, wanted in (("grad", needs_grad), ("dual", needs_dual)):
+        if wanted and f.dtype.is_real:
+            setattr(f, kind, with_order(Field(dtype, shape, element_shape=element_shape, name=f"{f.name}.{kind}",
+                                              offset=offset), order))
+    if shape is None:
+        declared(f)
     return f
+
+
+def _declaring_line():
+    """'FILE:LINE' of the first caller outside the package: where the user declared a field."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def declared(f):
+    """Records a field made without shape=, to be placed later (checked by check_placed)."""
+    f._declared_at = _declaring_line()
+    runtime.program().resources.setdefault("unplaced_fields", []).append(weakref.ref(f))
+
+
+def _placed(f):
+    return f._shape is not None or getattr(f, "_destroyed", False)
+
+
+def _describe(f):
+    return f"field '{f.name}' declared at {getattr(f, '_declared_at', '?')}\n"
+
+
+def check_placed(prog):
+    """Before a kernel runs: every field declared without a shape is placed (with its grad / dual
+    companions), and the components of a matrix field placed one by one have one shape. RuntimeError otherwise."""
+    pending = prog.resources.get("unplaced_fields")
+    if not pending:
+        return
+    pending[:] = [r for r in pending if r() is not None]
+    fields = [r() for r in pending]
+    bar = "=" * 44 + "\n"
+    unplaced = [f for f in fields if not _placed(f)]
+    mixed = [f for f in unplaced if f._component_shapes and len(f._component_shapes) == f._n_components]
+    for f in mixed:
+        shapes = [f._component_shapes[c] for c in sorted(f._component_shapes)]
+        raise RuntimeError(f"Members of the following field have different shapes {shapes}:\n{_describe(f)}"
+                           f"place every component (get_scalar_field(i, j)) with the same shape")
+    if unplaced:
+        raise RuntimeError("These field(s) are not placed:\n" + bar + bar.join(_describe(f) for f in unplaced) + bar +
+                           "Please consider specifying a shape for them. E.g.,\n\n  x = qd.field(float, shape=(2, 3))")
+    for kind in ("grad", "dual"):
+        missing = [f for f in fields if getattr(f, kind, None) is not None and not _placed(getattr(f, kind))]
+        if missing:
+            raise RuntimeError(f"These field(s) requrie `needs_{kind}=True`, however their {kind} field(s) are not "
+                               f"placed:\n" + bar + bar.join(_describe(f) for f in missing) + bar +
+                               f"Please consider place the {kind} field(s). E.g.,\n\n  qd.root.dense(qd.i, 1).place("
+                               f"x.{kind})\n\n Or specify a shape for the field(s). E.g.,\n\n  x = qd.field(float, "
+                               f"shape=(2, 3), needs_{kind}=True)")
+    pending.clear()
+
+
+class _ScalarComponent:
+    """x.get_scalar_field(i, j) of a vector / matrix field declared without a shape: one component,
+    placed on its own (qd.root.dense(qd.i, n).place(x.get_scalar_field(0, 0))). The field is placed
+    once every component is, all with one shape; with different shapes a kernel launch raises."""
+
+    def __init__(self, owner, index):
+        self.owner, self.index = owner, index
+        self.name = f"{owner.name}{list(index)}"
+
+    def _place(self, shape):
+        owner = self.owner
+        owner._component_shapes[self.index] = shape
+        shapes = set(owner._component_shapes.values())
+        if len(owner._component_shapes) == owner._n_components and len(shapes) == 1:
+            owner._place(shape)
+
+    @property
+    def shape(self):
+        return self.owner._component_shapes.get(self.index, self.owner.shape)
 
 
 _AXES = "ijklmnopqrst"  # up to 12 axes

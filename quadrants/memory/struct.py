@@ -4,7 +4,7 @@ import numpy as np
 from quadrants import types as T
 from quadrants.types.exceptions import QuadrantsSyntaxError
 from quadrants.types.scope import current
-from quadrants.memory.field import Field
+from quadrants.memory.field import field
 
 
 class StructType:
@@ -58,8 +58,10 @@ class StructType:
                 out[k] = ctx.cast(v, T.to_dtype(t))
         return StructValue(self, out)
 
-    def field(self, shape=None, name=None, **_ignored):
-        return StructField(self, shape, name)
+    def field(self, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
+        """A StructField: one field per member; needs_grad= / needs_dual=: grad / dual companions of the
+        real members."""
+        return StructField(self, shape, name, needs_grad=needs_grad, needs_dual=needs_dual)
 
 
 def _expand_unpacked(members, struct_name):
@@ -210,8 +212,9 @@ class Struct:
         return StructValue(ANONYMOUS, members)
 
     @staticmethod
-    def field(members, shape=None, name=None, **_ignored):
-        return StructType(members, name=name or "struct").field(shape=shape, name=name)
+    def field(members, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
+        return StructType(members, name=name or "struct").field(shape=shape, name=name, needs_grad=needs_grad,
+                                                                needs_dual=needs_dual)
 
 
 ANONYMOUS = StructType({}, name="qd.Struct")  # the type of qd.Struct values: members matched by name
@@ -220,17 +223,15 @@ ANONYMOUS = StructType({}, name="qd.Struct")  # the type of qd.Struct values: me
 class StructField:
     """A field of structs: one Field (or StructField) per member, e.g. particles.x[i] / particles[i].x."""
 
-    def __init__(self, stype, shape, name=None):
+    def __init__(self, stype, shape, name=None, needs_grad=False, needs_dual=False):
         self.type = stype
         self.name = name or stype.name
         self.fields = {}
         for k, t in stype.members.items():
             if isinstance(t, StructType):
-                self.fields[k] = StructField(t, shape, f"{self.name}.{k}")
-            elif isinstance(t, (T.VectorType, T.MatrixType)):
-                self.fields[k] = Field(t.dtype, shape, element_shape=t.shape, name=f"{self.name}.{k}")
+                self.fields[k] = StructField(t, shape, f"{self.name}.{k}", needs_grad, needs_dual)
             else:
-                self.fields[k] = Field(t, shape, name=f"{self.name}.{k}")
+                self.fields[k] = field(t, shape, name=f"{self.name}.{k}", needs_grad=needs_grad, needs_dual=needs_dual)
 
     def __getattr__(self, k):
         fields = self.__dict__.get("fields", {})

@@ -115,6 +115,8 @@ def to_dtype(t):
         return defaults["ip"]
     if t is float:
         return defaults["fp"]
+    if t is bool:
+        return u1
     if hasattr(t, "shape"):  # qd.types.vector / matrix
         raise TypeError(f"{t!r} is not a scalar dtype")
     try:

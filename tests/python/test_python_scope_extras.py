@@ -146,3 +146,67 @@ def test_struct_and_vector_fields_have_companions():
     assert s.p.grad.shape == (3,) and s.p.dual.element_shape == (2,) and s.n.grad is None
     v = qd.Vector.field(3, qd.f32, shape=4, needs_grad=True)
     assert v.grad.shape == (4,) and v.grad.element_shape == (3,)
+
+
+# --- print formatting --------------------------------------------------------------------------------------------
+@test(arch=qd.cpu)
+def test_print_formats_as_printf(capfd):
+    @qd.kernel
+    def k(x: qd.f32, n: qd.i32, u: qd.u16, d: qd.f64):
+        print(x, n, u, d, 7, 0.5)
+        print("{1:.3f}|{0:5d}|{2:x}|{w:.1}|{w:.2e}".format(n, x, u, w=x))
+        print(f"{n:.4}|{x:.1}|{qd.Vector([x, 2 * x]):g}|{n:>4}|{3.0:.2f}|{2.0:.1}|{u:#o}")
+        m = qd.Matrix([[1.5, 2.0], [3.0, 4.25]])
+        print("{} {:.2f}".format(m, m[1, 1]), qd.cast(n > 2, bool))
+
+    capfd.readouterr()
+    k(2.5, 42, 42, 1 / 3)
+    assert capfd.readouterr().out.splitlines() == [
+        "2.500000 42 42 0.333333333333 7 0.5",
+        "2.500|   42|2a|2.5|2.50e+00",
+        "0042|2.5|[2.5, 5]|  42|3.00|2.0|052",
+        "[[1.500000, 2.000000], [3.000000, 4.250000]] 4.25 1",
+    ]
+
+
+@test(arch=qd.cpu)
+def test_print_format_errors():
+    x = qd.field(qd.f32, 1)
+
+    @qd.kernel
+    def signed_as_unsigned(n: qd.i32):
+        print("{:u}".format(n))
+
+    @qd.kernel
+    def real_as_int():
+        print(f"{x[0]:.2d}")
+
+    @qd.kernel
+    def too_many(n: qd.i32):
+        print("{0} {1}".format(n, n, n))
+
+    @qd.kernel
+    def unused_keyword(n: qd.i32):
+        print("{}".format(n, w=n))
+
+    @qd.kernel
+    def missing_keyword(n: qd.i32):
+        print("{w}".format(n))
+
+    @qd.kernel
+    def char_conversion(n: qd.i32):
+        print("{:c}".format(n))
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"'u' doesn't match 'i32'\.") as e:
+        signed_as_unsigned(1)
+    assert 'print("{:u}".format(n))' in str(e.value)
+    with pytest.raises(qd.QuadrantsTypeError, match=r"'\.2d' doesn't match 'f32'\."):
+        real_as_int()
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"Expected 2 positional argument\(s\), but received 3 instead\."):
+        too_many(1)
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"Keyword 'w' not used\."):
+        unused_keyword(1)
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"Expected 0 positional argument\(s\), but received 1"):
+        missing_keyword(1)
+    with pytest.raises(qd.QuadrantsTypeError, match=r"conversion 'c' is not supported\."):
+        char_conversion(1)

@@ -25,6 +25,7 @@ from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import matrix, ops
+from quadrants.lang import printing
 from quadrants.lang.printing import Format
 from quadrants.lang.simt.block import SharedArray
 
@@ -1061,17 +1062,14 @@ class FunctionWalker(ast.NodeVisitor):
             if isinstance(v, ast.Constant):
                 parts.append(str(v.value))
                 continue
-            value = self.ctx.rvalue(self.visit(v.value))
+            value = self.visit(v.value)
             spec = self.visit(v.format_spec) if v.format_spec is not None else ""
             if isinstance(spec, Format):
                 if spec.values:
                     self.ctx.syntax_error("a format spec in a kernel f-string must be known at compile time")
                 spec = "".join(spec.parts)
             conv = {-1: "", 115: "!s", 114: "!r", 97: "!a"}[v.conversion]
-            if isinstance(value, (Expr, MatrixValue)):
-                parts.append((value, conv, spec))
-            else:
-                parts.append(("{" + conv + (":" + spec if spec else "") + "}").format(value))
+            parts.append(printing.hole(self.ctx, value, conv, spec))
         return Format.of(parts)
 
     def visit_NamedExpr(self, node):
@@ -1181,6 +1179,8 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.syntax_error("range() with run-time bounds is only allowed as a for-loop iterator")
         if func is print:
             return self.ctx.kernel_print(args, kwargs)
+        if isinstance(getattr(func, "__self__", None), str) and getattr(func, "__name__", None) == "format":
+            return printing.str_format(self.ctx, func.__self__, args, kwargs)  # "{} {:.2f}".format(i, x)
         runtime_args = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Expr, Var, Ptr, MatrixValue))]
         if runtime_args:
             name = getattr(func, "__name__", repr(func))

@@ -111,6 +111,23 @@ class Field(RuntimeArray):
         return self.name
 
     @property
+    def _name(self):
+        return self.name
+
+    def __iter__(self):
+        raise NotImplementedError(f"Struct for is only available in Quadrants scope: `for i in {self.name}` loops "
+                                  f"over the field's indices inside a kernel; in Python use to_numpy()")
+
+    def __getattr__(self, attr):
+        if attr == "snode" and self.__dict__.get("_shape") is not None:  # a field made with shape=: its own dense node
+            dense = SNode(tuple(enumerate(self._shape)))
+            dense._parent = root
+            self.snode = SNode(dense.sizes, None, dense, "place")
+            self.snode._name = self.name
+            return self.snode
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+    @property
     def _n_components(self):
         return int(np.prod(self.element_shape, dtype=np.int64))
 
@@ -170,9 +187,15 @@ def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=Fals
     unplaced raises RuntimeError (see check_placed)."""
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
         element_shape, dtype = dtype.shape, dtype.dtype
+    if (needs_grad or needs_dual) and not T.to_dtype(dtype).is_real:
+        raise QuadrantsRuntimeError(f"{T.to_dtype(dtype)} is not supported for field with `needs_grad=True` or "
+                                    f"`needs_dual=True`.")
+    if shape is not None and 0 in as_shape(shape):
+        raise QuadrantsRuntimeError(f"Every dimension of a Quadrants field should be positive, got shape "
+                                    f"{as_shape(shape)}")
     f = with_order(Field(dtype, shape, element_shape=element_shape, name=name, offset=offset), order)
     for kind, wanted in (("grad", needs_grad), ("dual", needs_dual)):
-        if wanted and f.dtype.is_real:
+        if wanted:
             setattr(f, kind, with_order(Field(dtype, shape, element_shape=element_shape, name=f"{f.name}.{kind}",
                                               offset=offset), order))
     if shape is None:
@@ -294,6 +317,7 @@ class SNode:
         self.sizes = tuple(sizes)  # (axis, size) pairs, outermost first
         self._placed = placed      # the list a qd.FieldsBuilder collects its fields in (None: qd.root)
         self._parent, self._kind, self._children = parent, kind, []
+        self._name = ""  # a place node: the field's name
         if parent is not None:
             parent._children.append(self)
 
@@ -339,6 +363,7 @@ class SNode:
         for f in fields:
             f._place(self.shape)
             f.snode = SNode(self.sizes, None, self, "place")
+            f.snode._name = f.name
             if self._placed is not None:
                 self._placed.append(f)
         return self

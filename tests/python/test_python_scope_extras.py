@@ -142,10 +142,34 @@ def test_matrix_components_placed_one_by_one():
 
 @test(arch=qd.cpu)
 def test_struct_and_vector_fields_have_companions():
-    s = qd.Struct.field({"p": qd.types.vector(2, qd.f32), "n": qd.i32}, shape=3, needs_grad=True, needs_dual=True)
-    assert s.p.grad.shape == (3,) and s.p.dual.element_shape == (2,) and s.n.grad is None
+    s = qd.Struct.field({"p": qd.types.vector(2, qd.f32), "m": qd.f64}, shape=3, needs_grad=True, needs_dual=True)
+    assert s.p.grad.shape == (3,) and s.p.dual.element_shape == (2,) and s.m.grad.dtype is qd.f64
     v = qd.Vector.field(3, qd.f32, shape=4, needs_grad=True)
     assert v.grad.shape == (4,) and v.grad.element_shape == (3,)
+    for make in (lambda: qd.field(qd.i32, 2, needs_grad=True), lambda: qd.Vector.field(2, int, 2, needs_dual=True),
+                 lambda: qd.Struct.field({"p": qd.f32, "n": qd.u8}, shape=2, needs_grad=True)):
+        with pytest.raises(qd.QuadrantsRuntimeError, match=r"is not supported for field with `needs_grad=True` or "
+                                                           r"`needs_dual=True`\."):
+            make()
+
+
+@test(arch=qd.cpu)
+def test_field_python_scope_errors():
+    x = qd.field(qd.i32, shape=(2, 2), name="x")
+    assert x._name == "x" and x.snode._name == "x" and x.snode.shape == (2, 2)
+    with pytest.raises(qd._lib.core.QuadrantsRuntimeError, match="Every dimension of a Quadrants field should be "
+                                                                 r"positive, got shape \(3, 0\)"):
+        qd.field(qd.f32, shape=(3, 0))
+    with pytest.raises(AssertionError, match="x has 2 dimension.* Slicing is not supported on qd.field"):
+        x[0] = 1
+    with pytest.raises(IndexError):
+        x[0]
+    with pytest.raises(TypeError, match=r"illegal element of type: slice\. Please be aware that slicing a qd.field"):
+        x[0, :]
+    with pytest.raises(NotImplementedError, match="Struct for is only available in Quadrants scope"):
+        list(x)
+    with pytest.raises(ValueError, match=r"shape \(1,\) does not match \(\)"):
+        qd.field(qd.f32, shape=()).from_numpy(np.zeros(1, np.float32))
 
 
 # --- print formatting --------------------------------------------------------------------------------------------

@@ -791,7 +791,10 @@ class Func:
                                              f"with a dtype, a qd.types type or qd.template(), or leave it out")
 
     def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
+        ctx = context.current()
+        if ctx is None:
+            raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
+        return self.inline(ctx, list(args), kwargs)  # from Python code a kernel calls while it compiles
 
     def __get__(self, obj, objtype=None):
         """A func written as a method (of a @qd.data_oriented class or a @qd.dataclass): `self.f(x)`."""

@@ -49,7 +49,10 @@ def static(x, *more):
     if isinstance(x, LoopGroup):
         if any(_is_runtime(v) or not hasattr(v, "__index__") for b in x.bounds for v in b):
             ctx.syntax_error("qd.static(qd.ndrange(...)) needs compile-time bounds")
-        return StaticIterable(list(x.static_points()))  # in the kernel's order (axes=); numpy integers too
+        points = list(x.static_points())  # in the kernel's order (axes=); numpy integers too
+        if x.grouped:  # qd.static(qd.grouped(qd.ndrange(...))): each point a vector of compile-time ints
+            points = [MatrixValue([int(i) for i in p], (len(p),)) for p in points]
+        return StaticIterable(points)
     return x
 
 

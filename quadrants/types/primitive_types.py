@@ -126,7 +126,7 @@ def to_dtype(t):
 
 
 def is_py_scalar(v):
-    return isinstance(v, (bool, int, float, np.integer, np.floating))
+    return isinstance(v, (bool, int, float, np.integer, np.floating, np.bool_))
 
 
 def describe(v):

@@ -87,6 +87,14 @@ def _stored_root(target):
     return target.id if isinstance(target, ast.Name) else None
 
 
+def matrix_items(mv):
+    """What iterating a vector / matrix value gives: a vector's entries, a matrix's rows (vectors)."""
+    if len(mv.shape) == 1:
+        return list(mv.entries)
+    n, m = mv.shape
+    return [MatrixValue(mv.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
+
+
 class _UnrolledBreak(Exception):
     """`break` under compile-time conditions in a loop unrolled at compile time: no more copies."""
 
@@ -371,8 +379,32 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_Assign(self, node):
         value = self.visit(node.value)
+        static = isinstance(node.value, ast.Call) and self.visit(node.value.func) is ops.static
         for t in node.targets:
-            self.assign(t, value)
+            if static:
+                self.static_assign(t, value)
+            else:
+                self.assign(t, value)
+
+    def static_assign(self, target, value):
+        """x = qd.static(v) (x, y = qd.static(a, b)): the names are bound to the compile-time values."""
+        if isinstance(target, ast.Name):
+            self.check_not_kernel_argument(target)
+            existing = self.lookup_local(target.id)
+            if isinstance(existing, (Var, MatrixValue, StructValue)) and self._is_lvalue(existing):
+                self.ctx.syntax_error(f"Recreating variables is not allowed: '{target.id}' is a kernel variable; "
+                                      f"bind qd.static(...) to a new name")
+            self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)):
+            if len(value) != len(target.elts):
+                self.ctx.syntax_error(f"cannot unpack {len(value)} values into {len(target.elts)} targets")
+            for t, v in zip(target.elts, value):
+                self.static_assign(t, v)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            self.assign(target, value)
+        else:
+            self.ctx.syntax_error("Static assign cannot be used on elements in arrays: qd.static(...) binds a name "
+                                  "to a compile-time value")
 
     def check_not_kernel_argument(self, target):
         """A kernel's arguments are read-only, as in Quadrants: `a = ...` / `a += ...` on one is an error."""
@@ -672,46 +704,64 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_ListComp(self, node):
         """[elt for x in it if c ...]: unrolled at compile time into a Python list of kernel values
         (qd.Vector([f(k) for k in range(3)])): each iterable must be known when the kernel compiles
-        (a range of Python ints, a list / tuple, qd.static(...)), each condition too."""
-
+        (a range of Python ints, a list / tuple, qd.static(...), a vector's entries or a matrix's
+        rows), each condition too."""
         out = []
-
-        def expand(generators):
-            if not generators:
-                out.append(self.visit(node.elt))
-                return
-            gen = generators[0]
-            if getattr(gen, "is_async", False):
-                self.ctx.syntax_error("async comprehensions are not supported in kernels")
-            it = gen.iter
-            if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
-                bounds = [self.ctx.rvalue(self.visit(a)) for a in it.args]
-                if not all(isinstance(b, (int, np.integer)) for b in bounds) or it.keywords:
-                    self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: its "
-                                          "range() needs compile-time int bounds")
-                values = range(*[int(b) for b in bounds])
-            else:
-                values = self.visit(it)
-                values = values.values if isinstance(values, ops.StaticIterable) else values
-                if not isinstance(values, (list, tuple, range)):
-                    self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: it needs "
-                                          "a compile-time iterable (range of Python ints, list, tuple, qd.static)")
-            for v in values:
-                self.scopes.append({})
-                self.assign_loop_target(gen.target, v)
-                keep = True
-                for cond in gen.ifs:
-                    c = self.ctx.truth(self.visit(cond))
-                    if not isinstance(c, bool):
-                        self.ctx.syntax_error("a comprehension's 'if' in a kernel must be known when the kernel "
-                                              "compiles (it decides the list's length)")
-                    keep = keep and c
-                if keep:
-                    expand(generators[1:])
-                self.scopes.pop()
-
-        expand(node.generators)
+        self.comprehension(node.generators, lambda: out.append(self.visit(node.elt)))
         return out
+
+    def visit_DictComp(self, node):
+        """{k: v for x in it if c ...}: unrolled as a list comprehension is; the keys must be known
+        when the kernel compiles."""
+        out = {}
+
+        def emit():
+            key = self.ctx.rvalue(self.visit(node.key))
+            if isinstance(key, (Expr, MatrixValue)):
+                self.ctx.syntax_error("a dict comprehension in a kernel needs compile-time keys")
+            out[key] = self.visit(node.value)
+
+        self.comprehension(node.generators, emit)
+        return out
+
+    def comprehension(self, generators, emit):
+        if not generators:
+            emit()
+            return
+        gen = generators[0]
+        if getattr(gen, "is_async", False):
+            self.ctx.syntax_error("async comprehensions are not supported in kernels")
+        it = gen.iter
+        if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
+            bounds = [self.ctx.rvalue(self.visit(a)) for a in it.args]
+            if not all(isinstance(b, (int, np.integer)) for b in bounds) or it.keywords:
+                self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: its "
+                                      "range() needs compile-time int bounds")
+            values = range(*[int(b) for b in bounds])
+        else:
+            values = self.visit(it)
+            values = values.values if isinstance(values, ops.StaticIterable) else values
+            if isinstance(values, (Var, MatrixValue)):
+                values = self.ctx.rvalue(values)
+            if isinstance(values, MatrixValue):  # a vector's entries, a matrix's rows
+                values = matrix_items(values)
+            if not isinstance(values, (list, tuple, range)):
+                self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: it needs "
+                                      "a compile-time iterable (range of Python ints, list, tuple, qd.static, a "
+                                      "vector or matrix)")
+        for v in values:
+            self.scopes.append({})
+            self.assign_loop_target(gen.target, v)
+            keep = True
+            for cond in gen.ifs:
+                c = self.ctx.truth(self.visit(cond))
+                if not isinstance(c, bool):
+                    self.ctx.syntax_error("a comprehension's 'if' in a kernel must be known when the kernel "
+                                          "compiles (it decides the list's length)")
+                keep = keep and c
+            if keep:
+                self.comprehension(generators[1:], emit)
+            self.scopes.pop()
 
     def unroll(self, node, values):
         self.loops.append("static")
@@ -1080,10 +1130,19 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Dict(self, node):
         """A dict display, {"a": x, ...}: a Python dict of kernel values (qd.Struct({...}), a
         template argument); its keys must be known when the kernel compiles."""
-        keys = [self.ctx.rvalue(self.visit(k)) if k is not None else None for k in node.keys]
-        if any(k is None or isinstance(k, (Expr, MatrixValue)) for k in keys):
-            self.ctx.syntax_error("a dict in a kernel needs compile-time keys (and no ** unpacking)")
-        return {k: self.visit(v) for k, v in zip(keys, node.values)}
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:  # {**d}: a dict known when the kernel compiles
+                d = self.visit(v)
+                if not isinstance(d, dict):
+                    self.ctx.syntax_error(f"** in a dict in a kernel takes a dict, got {type(d).__name__}")
+                out.update(d)
+                continue
+            key = self.ctx.rvalue(self.visit(k))
+            if isinstance(key, (Expr, MatrixValue)):
+                self.ctx.syntax_error("a dict in a kernel needs compile-time keys")
+            out[key] = self.visit(v)
+        return out
 
     def view_subscript(self, view, index):
         """v[i] (element offset + i of the ndarray) or v[lo:hi] (a subview) of a BufferView."""

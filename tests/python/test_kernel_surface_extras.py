@@ -1,0 +1,119 @@
+"""Kernel-language surface of issue 25's second round: comprehensions over vectors and matrices,
+dict comprehensions and ** in dicts, static assignment, grouped static loops, and the
+qd.lang.impl helpers Python code called from a kernel uses."""
+import pytest
+
+import quadrants as qd
+from quadrants.lang import impl
+from test_utils import test
+
+
+@test(arch=qd.cpu)
+def test_comprehensions_over_vectors_matrices_and_dicts():
+    @qd.kernel
+    def k(n: qd.template()) -> qd.i32:
+        m = qd.Matrix([[1, 2, 3], [4, 5, 6]])
+        firsts = [row[0] for row in m]                  # a matrix's rows
+        flat = [e * 10 for row in m for e in row]       # then a vector's entries
+        squares = {i: i * i for i in range(n) if i % 2}
+        more = {0: 100, **squares}
+        return firsts[1] + flat[5] + more[3] + more[0] + len(more)
+
+    assert k(5) == 4 + 60 + 9 + 100 + 3
+
+    @qd.kernel
+    def missing_key() -> qd.i32:
+        d = {i: i for i in range(3)}
+        return d[7]
+
+    with pytest.raises(qd.QuadrantsCompilationError):
+        missing_key()
+
+
+@test(arch=qd.cpu)
+def test_static_assignment():
+    @qd.kernel
+    def k() -> qd.i32:
+        n = qd.static(3)
+        a, b = qd.static(4, 5)
+        total = 0
+        for i in qd.static(range(n)):
+            total += i
+        return total * 100 + a * 10 + b
+
+    assert k() == 345
+
+    @qd.kernel
+    def recreate():
+        a = 1
+        a = qd.static(2)  # noqa: F841
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Recreating variables is not allowed: 'a'"):
+        recreate()
+
+    @qd.kernel
+    def element():
+        a = qd.static([1, 2])
+        a[0] = qd.static(3)
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Static assign cannot be used on elements in arrays") as e:
+        element()
+    assert "a[0] = qd.static(3)" in str(e.value)
+
+
+@test(arch=qd.cpu)
+def test_grouped_static_points_are_vectors():
+    @qd.kernel
+    def k() -> qd.f32:
+        total = 0.0
+        for I in qd.static(qd.grouped(qd.ndrange((1, 3), 2))):
+            v = I.cast(float) * 0.5
+            total += v[0] * 10 + v[1]
+        return total
+
+    assert k() == pytest.approx((0.5 + 1.0) * 10 * 2 + 0.5 * 2)
+
+
+@test(arch=qd.cpu, default_fp=qd.f64)
+def test_impl_helpers_from_python_code():
+    @qd.func
+    def twice(v):
+        return v * 2
+
+    def helper(scale):  # plain Python a kernel calls (with compile-time values) while it compiles
+        builder = impl.get_runtime().compiling_callable.ast_builder()
+        return impl.subscript(builder, twice(qd.Matrix([[1, 2], [3, scale]])), 1, 1)
+
+    out = qd.field(qd.f64, 2)
+
+    @qd.kernel
+    def k(x: qd.i32):
+        out[0] = helper(10)
+        out[1] = impl.qd_float(x) / 4
+
+    assert impl.get_runtime().compiling_callable is None
+    k(3)
+    assert out.to_numpy().tolist() == [20.0, 0.75]
+    assert impl.qd_float(3) == 3.0 and impl.qd_int(2.7) == 2
+    c = qd.field(qd.i32, 2)
+    a, b = qd.Vector([1, 2]), qd.Vector([1, 3])
+
+    @qd.kernel
+    def compare():
+        for i in qd.static(range(2)):
+            c[i] = a[i] == b[i]  # compile-time numpy bools are stored as 1 / 0
+
+    compare()
+    assert c.to_numpy().tolist() == [1, 0]
+
+
+@test(arch=qd.cpu)
+def test_polar_decompose_of_other_sizes():
+    m = qd.Matrix.field(1, 1, qd.f32, shape=())
+
+    @qd.kernel
+    def k():
+        qd.polar_decompose(m, qd.f32)
+
+    with pytest.raises(qd.QuadrantsTypeError, match="Polar decomposition only supports 2×2 and 3×3 matrices."):
+        k()

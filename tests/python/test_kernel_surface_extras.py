@@ -117,3 +117,59 @@ def test_polar_decompose_of_other_sizes():
 
     with pytest.raises(qd.QuadrantsTypeError, match="Polar decomposition only supports 2×2 and 3×3 matrices."):
         k()
+
+
+@test(arch=qd.cpu)
+def test_syntax_errors_of_quadrants():
+    a = qd.field(qd.i32, shape=())
+    b = qd.field(qd.i32, shape=(2, 2))
+
+    @qd.kernel
+    def identity():
+        x = a is b  # noqa: F841
+
+    @qd.kernel
+    def membership():
+        x = a in b  # noqa: F841
+
+    @qd.kernel
+    def static_membership(t: qd.template()) -> qd.i32:
+        return 1 if qd.static(t is None or 3 in (1, 3)) else 0
+
+    @qd.kernel
+    def shadowing_loop():
+        i = 0
+        for i in range(3):  # noqa: B007
+            a[None] += i
+
+    @qd.kernel
+    def nested_static():
+        for i in qd.static(qd.static(range(2))):
+            a[None] += i
+
+    @qd.kernel
+    def unrolled_field():
+        for I in qd.static(qd.grouped(b)):
+            a[None] += I[0]
+
+    gen = (n for n in (2, 3))
+
+    @qd.kernel
+    def starred_generator():
+        for I in qd.grouped(qd.ndrange(*gen)):
+            a[None] += I[0]
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r'Operator "is" in a kernel is only supported inside `qd.static`'):
+        identity()
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r'Operator "in" in a kernel is only supported inside'):
+        membership()
+    assert static_membership(None) == 1
+    with pytest.raises(qd.QuadrantsSyntaxError, match="the loop variable 'i' is already a variable of the kernel"):
+        shadowing_loop()
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"qd.static\(qd.static\(...\)\)"):
+        nested_static()
+    with pytest.raises(qd.QuadrantsSyntaxError, match="a loop over a field's elements cannot be unrolled"):
+        unrolled_field()
+    with pytest.raises(ValueError, match=r"a generator can be read only once") as e:
+        starred_generator()
+    assert isinstance(e.value, qd.QuadrantsSyntaxError) and "qd.ndrange(*gen)" in str(e.value)

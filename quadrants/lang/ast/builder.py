@@ -95,6 +95,10 @@ def matrix_items(mv):
     return [MatrixValue(mv.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
 
 
+class _GeneratorArgumentError(QuadrantsSyntaxError, ValueError):
+    """f(*generator) in a kernel (a ValueError, as Quadrants raises)."""
+
+
 class _UnrolledBreak(Exception):
     """`break` under compile-time conditions in a loop unrolled at compile time: no more copies."""
 
@@ -105,6 +109,8 @@ class _UnrolledContinue(Exception):
 
 class FunctionWalker(ast.NodeVisitor):
     """Emits one Python function (the kernel, or an inlined @qd.func) into the context's builder."""
+
+    _static_depth = 0  # inside the arguments of qd.static(...)
 
     def __init__(self, ctx, func, is_kernel):
         self.ctx, self.func, self.is_kernel = ctx, func, is_kernel
@@ -821,6 +827,11 @@ class FunctionWalker(ast.NodeVisitor):
 
     def range_for(self, node, bounds, grouped, step=1, axes=None):
         ctx = self.ctx
+        names = [t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)]
+        for name in names:  # a run-time loop's variables are its own, as in Quadrants
+            if isinstance(self.lookup_local(name), (Var, MatrixValue, StructValue)):
+                ctx.syntax_error(f"the loop variable '{name}' is already a variable of the kernel: a run-time loop "
+                                 f"declares its own loop variables; use another name")
         cfg, ctx.loop_config = ctx.loop_config, {}
         parallel = (self.is_kernel or self.top_level) and self.depth == 0 and not cfg.get("serialize", False)
         if not isinstance(step, int) or step == 0:
@@ -946,9 +957,17 @@ class FunctionWalker(ast.NodeVisitor):
             if name is None:
                 compile_time = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
                                 ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+                if type(op) in compile_time and not self._static_depth:
+                    word = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}[type(op)]
+                    self.ctx.syntax_error(f'Operator "{word}" in a kernel is only supported inside `qd.static` '
+                                          f'(qd.static(a {word} b), evaluated when the kernel compiles)')
                 if type(op) in compile_time and not any(isinstance(v, (Expr, Var, Ptr, MatrixValue))
                                                         for v in (left, right)):
-                    r = compile_time[type(op)](left, right)
+                    try:
+                        r = compile_time[type(op)](left, right)
+                    except Exception as e:
+                        self.ctx.syntax_error(f"'{type(op).__name__}' on {type(left).__name__} and "
+                                              f"{type(right).__name__}: {e}")
                 else:
                     self.ctx.syntax_error(f"unsupported comparison '{type(op).__name__}' in a kernel")
             else:
@@ -1209,13 +1228,22 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Call(self, node):
 
         func = self.visit(node.func)
-        args = []
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                args.extend(self.visit(a.value))
-            else:
-                args.append(self.visit(a))
-        kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        static = func is ops.static
+        self._static_depth += static  # qd.static(a is b): `is` / `in` allowed inside
+        try:
+            args = []
+            for a in node.args:
+                if isinstance(a, ast.Starred):
+                    items = self.visit(a.value)
+                    if inspect.isgenerator(items):  # consumed by the first compilation: a later one would see none
+                        raise _GeneratorArgumentError(self.located("f(*generator) in a kernel: a generator can be read only once; "
+                                                      "pass a tuple or list (tuple(generator))"))
+                    args.extend(items)
+                else:
+                    args.append(self.visit(a))
+            kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        finally:
+            self._static_depth -= static
         self.set_loc(node)
         if not getattr(func, "_qd_func", False) and func is not ops.static:
             for a in args + list(kwargs.values()):  # the callee may read anything from it

@@ -63,8 +63,24 @@ def _python_function(f, decorator):
     return f
 
 
+def _data_oriented_member(cls, prefix=""):
+    """The dotted name of a member of dataclass `cls` (nested dataclasses too) declared as a
+    @qd.data_oriented class, or None."""
+    for f in dataclasses.fields(cls):
+        t = f.type
+        if getattr(t, "_qd_data_oriented", False):
+            return prefix + f.name
+        if isinstance(t, type) and dataclasses.is_dataclass(t):
+            found = _data_oriented_member(t, prefix + f.name + ".")
+            if found:
+                return found
+    return None
+
+
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
+
+    data_oriented_member = None  # a typed dataclass parameter's @qd.data_oriented member (refused at the call)
 
     def __init__(self, name, annotation, func, first=False):
         self.name = name
@@ -84,6 +100,7 @@ class _Param:
             self.kind = "buffer_view"  # the ndarray, its offset and its size
         elif isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
             self.kind = "template"  # a dataclass of tensors and values: keyed by what the kernel reads of it
+            self.data_oriented_member = _data_oriented_member(annotation)
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
             bad = _bad_ndarray_annotation(annotation)
@@ -349,9 +366,12 @@ class Kernel:
         _return_spec(self.signature.return_annotation, func)  # a bad annotation: an error here
         self._returns, self._returns_key = None, None
         self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind in ("ndarray", "tensor")]
+        self._refused_params = [p for p in self.params if p.data_oriented_member]
         self.cache = {}
         self.generation = None
         self.num_compilations = 0
+        self.fastcache = False  # @qd.kernel(fastcache=True) / @qd.pure: the kernel asserts it is pure
+        self.src_ll_cache_observations = CacheObservations()
 
     @property
     def returns(self):
@@ -405,6 +425,13 @@ class Kernel:
             values = args  # the common case, without inspect's binding
         else:
             values = list(bind_arguments(f"kernel '{self.__name__}'", self.signature, args, kwargs).arguments.values())
+        for p in self._refused_params:
+            if p.data_oriented_member:
+                raise QuadrantsArgumentError(
+                    f"kernel '{self.__name__}': argument '{p.name}' is annotated with the dataclass "
+                    f"{p.annotation.__name__}, whose member '{p.data_oriented_member}' is a @qd.data_oriented class: "
+                    f"a typed dataclass parameter cannot hold data_oriented objects; annotate '{p.name}' with "
+                    f"qd.template() instead")
         if any(isinstance(v, Tensor) for v in values):  # kernels see the bare field / ndarray
             values = [v._unwrap() if isinstance(v, Tensor) else v for v in values]
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
@@ -531,7 +558,9 @@ class Kernel:
                 _crumb.begin(_crumb.record(f"compiling {self._crumb_text(prog)}"))
             try:
                 builder, fields, num_slots, plan, written, tracker = self.build(values, prog.config)
+                before = prog.runtime.offline_cache_stats() if prog.offline_cache_path else None
                 compiled = prog.runtime.compile(builder)
+                self._observe(prog, before, fields)
             finally:
                 if _crumb.on:
                     _crumb.end()
@@ -555,6 +584,16 @@ class Kernel:
                     entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
             self.cache.setdefault(key, []).append(entry)
         return self._launch(prog, entry, values)
+
+    def _observe(self, prog, before, fields):
+        """src_ll_cache_observations of this compilation: a pure (fastcache) kernel touching no field
+        gets a key; loaded / stored: whether the on-disk cache gave or took its code."""
+        obs = self.src_ll_cache_observations = CacheObservations()
+        obs.cache_key_generated = bool(self.fastcache and prog.config.src_ll_cache and not fields)
+        if obs.cache_key_generated and before is not None:
+            after = prog.runtime.offline_cache_stats()
+            obs.cache_loaded = obs.cache_validated = after["hits"] > before["hits"]
+            obs.cache_stored = after["writes"] > before["writes"]
 
     def _crumb_text(self, prog):
         """'kernel NAME (FILE:LINE) for ARCH device DEVICE', for the crash breadcrumb."""
@@ -971,13 +1010,37 @@ def _users_function(f, decorator):
     return f
 
 
+class CacheObservations:
+    """kernel._primal.src_ll_cache_observations: what the last compilation of the kernel did with the
+    fast cache (Quadrants' names)."""
+
+    def __init__(self):
+        self.cache_key_generated = False
+        self.cache_validated = False
+        self.cache_loaded = False
+        self.cache_stored = False
+
+    def __repr__(self):
+        return ("CacheObservations(" + ", ".join(f"{k}={v}" for k, v in vars(self).items()) + ")")
+
+
 def kernel(func=None, *, fastcache=False, pure=None):
-    """@qd.kernel, or @qd.kernel(fastcache=True): Quadrants' fast-cache flag (pure= is its older name)
-    is accepted and changes nothing here: compiled kernels are always kept in memory and, with
-    qd.init(offline_cache=True), on disk, keyed by everything they depend on."""
-    if func is None:
-        return lambda f: Kernel(_users_function(f, "qd.kernel"))
-    return Kernel(_users_function(func, "qd.kernel"))
+    """@qd.kernel, or @qd.kernel(fastcache=True) (pure= is its older name): the kernel asserts it is
+    pure, reading only its arguments. Compiled kernels are always kept in memory and, with
+    qd.init(offline_cache=True), on disk, keyed by everything they depend on; the flag shows in
+    src_ll_cache_observations (a key for a kernel that touches no field)."""
+    def make(f):
+        k = Kernel(_users_function(f, "qd.kernel"))
+        k.fastcache = bool(fastcache or pure)
+        return k
+    return make if func is None else make(func)
+
+
+def pure(fn):
+    """@qd.pure (above @qd.kernel, or on the function): the kernel is pure, as fastcache=True says."""
+    k = fn if isinstance(fn, Kernel) else kernel(fn)
+    k.fastcache = True
+    return k
 
 
 def func(f=None, *, requires_top_level=False):

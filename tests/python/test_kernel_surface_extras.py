@@ -173,3 +173,57 @@ def test_syntax_errors_of_quadrants():
     with pytest.raises(ValueError, match=r"a generator can be read only once") as e:
         starred_generator()
     assert isinstance(e.value, qd.QuadrantsSyntaxError) and "qd.ndrange(*gen)" in str(e.value)
+
+
+@test(arch=qd.cpu)
+def test_pure_kernels_and_cache_observations(tmp_path, monkeypatch):
+    monkeypatch.delenv("QD_OFFLINE_CACHE_FILE_PATH", raising=False)
+    qd.init(arch=qd.cpu, offline_cache=True, offline_cache_file_path=str(tmp_path))
+    a = qd.ndarray(qd.i32, (4,))
+    f = qd.field(qd.i32, 4)
+
+    @qd.pure
+    @qd.kernel
+    def fill(x: qd.types.ndarray()):
+        for i in range(4):
+            x[i] = i * 5
+
+    @qd.kernel(fastcache=True)
+    def touches_a_field():
+        for i in range(4):
+            f[i] = i
+
+    assert fill.fastcache and touches_a_field.fastcache
+    fill(a)
+    obs = fill._primal.src_ll_cache_observations
+    assert a.to_numpy().tolist() == [0, 5, 10, 15]
+    assert (obs.cache_key_generated, obs.cache_loaded, obs.cache_stored) == (True, False, True)
+    touches_a_field()
+    assert touches_a_field._primal.src_ll_cache_observations.cache_key_generated is False
+    qd.init(arch=qd.cpu, offline_cache=True, offline_cache_file_path=str(tmp_path))
+    b = qd.ndarray(qd.i32, (4,))
+    fill(b)
+    obs = fill._primal.src_ll_cache_observations
+    assert (obs.cache_key_generated, obs.cache_validated, obs.cache_loaded) == (True, True, True)
+    assert b.to_numpy().tolist() == [0, 5, 10, 15]
+
+
+@test(arch=qd.cpu)
+def test_typed_dataclass_refuses_data_oriented_members():
+    import dataclasses
+
+    @qd.data_oriented
+    class Inner:
+        def __init__(self, x):
+            self.x = x
+
+    @dataclasses.dataclass
+    class Outer:
+        inner: Inner
+
+    @qd.kernel
+    def run(s: Outer):
+        s.inner.x[0] = 1
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"member 'inner' is a @qd.data_oriented class.*qd.template\(\)"):
+        run(Outer(Inner(qd.ndarray(qd.i32, (1,)))))

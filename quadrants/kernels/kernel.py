@@ -31,6 +31,7 @@ from quadrants.memory import buffer_view as _bv
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import printing
+from quadrants.memory.host import PyMatrix
 from quadrants.memory.struct import StructType, StructValue
 
 
@@ -712,8 +713,10 @@ class Kernel:
                     continue
                 if shape is None:
                     result.append(out[k])
-                else:
-                    result.append(np.array(out[k:k + _num_entries(shape)], dtype=dtype.np).reshape(shape))
+                else:  # a vector / matrix: a Python-scope one (.to_numpy(), .norm(), swizzles), of its dtype
+                    value = np.array(out[k:k + _num_entries(shape)], dtype=dtype.np).reshape(shape).view(PyMatrix)
+                    value._qd_dtype = dtype
+                    result.append(value)
                 k += _num_entries(shape)
             return result[0] if len(result) == 1 else tuple(result)
         return None

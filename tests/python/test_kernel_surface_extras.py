@@ -227,3 +227,19 @@ def test_typed_dataclass_refuses_data_oriented_members():
 
     with pytest.raises(qd.QuadrantsTypeError, match=r"member 'inner' is a @qd.data_oriented class.*qd.template\(\)"):
         run(Outer(Inner(qd.ndarray(qd.i32, (1,)))))
+
+
+@test(arch=qd.cpu)
+def test_matrix_returns_are_python_scope_matrices():
+    @qd.kernel
+    def k(a: qd.types.matrix(2, 2, qd.i32)) -> qd.types.matrix(2, 2, qd.i32):
+        return a * 3
+
+    r = k(qd.Matrix([[1, 2], [3, 4]], qd.i32))
+    assert r.to_numpy().tolist() == [[3, 6], [9, 12]] and r.qd_dtype() is qd.i32 and r.n == 2
+
+    @qd.kernel
+    def v() -> qd.math.vec3:
+        return qd.math.vec3(3.0, 4.0, 0.0)
+
+    assert v().norm() == 5.0 and v().xy.tolist() == [3.0, 4.0]

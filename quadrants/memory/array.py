@@ -76,6 +76,16 @@ class RuntimeArray:
     grad = None  # the gradient companion (needs_grad=True), an array of the same kind, shape and layout
 
     @property
+    def n(self):
+        """Rows of a vector / matrix array's elements (a vector's size); None for scalar elements."""
+        return self.element_shape[0] if self.element_shape else None
+
+    @property
+    def m(self):
+        """Columns of a matrix array's elements; 1 for vectors, None for scalar elements."""
+        return self.element_shape[1] if len(self.element_shape) > 1 else (1 if self.element_shape else None)
+
+    @property
     def _lead_shape(self):
         return tuple(self.full_shape[:len(self.full_shape) - len(self.element_shape)])
 

@@ -98,15 +98,6 @@ class Field(RuntimeArray):
     def full_shape(self):
         return self._shape + self.element_shape
 
-    @property
-    def n(self):
-        return self.element_shape[0] if self.element_shape else None
-
-    @property
-    def m(self):
-        """Columns of a matrix field's elements; 1 for a vector field, None for a scalar field."""
-        return self.element_shape[1] if len(self.element_shape) > 1 else (1 if self.element_shape else None)
-
     def _label(self):
         return self.name
 

@@ -7,7 +7,7 @@ from quadrants.memory.array import host_array
 from quadrants.lang import ops
 from quadrants.lang.ast.context import check_numeric, current, describe, type_error
 from quadrants.memory.field import field
-from quadrants.memory.ndarray import Ndarray
+from quadrants.memory import ndarray as _ndarray
 from quadrants.memory import tensor as _tensor
 from quadrants.lang.ast.values import MatrixValue
 from quadrants.memory.host import _SWIZZLE_GROUPS, PyMatrix
@@ -154,7 +154,7 @@ class Matrix:
 
     @staticmethod
     def ndarray(n, m, dtype, shape):
-        return Ndarray(dtype, shape, element_shape=(n, m))
+        return _ndarray.new(dtype, shape, element_shape=(n, m))
 
     tensor = staticmethod(_tensor.matrix_tensor)  # qd.Matrix.tensor(n, m, dtype, shape, backend=...)
 
@@ -175,7 +175,7 @@ class Vector(Matrix):
 
     @staticmethod
     def ndarray(n, dtype, shape):
-        return Ndarray(dtype, shape, element_shape=(n,))
+        return _ndarray.new(dtype, shape, element_shape=(n,))
 
     tensor = staticmethod(_tensor.vector_tensor)  # qd.Vector.tensor(n, dtype, shape, backend=...)
 

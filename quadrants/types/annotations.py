@@ -96,9 +96,9 @@ class _MatrixTypeBase:
 
     def ndarray(self, shape, **_ignored):
         self._refuse_unpacked(".ndarray()")
-        from quadrants.memory.ndarray import Ndarray  # reach up: and ndarrays (v3.ndarray(...))
+        from quadrants.memory.ndarray import new  # reach up: and ndarrays (v3.ndarray(...))
 
-        return Ndarray(self.dtype, shape, element_shape=self.shape)
+        return new(self.dtype, shape, element_shape=self.shape)
 
 
 class VectorType(_MatrixTypeBase):

@@ -234,3 +234,18 @@ def test_print_format_errors():
         missing_keyword(1)
     with pytest.raises(qd.QuadrantsTypeError, match=r"conversion 'c' is not supported\."):
         char_conversion(1)
+
+
+@test(arch=qd.cpu)
+def test_ndarray_shapes_and_element_sizes():
+    v = qd.Vector.ndarray(3, qd.f32, shape=(2,))
+    m = qd.Matrix.ndarray(2, 4, qd.i32, shape=5)
+    s = qd.ndarray(qd.f32, (3, 3))
+    assert (v.n, v.m, m.n, m.m, s.n, s.m) == (3, 1, 2, 4, None, None)
+    for shape in (0, (2, 0), 1.5, (1, 0.5), 2 ** 31, (2, 2 ** 30)):
+        with pytest.raises(qd.QuadrantsRuntimeError, match=r"is not a valid shape for ndarray") as e:
+            qd.ndarray(qd.i32, shape)
+        assert isinstance(e.value, (TypeError, ValueError))
+    with pytest.raises(qd.QuadrantsRuntimeError, match=r"\(4, 0\) is not a valid shape for ndarray"):
+        qd.math.vec3.ndarray(shape=(4, 0))
+    assert qd.ndarray(qd.i32, np.int32(4)).shape == (4,)

@@ -78,6 +78,10 @@ def _data_oriented_member(cls, prefix=""):
     return None
 
 
+class _NdimError(QuadrantsTypeError, ValueError):
+    """An ndarray argument of another ndim than its annotation's (a ValueError, as Quadrants raises)."""
+
+
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
 
@@ -221,8 +225,9 @@ def _ndarray_parts(value, param, kernel_name):
             raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
                                      f"got {got}")
     if ann.ndim is not None and ann.ndim != len(shape):
-        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, "
-                                 f"got {len(shape)}")
+        raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, got "
+                         f"{len(shape)}: required ndim={ann.ndim}, but {len(shape)}d ndarray with shape "
+                         f"{tuple(shape)} is provided")
     return dtype, tuple(shape), tuple(elem)
 
 

@@ -330,11 +330,15 @@ def _working_type(ctx, name, dt):
 def _square(ctx, name, A, sizes, what):
     """A as a matrix rvalue of one of the supported sizes; a compile-time error otherwise."""
     A = ctx.rvalue(A)
+    if name == "polar_decompose" and getattr(A, "element_shape", None) and A.element_shape[0] not in sizes:
+        ctx.type_error(f"Polar decomposition only supports 2×2 and 3×3 matrices. qd.polar_decompose() takes a "
+                       f"matrix value, got a field of {A.element_shape} matrices")
     if not isinstance(A, MatrixValue) or len(A.shape) != 2 or A.shape[0] != A.shape[1]:
         got = f"shape {A.shape}" if isinstance(A, MatrixValue) else type(A).__name__
         ctx.type_error(f"qd.{name}() takes a square matrix, got {got}")
     if A.shape[0] not in sizes:
-        ctx.type_error(f"qd.{name}() supports {what}, got a {A.shape[0]}x{A.shape[0]} matrix")
+        prefix = "Polar decomposition only supports 2×2 and 3×3 matrices. " if name == "polar_decompose" else ""
+        ctx.type_error(f"{prefix}qd.{name}() supports {what}, got a {A.shape[0]}x{A.shape[0]} matrix")
     return A
 
 

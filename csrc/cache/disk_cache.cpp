@@ -83,6 +83,12 @@ std::string DiskCache::key(std::string_view content) const {
 
 std::optional<std::string> DiskCache::load(const std::string &key) const {
   if (!enabled() || key.size() != kKeyLen) return std::nullopt;
+  for (const auto &[k, payload] : pending_) {  // stored by this program, not yet written
+    if (k == key) {
+      stats_.hits++;
+      return payload;
+    }
+  }
   int fd = open(path(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     stats_.misses++;
@@ -115,6 +121,16 @@ std::optional<std::string> DiskCache::load(const std::string &key) const {
 
 void DiskCache::store(const std::string &key, std::string_view payload) const {
   if (!enabled() || key.size() != kKeyLen) return;
+  pending_.emplace_back(key, std::string(payload));
+  stats_.writes++;
+}
+
+void DiskCache::flush() const {
+  for (const auto &[key, payload] : pending_) write_entry(key, payload);
+  pending_.clear();
+}
+
+void DiskCache::write_entry(const std::string &key, std::string_view payload) const {
   static std::atomic<uint64_t> counter{0};
   std::string tmp = dir_ + "/." + key + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -127,8 +143,7 @@ void DiskCache::store(const std::string &key, std::string_view payload) const {
   bool ok = write_all(fd, header.data(), header.size()) && write_all(fd, payload.data(), payload.size());
   ok = (close(fd) == 0) && ok;
   // rename() replaces atomically: a reader sees the old whole entry or the new one, never a mix.
-  if (ok && rename(tmp.c_str(), path(key).c_str()) == 0) stats_.writes++;
-  else unlink(tmp.c_str());
+  if (!ok || rename(tmp.c_str(), path(key).c_str()) != 0) unlink(tmp.c_str());
 }
 
 }  // namespace qd

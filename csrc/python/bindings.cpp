@@ -201,6 +201,7 @@ void bind_runtime(py::module_ &m) {
       .def("compile", [](Runtime &r, Builder &b) { return r.compile(b.finish()); })
       .def("set_offline_cache", &Runtime::set_offline_cache)
       .def("offline_cache_stats", &Runtime::offline_cache_stats)
+      .def("flush_offline_cache", &Runtime::flush_offline_cache)
       .def("launch", &Runtime::launch, py::call_guard<py::gil_scoped_release>())
       .def("sync", &Runtime::sync, py::call_guard<py::gil_scoped_release>());
 

@@ -56,6 +56,8 @@ class Runtime {
   // The on-disk kernel cache (csrc/cache/disk_cache.h) under `dir`, its keys salted with `salt` (the
   // compiler's identity). Returns whether this backend caches there; "" turns it off.
   virtual bool set_offline_cache(const std::string &dir, const std::string &salt) { return false; }
+  // Writes the entries compiled since the last flush (they are written at the end of a program).
+  virtual void flush_offline_cache() {}
   // {"hits", "misses", "writes"} of that cache in this runtime (empty where the backend has none).
   virtual std::map<std::string, int64_t> offline_cache_stats() const { return {}; }
 };

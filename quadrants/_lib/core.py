@@ -4,6 +4,7 @@ import enum
 
 from quadrants._lib import arch as _arch
 from quadrants import types as T
+from quadrants.types.exceptions import QuadrantsRuntimeError  # noqa: F401  (qd._lib.core.QuadrantsRuntimeError)
 
 
 class DeviceCapability(enum.IntEnum):

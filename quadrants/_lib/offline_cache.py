@@ -16,7 +16,7 @@ import stat
 
 from quadrants._lib import _core
 
-ENTRIES_DIR = "kernel_compilation_manager"  # under offline_cache_file_path: the entries (*.qdk)
+ENTRIES_DIR = "kernel_compilation_manager"  # under offline_cache_file_path: the entries (*.qdc)
 METADATA = "qdcache.qdb"  # in ENTRIES_DIR: {"entries": count, "bytes": total} as of the last cleaning pass
 
 _compiler_id = None
@@ -53,8 +53,8 @@ def _safe(path):
 
 def attach(program):
     """Points the program's runtime at <offline_cache_file_path>/kernel_compilation_manager (Quadrants'
-    layout), or at none. Entries are written when kernels compile; the cleaning policy runs when the
-    program ends (flush)."""
+    layout), or at none. The entries of the kernels a program compiles are written when it ends
+    (flush), as is the metadata file, after the cleaning policy."""
     cfg = program.config
     program.offline_cache_path = program._cache_entries = None
     path = ""
@@ -79,6 +79,7 @@ def flush(program):
     if not entries_dir:
         return
     program._cache_entries = None
+    program.runtime.flush_offline_cache()  # the entries compiled in this program are written now
     cfg = program.config
     wrote = program.runtime.offline_cache_stats()["writes"] > 0
     meta = _read_metadata(entries_dir)
@@ -93,7 +94,7 @@ def _entries(entries_dir):
     out = []
     with os.scandir(entries_dir) as it:
         for e in it:
-            if e.name.endswith(".qdk"):
+            if e.name.endswith(".qdc"):
                 try:
                     out.append((e.name, e.stat(follow_symlinks=False)))
                 except OSError:
@@ -112,9 +113,9 @@ def _clean(entries_dir, entries, cfg):
     if sum(st.st_size for _, st in entries) <= cfg.offline_cache_max_size_of_files:
         return entries
     if cfg.offline_cache_cleaning_policy == "fifo":
-        entries = sorted(entries, key=lambda e: e[1].st_mtime_ns)
+        entries = sorted(entries, key=lambda e: (e[1].st_mtime_ns, e[0]))  # ties (written together): by name
     else:
-        entries = sorted(entries, key=lambda e: max(e[1].st_mtime_ns, e[1].st_atime_ns))
+        entries = sorted(entries, key=lambda e: (max(e[1].st_mtime_ns, e[1].st_atime_ns), e[0]))
     n = int(cfg.offline_cache_cleaning_factor * len(entries))
     for name, _ in entries[:n]:
         try:
@@ -133,6 +134,12 @@ def _read_metadata(entries_dir):
 
 
 def _write_metadata(entries_dir, entries):
+    if not entries:  # nothing left (all cleaned away): no metadata either, as in Quadrants
+        try:
+            os.unlink(os.path.join(entries_dir, METADATA))
+        except OSError:
+            pass
+        return
     tmp = os.path.join(entries_dir, f".{METADATA}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w") as f:

@@ -27,10 +27,12 @@ from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.array import external_array
 from quadrants.memory.field import Field
 from quadrants.types.enums import AutodiffMode
+from quadrants.memory import field as _field
 from quadrants.memory import buffer_view as _bv
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import Expr, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import printing
+from quadrants.memory.host import PyMatrix
 from quadrants.memory.struct import StructType, StructValue
 
 
@@ -63,8 +65,28 @@ def _python_function(f, decorator):
     return f
 
 
+def _data_oriented_member(cls, prefix=""):
+    """The dotted name of a member of dataclass `cls` (nested dataclasses too) declared as a
+    @qd.data_oriented class, or None."""
+    for f in dataclasses.fields(cls):
+        t = f.type
+        if getattr(t, "_qd_data_oriented", False):
+            return prefix + f.name
+        if isinstance(t, type) and dataclasses.is_dataclass(t):
+            found = _data_oriented_member(t, prefix + f.name + ".")
+            if found:
+                return found
+    return None
+
+
+class _NdimError(QuadrantsTypeError, ValueError):
+    """An ndarray argument of another ndim than its annotation's (a ValueError, as Quadrants raises)."""
+
+
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
+
+    data_oriented_member = None  # a typed dataclass parameter's @qd.data_oriented member (refused at the call)
 
     def __init__(self, name, annotation, func, first=False):
         self.name = name
@@ -84,6 +106,7 @@ class _Param:
             self.kind = "buffer_view"  # the ndarray, its offset and its size
         elif isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
             self.kind = "template"  # a dataclass of tensors and values: keyed by what the kernel reads of it
+            self.data_oriented_member = _data_oriented_member(annotation)
         elif isinstance(annotation, T.NdarrayType):
             self.kind = "ndarray"
             bad = _bad_ndarray_annotation(annotation)
@@ -203,8 +226,9 @@ def _ndarray_parts(value, param, kernel_name):
             raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
                                      f"got {got}")
     if ann.ndim is not None and ann.ndim != len(shape):
-        raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, "
-                                 f"got {len(shape)}")
+        raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, got "
+                         f"{len(shape)}: required ndim={ann.ndim}, but {len(shape)}d ndarray with shape "
+                         f"{tuple(shape)} is provided")
     return dtype, tuple(shape), tuple(elem)
 
 
@@ -358,9 +382,12 @@ class Kernel:
         _return_spec(self.signature.return_annotation, func)  # a bad annotation: an error here
         self._returns, self._returns_key = None, None
         self.ndarray_params = [i for i, p in enumerate(self.params) if p.kind in ("ndarray", "tensor")]
+        self._refused_params = [p for p in self.params if p.data_oriented_member]
         self.cache = {}
         self.generation = None
         self.num_compilations = 0
+        self.fastcache = False  # @qd.kernel(fastcache=True) / @qd.pure: the kernel asserts it is pure
+        self.src_ll_cache_observations = CacheObservations()
 
     @property
     def returns(self):
@@ -428,6 +455,13 @@ class Kernel:
             values = args  # the common case, without inspect's binding
         else:
             values = list(bind_arguments(f"kernel '{self.__name__}'", self.signature, args, kwargs).arguments.values())
+        for p in self._refused_params:
+            if p.data_oriented_member:
+                raise QuadrantsArgumentError(
+                    f"kernel '{self.__name__}': argument '{p.name}' is annotated with the dataclass "
+                    f"{p.annotation.__name__}, whose member '{p.data_oriented_member}' is a @qd.data_oriented class: "
+                    f"a typed dataclass parameter cannot hold data_oriented objects; annotate '{p.name}' with "
+                    f"qd.template() instead")
         if any(isinstance(v, Tensor) for v in values):  # kernels see the bare field / ndarray
             values = [v._unwrap() if isinstance(v, Tensor) else v for v in values]
         for i in self.ndarray_params:  # torch tensors and other DLPack arrays: numpy views
@@ -573,6 +607,7 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         prog = runtime.program()
+        _field.check_placed(prog)
         recorder = getattr(prog, "autodiff", None)  # a qd.ad.Tape or qd.ad.FwdMode being recorded
         if recorder is not None and self._mode is None:
             if recorder.kind == "forward":
@@ -599,7 +634,9 @@ class Kernel:
                 _crumb.begin(_crumb.record(f"compiling {self._crumb_text(prog)}"))
             try:
                 builder, fields, num_slots, plan, written, tracker = self.build(values, prog.config)
+                before = prog.runtime.offline_cache_stats() if prog.offline_cache_path else None
                 compiled = prog.runtime.compile(builder)
+                self._observe(prog, before, fields)
             finally:
                 if _crumb.on:
                     _crumb.end()
@@ -623,6 +660,16 @@ class Kernel:
                     entry.watch.append(obj)  # not weakly referenceable: kept alive, so its id stays unique
             self.cache.setdefault(key, []).append(entry)
         return self._launch(prog, entry, values)
+
+    def _observe(self, prog, before, fields):
+        """src_ll_cache_observations of this compilation: a pure (fastcache) kernel touching no field
+        gets a key; loaded / stored: whether the on-disk cache gave or took its code."""
+        obs = self.src_ll_cache_observations = CacheObservations()
+        obs.cache_key_generated = bool(self.fastcache and prog.config.src_ll_cache and not fields)
+        if obs.cache_key_generated and before is not None:
+            after = prog.runtime.offline_cache_stats()
+            obs.cache_loaded = obs.cache_validated = after["hits"] > before["hits"]
+            obs.cache_stored = after["writes"] > before["writes"]
 
     def _crumb_text(self, prog):
         """'kernel NAME (FILE:LINE) for ARCH device DEVICE', for the crash breadcrumb."""
@@ -741,8 +788,10 @@ class Kernel:
                     continue
                 if shape is None:
                     result.append(out[k])
-                else:
-                    result.append(np.array(out[k:k + _num_entries(shape)], dtype=dtype.np).reshape(shape))
+                else:  # a vector / matrix: a Python-scope one (.to_numpy(), .norm(), swizzles), of its dtype
+                    value = np.array(out[k:k + _num_entries(shape)], dtype=dtype.np).reshape(shape).view(PyMatrix)
+                    value._qd_dtype = dtype
+                    result.append(value)
                 k += _num_entries(shape)
             return result[0] if len(result) == 1 else tuple(result)
         return None
@@ -859,7 +908,10 @@ class Func:
                                              f"with a dtype, a qd.types type or qd.template(), or leave it out")
 
     def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
+        ctx = context.current()
+        if ctx is None:
+            raise RuntimeError(f"@qd.func '{self.__name__}' can only be called from a kernel or another @qd.func")
+        return self.inline(ctx, list(args), kwargs)  # from Python code a kernel calls while it compiles
 
     def __get__(self, obj, objtype=None):
         """A func written as a method (of a @qd.data_oriented class or a @qd.dataclass): `self.f(x)`."""
@@ -1045,17 +1097,42 @@ def _users_function(f, decorator):
     return f
 
 
+class CacheObservations:
+    """kernel._primal.src_ll_cache_observations: what the last compilation of the kernel did with the
+    fast cache (Quadrants' names)."""
+
+    def __init__(self):
+        self.cache_key_generated = False
+        self.cache_validated = False
+        self.cache_loaded = False
+        self.cache_stored = False
+
+    def __repr__(self):
+        return ("CacheObservations(" + ", ".join(f"{k}={v}" for k, v in vars(self).items()) + ")")
+
+
 def kernel(func=None, *, fastcache=False, pure=None, deterministic=None):
-    """@qd.kernel, or @qd.kernel(fastcache=True): Quadrants' fast-cache flag (pure= is its older name)
-    is accepted and changes nothing here: compiled kernels are always kept in memory and, with
-    qd.init(offline_cache=True), on disk, keyed by everything they depend on.
+    """@qd.kernel, or @qd.kernel(fastcache=True) (pure= is its older name): the kernel asserts it is
+    pure, reading only its arguments. Compiled kernels are always kept in memory and, with
+    qd.init(offline_cache=True), on disk, keyed by everything they depend on; the flag shows in
+    src_ll_cache_observations (a key for a kernel that touches no field).
     deterministic=True / False: this kernel's atomics in deterministic mode or not, whatever
     qd.init(deterministic=...) says (None: as qd.init says; docs/atomics.md)."""
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"@qd.kernel(deterministic=...) takes True, False or None, got {deterministic!r}")
-    if func is None:
-        return lambda f: Kernel(_users_function(f, "qd.kernel"), deterministic=deterministic)
-    return Kernel(_users_function(func, "qd.kernel"), deterministic=deterministic)
+
+    def make(f):
+        k = Kernel(_users_function(f, "qd.kernel"), deterministic=deterministic)
+        k.fastcache = bool(fastcache or pure)
+        return k
+    return make if func is None else make(func)
+
+
+def pure(fn):
+    """@qd.pure (above @qd.kernel, or on the function): the kernel is pure, as fastcache=True says."""
+    k = fn if isinstance(fn, Kernel) else kernel(fn)
+    k.fastcache = True
+    return k
 
 
 def func(f=None, *, requires_top_level=False):

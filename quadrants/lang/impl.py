@@ -3,7 +3,11 @@ qd.lang.impl.get_runtime().prog.get_device_caps(), get_max_shared_memory_bytes()
 import ctypes
 
 from quadrants._lib import runtime
-from quadrants.types.exceptions import QuadrantsRuntimeError
+from quadrants.lang import ops
+from quadrants.lang.ast.values import MatrixValue
+from quadrants.memory.field import Field
+from quadrants.types import scope
+from quadrants.types.exceptions import QuadrantsRuntimeError, QuadrantsSyntaxError
 
 
 class _RuntimeHandle:
@@ -19,6 +23,13 @@ class _RuntimeHandle:
             raise QuadrantsRuntimeError("Quadrants is not initialized: call qd.init() first")
         return runtime._program
 
+    @property
+    def compiling_callable(self):
+        """The kernel being compiled (None in Python scope); .ast_builder() is its builder state, which
+        subscript() takes."""
+        ctx = scope.current()
+        return None if ctx is None else _Compiling(ctx)
+
     def materialize_root_fb(self, is_first_call=False):
         """Nothing to do here: qd.root's fields are allocated when placed."""
 
@@ -33,7 +44,44 @@ class _RuntimeHandle:
         return runtime.config().default_ip
 
 
+class _Compiling:
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def ast_builder(self):
+        return self._ctx
+
+
 _handle = _RuntimeHandle()
+
+
+@ops.builtin
+def qd_float(x):
+    """x as default_fp (a kernel value in kernels; a number in Python scope)."""
+    return ops.cast(x, float)
+
+
+@ops.builtin
+def qd_int(x):
+    """x as default_ip."""
+    return ops.cast(x, int)
+
+
+@ops.builtin
+def subscript(ast_builder, value, *indices):
+    """value[indices] from Python code a kernel calls while it compiles (ast_builder: see
+    get_runtime().compiling_callable): an entry of a vector / matrix (compile-time indices) or an
+    element of a field."""
+    ctx = ast_builder
+    value = ctx.rvalue(value)
+    if isinstance(value, MatrixValue):
+        if len(indices) != len(value.shape) or not all(isinstance(i, int) for i in indices):
+            raise QuadrantsSyntaxError(f"subscript: a vector / matrix of shape {value.shape} takes "
+                                       f"{len(value.shape)} compile-time int indices, got {indices!r}")
+        return value.entry(*indices)
+    if isinstance(value, Field):
+        return ctx.element(value, list(indices))
+    return value[indices if len(indices) != 1 else indices[0]]
 
 
 def get_runtime():

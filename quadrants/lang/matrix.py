@@ -6,8 +6,8 @@ from quadrants import types as T
 from quadrants.memory.array import host_array
 from quadrants.lang import ops
 from quadrants.lang.ast.context import check_numeric, current, describe, type_error
-from quadrants.memory.field import Field, with_companions, with_order
-from quadrants.memory.ndarray import Ndarray
+from quadrants.memory.field import field
+from quadrants.memory import ndarray as _ndarray
 from quadrants.memory import tensor as _tensor
 from quadrants.lang.ast.values import MatrixValue
 from quadrants.memory.host import _SWIZZLE_GROUPS, PyMatrix
@@ -103,10 +103,10 @@ class Matrix:
         return ctx.cast(mv, dt) if dt else mv
 
     @staticmethod
-    def field(n, m, dtype, shape=None, name=None, offset=None, order=None, needs_grad=False, needs_dual=False,
+    def field(n, m, dtype, shape=None, order=None, needs_grad=False, needs_dual=False, name=None, offset=None,
               **_ignored):
-        f = with_order(Field(dtype, shape, element_shape=(n, m), name=name, offset=offset), order)
-        return with_companions(f, needs_grad, needs_dual)
+        return field(dtype, shape, name=name, offset=offset, order=order, needs_grad=needs_grad,
+                     needs_dual=needs_dual, element_shape=(n, m))
 
     @staticmethod
     def identity(dt, n):
@@ -154,7 +154,7 @@ class Matrix:
 
     @staticmethod
     def ndarray(n, m, dtype, shape):
-        return Ndarray(dtype, shape, element_shape=(n, m))
+        return _ndarray.new(dtype, shape, element_shape=(n, m))
 
     tensor = staticmethod(_tensor.matrix_tensor)  # qd.Matrix.tensor(n, m, dtype, shape, backend=...)
 
@@ -168,14 +168,14 @@ class Vector(Matrix):
         return Matrix.__new__(cls, entries, dt)
 
     @staticmethod
-    def field(n, dtype, shape=None, name=None, offset=None, order=None, needs_grad=False, needs_dual=False,
+    def field(n, dtype, shape=None, order=None, needs_grad=False, needs_dual=False, name=None, offset=None,
               **_ignored):
-        f = with_order(Field(dtype, shape, element_shape=(n,), name=name, offset=offset), order)
-        return with_companions(f, needs_grad, needs_dual)
+        return field(dtype, shape, name=name, offset=offset, order=order, needs_grad=needs_grad,
+                     needs_dual=needs_dual, element_shape=(n,))
 
     @staticmethod
     def ndarray(n, dtype, shape):
-        return Ndarray(dtype, shape, element_shape=(n,))
+        return _ndarray.new(dtype, shape, element_shape=(n,))
 
     tensor = staticmethod(_tensor.vector_tensor)  # qd.Vector.tensor(n, dtype, shape, backend=...)
 

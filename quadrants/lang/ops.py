@@ -46,10 +46,18 @@ def static(x, *more):
         ctx.syntax_error("qd.static() arguments must be compile-time constants (Python values, template arguments)")
     if isinstance(x, range):
         return StaticIterable(x)
+    if isinstance(x, StaticIterable):
+        ctx.syntax_error("qd.static(qd.static(...)): qd.static takes its argument once")
+    if isinstance(x, LoopGroup) and not x.from_ndrange:
+        ctx.syntax_error("qd.static(qd.grouped(field)): a loop over a field's elements cannot be unrolled; use "
+                         "qd.static(qd.grouped(qd.ndrange(...)))")
     if isinstance(x, LoopGroup):
         if any(_is_runtime(v) or not hasattr(v, "__index__") for b in x.bounds for v in b):
             ctx.syntax_error("qd.static(qd.ndrange(...)) needs compile-time bounds")
-        return StaticIterable(list(x.static_points()))  # in the kernel's order (axes=); numpy integers too
+        points = list(x.static_points())  # in the kernel's order (axes=); numpy integers too
+        if x.grouped:  # qd.static(qd.grouped(qd.ndrange(...))): each point a vector of compile-time ints
+            points = [MatrixValue([int(i) for i in p], (len(p),)) for p in points]
+        return StaticIterable(points)
     return x
 
 

@@ -3,6 +3,8 @@ words) to a program-wide buffer; the host formats and prints the records after t
 
 Order: records of one thread in program order; between threads, unspecified. A launch printing more
 than the buffer holds (PRINT_WORDS words) loses the records that do not fit, and says how many."""
+import re
+import string
 import struct
 import sys
 
@@ -31,6 +33,116 @@ class Format:
         if all(isinstance(p, str) for p in parts):
             return "".join(parts)
         return Format(parts)
+
+
+# A printf conversion spec without its '%': flags, width, .precision, a length modifier (ignored)
+# and the conversion. A format spec of this shape prints as C's printf prints it (as Quadrants
+# does); any other spec (">4", ",") is Python's format mini-language.
+_PRINTF = re.compile(r"([-+ #0]*)(\d*)(?:\.(\d*))?(?:hh|h|ll|l|L|j|z|t)?([csdioxXufFeEaAgGnp]?)")
+_REAL, _SIGNED, _UNSIGNED = "fFeEaAgG", "di", "oxXu"
+
+
+def check_spec(ctx, spec, dtype):
+    """A printf spec's conversion must suit the value's dtype: 'd' / 'i' a signed integer, 'u' / 'o' / 'x'
+    an unsigned one, 'f' / 'e' / 'g' / 'a' a real (QuadrantsTypeError naming the line otherwise)."""
+    m = _PRINTF.fullmatch(spec)
+    conv = m.group(4) if m else ""
+    if not conv:
+        return
+    if conv in "csnp":
+        ctx.type_error(f"conversion '{conv}' is not supported.")
+    signed_int = dtype.np.kind == "i"
+    unsigned_int = dtype.np.kind in "ub"
+    if (conv in _REAL and not dtype.is_real) or (conv in _SIGNED and not signed_int) or \
+            (conv in _UNSIGNED and not unsigned_int):
+        ctx.type_error(f"'{spec}' doesn't match '{dtype}'.")
+
+
+def format_value(v, name, conv, spec):
+    """One value of dtype `name` ("f32", "i64", ...) as a spec formats it: printf's rules for a
+    printf spec (no spec: %d for integers, %f for f16 / f32, %.12f for f64), else Python's."""
+    m = _PRINTF.fullmatch(spec)
+    if conv or m is None:
+        return ("{" + conv + (":" + spec if spec else "") + "}").format(v)
+    flags, width, prec, c = m.groups()
+    real = name.startswith("f")
+    if not c:
+        c = "f" if real else "d"
+        if name == "f64" and prec is None:
+            prec = "12"
+    if c in "aA":
+        text = float(v).hex()
+        return text.upper() if c == "A" else text
+    text = ("%" + flags + width + ("." + prec if prec is not None else "") + c) % (float(v) if c in _REAL else int(v))
+    if c == "o" and "#" in flags and "0o" in text:  # C's alternate octal is 052, Python's 0o52
+        text = text.replace("0o", "0", 1)
+        if len(text) < int(width or 0):
+            text = text + " " if "-" in flags else "0" + text if "0" in flags else " " + text
+    return text
+
+
+def hole(ctx, value, conv, spec):
+    """A replacement field of an f-string or str.format in a kernel: (value, conversion, spec) for a
+    run-time value (its spec checked against its dtype), the text itself for a compile-time value."""
+    if "{" in spec:
+        ctx.syntax_error("a format spec in a kernel must be known at compile time")
+    value = ctx.rvalue(value)
+    if isinstance(value, (Expr, MatrixValue)):
+        if spec:
+            first = ctx.scalar(value.entries[0]) if isinstance(value, MatrixValue) else value
+            check_spec(ctx, spec, first.dtype)
+        return (value, conv, spec)
+    if not spec or conv or _PRINTF.fullmatch(spec) is None or isinstance(value, str) or \
+            not isinstance(value, (bool, int, float, np.integer, np.floating)):
+        return ("{" + conv + (":" + spec if spec else "") + "}").format(value)
+    dtype = T.f64 if isinstance(value, np.float64) else T.primitive_types.defaults[
+        "fp" if isinstance(value, (float, np.floating)) else "ip"]
+    check_spec(ctx, spec, dtype)
+    return format_value(value, dtype.name, conv, spec)
+
+
+def str_format(ctx, fmt, args, kwargs):
+    """"...".format(*args, **kwargs) in a kernel: a Format. Automatic ({}) and manual ({0}) field
+    numbers may mix (the automatic ones count from 0 on their own); every positional and keyword
+    argument must be used, every field given (QuadrantsSyntaxError naming the line otherwise)."""
+    fields = []
+    auto = 0
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError as e:
+        ctx.syntax_error(f"str.format: {e}")
+    for literal, name, spec, conv in parsed:
+        if name is None:
+            fields.append((literal, None))
+            continue
+        if name == "":
+            key, auto = auto, auto + 1
+        elif name.isdigit():
+            key = int(name)
+        elif name.isidentifier():
+            key = name
+        else:
+            ctx.syntax_error(f"str.format in a kernel takes plain field names ({{0}}, {{name}}), got '{{{name}}}'")
+        fields.append((literal, (key, "!" + conv if conv else "", spec or "")))
+    numbers = [f[1][0] for f in fields if f[1] is not None and isinstance(f[1][0], int)]
+    expected = max(numbers) + 1 if numbers else 0
+    if expected != len(args):
+        ctx.syntax_error(f"Expected {expected} positional argument(s), but received {len(args)} instead.")
+    names = {f[1][0] for f in fields if f[1] is not None and isinstance(f[1][0], str)}
+    for k in names:
+        if k not in kwargs:
+            ctx.syntax_error(f"Keyword '{k}' not found.")
+    for k in kwargs:
+        if k not in names:
+            ctx.syntax_error(f"Keyword '{k}' not used.")
+    parts = []
+    for literal, field in fields:
+        if literal:
+            parts.append(literal)
+        if field is not None:
+            key, conv, spec = field
+            parts.append(hole(ctx, args[key] if isinstance(key, int) else kwargs[key], conv, spec))
+    return Format.of(parts)
 
 
 def _words(ctx, v):
@@ -69,7 +181,7 @@ def kernel_print(ctx, args, kwargs):
             slots.append(len(layout))
             layout.append(how)
             words.extend(w)
-        pieces.append((slots, conv, spec, shape))
+        pieces.append((slots, conv, spec, shape, items[0].dtype.name))
 
     for k, a in enumerate(args):
         if k:
@@ -117,11 +229,11 @@ def _decode(words, how):
     return v - (1 << bits) if name.startswith("i") and v >= 1 << (bits - 1) else v
 
 
-def _nested(vals, shape):
+def _nested(texts, shape):
     if len(shape) == 1:
-        return "[" + ", ".join(str(v) for v in vals) + "]"
+        return "[" + ", ".join(texts) + "]"
     m = shape[1]
-    return "[" + ", ".join(_nested(vals[r * m:(r + 1) * m], shape[1:]) for r in range(shape[0])) + "]"
+    return "[" + ", ".join(_nested(texts[r * m:(r + 1) * m], shape[1:]) for r in range(shape[0])) + "]"
 
 
 def print_buffer(prog):
@@ -151,13 +263,9 @@ def flush(prog, formats):
             if isinstance(p, str):
                 text.append(p)
                 continue
-            slots, conv, spec, shape = p
-            vals = [values[i] for i in slots]
-            if shape is not None and not spec:
-                text.append(_nested(vals, shape))
-                continue
-            v = vals[0] if shape is None else np.array(vals).reshape(shape)
-            text.append(("{" + conv + (":" + spec if spec else "") + "}").format(v))
+            slots, conv, spec, shape, name = p
+            texts = [format_value(values[i], name, conv, spec) for i in slots]
+            text.append(texts[0] if shape is None else _nested(texts, shape))
         out.append("".join(text))
     if used > PRINT_WORDS:
         out.append(f"[quadrants] print buffer full: {used - PRINT_WORDS} words of kernel print() output lost\n")

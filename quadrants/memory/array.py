@@ -63,6 +63,10 @@ def host_array(value, dtype, what):
         raise ValueError(f"{what}: cannot convert {describe(value)} to {dtype} ({e})") from None
 
 
+class _IndexCountError(IndexError, AssertionError):
+    """A Python-scope index with the wrong number of integers (an AssertionError as in Quadrants)."""
+
+
 class RuntimeArray:
     """Subclasses set dtype, full_shape, handle and _program."""
 
@@ -70,6 +74,16 @@ class RuntimeArray:
     _program = None
     _qd_layout = None  # a permutation of the axes: the canonical axis at each memory level, outermost first
     grad = None  # the gradient companion (needs_grad=True), an array of the same kind, shape and layout
+
+    @property
+    def n(self):
+        """Rows of a vector / matrix array's elements (a vector's size); None for scalar elements."""
+        return self.element_shape[0] if self.element_shape else None
+
+    @property
+    def m(self):
+        """Columns of a matrix array's elements; 1 for vectors, None for scalar elements."""
+        return self.element_shape[1] if len(self.element_shape) > 1 else (1 if self.element_shape else None)
 
     @property
     def _lead_shape(self):
@@ -130,6 +144,8 @@ class RuntimeArray:
         """Whether an array of `shape` holds these elements: the same leading axes, and element axes
         equal up to axes of size 1 (a 3-vector takes (3,), (3, 1) or (1, 3))."""
         n = len(self.full_shape) - len(self.element_shape)
+        if not self.element_shape:  # scalar elements: exactly the array's shape
+            return tuple(shape) == tuple(self.full_shape)
         squeeze = lambda dims: tuple(d for d in dims if d != 1)  # noqa: E731
         return (tuple(shape[:n]) == tuple(self.full_shape[:n])
                 and squeeze(shape[n:]) == squeeze(self.element_shape))
@@ -154,9 +170,13 @@ class RuntimeArray:
         if not isinstance(key, tuple):
             key = (key,)
         if len(key) != len(shape):
-            raise IndexError(f"{self._label()} has {len(shape)} dimension(s), got index {key}")
+            raise _IndexCountError(f"{self._label()} has {len(shape)} dimension(s), got index {key}: Slicing is not "
+                                   f"supported on qd.field; give one integer per dimension")
         flat = 0
         for k, n in zip(key, shape):
+            if isinstance(k, slice):
+                raise TypeError(f"{self._label()}[{key if len(key) > 1 else key[0]!r}]: Detected illegal element of "
+                                f"type: slice. Please be aware that slicing a qd.field is not supported so far.")
             if isinstance(k, (bool, np.bool_)) or not hasattr(k, "__index__"):
                 raise TypeError(f"{self._label()}[{key if len(key) > 1 else key[0]!r}]: an index must be an "
                                 f"integer, got {describe(k)}")

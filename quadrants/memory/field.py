@@ -2,6 +2,8 @@
 import itertools
 import math
 import operator
+import os
+import sys
 import weakref
 
 import numpy as np
@@ -63,12 +65,13 @@ class Field(RuntimeArray):
         self.handle = None
         self.offset = None  # per axis, the index of the first element (qd.field(..., offset=)); None: zeros
         # Autodiff companions of a real field (made when first asked for): "grad" (x.grad, reverse
-        # mode) and "dual" (x.dual, forward mode), fields of the same shape; _needs: those placed
-        # with the field itself (needs_grad= / needs_dual=).
+        # mode) and "dual" (x.dual, forward mode), fields of the same shape; _needs: those asked for
+        # (needs_grad= / needs_dual=, lazy_grad()).
         self._companions, self._needs = {}, set()
         self._primal = None  # a companion: the field it belongs to
         self._kind = None  # a companion: "grad" or "dual"
         self._snode = None
+        self._component_shapes = {}  # components placed one by one (get_scalar_field): index -> shape
         if shape is not None:
             self._place(_as_shape(shape))
         if offset is not None:
@@ -85,8 +88,6 @@ class Field(RuntimeArray):
         self.handle = self._program.runtime.allocate(nbytes)
         if self._primal is None:
             _placed.add(self)
-        for kind in self._needs:
-            self._place_companion(kind)
 
     # --- autodiff companions (docs/autodiff.md) ---
     @property
@@ -97,7 +98,7 @@ class Field(RuntimeArray):
 
     @grad.setter
     def grad(self, value):
-        self._companions["grad"] = value
+        self._adopt(value, "grad")
 
     @property
     def dual(self):
@@ -106,7 +107,14 @@ class Field(RuntimeArray):
 
     @dual.setter
     def dual(self, value):
-        self._companions["dual"] = value
+        self._adopt(value, "dual")
+
+    def _adopt(self, c, kind):
+        """A field made elsewhere as this one's companion (a tensor's gradient)."""
+        if isinstance(c, Field):
+            c._primal, c._kind = self, kind
+            _placed.discard(c)
+        self._companions[kind] = c
 
     def _companion(self, kind):
         if not self.dtype.is_real or self._primal is not None:
@@ -139,12 +147,16 @@ class Field(RuntimeArray):
             c.offset, c._qd_layout = self.offset, self._qd_layout
             if self._snode is not None:
                 c.snode = SNode(self._snode.sizes, None, self._snode._parent, "place")
+                c._snode._name = c.name
 
     @property
     def snode(self):
         """The layout node holding the field (x.snode.parent(), x.snode.ptr.get_snode_grad_type())."""
-        if self._snode is None:
-            self.snode = SNode(tuple(enumerate(self._shape or ())), None, None, "place")
+        if self._snode is None:  # a field made with shape= (or a companion): its own dense node under qd.root
+            dense = SNode(tuple(enumerate(self._shape or ())))
+            dense._parent = root
+            self.snode = SNode(dense.sizes, None, dense, "place")
+            self._snode._name = self.name
         return self._snode
 
     @snode.setter
@@ -174,17 +186,30 @@ class Field(RuntimeArray):
     def full_shape(self):
         return self._shape + self.element_shape
 
-    @property
-    def n(self):
-        return self.element_shape[0] if self.element_shape else None
-
-    @property
-    def m(self):
-        """Columns of a matrix field's elements; 1 for a vector field, None for a scalar field."""
-        return self.element_shape[1] if len(self.element_shape) > 1 else (1 if self.element_shape else None)
-
     def _label(self):
         return self.name
+
+    @property
+    def _name(self):
+        return self.name
+
+    def __iter__(self):
+        raise NotImplementedError(f"Struct for is only available in Quadrants scope: `for i in {self.name}` loops "
+                                  f"over the field's indices inside a kernel; in Python use to_numpy()")
+
+    @property
+    def _n_components(self):
+        return int(np.prod(self.element_shape, dtype=np.int64))
+
+    def get_scalar_field(self, *index):
+        """The component at `index` ((i,) of a vector field, (i, j) of a matrix field) of a field
+        declared without a shape, to place on its own."""
+        if len(index) != len(self.element_shape) or not all(0 <= i < n for i, n in zip(index, self.element_shape)):
+            raise IndexError(f"get_scalar_field{index}: field {self.name} has components of shape {self.element_shape}")
+        if self._shape is not None:
+            raise RuntimeError(f"get_scalar_field: field {self.name} is already placed (its components share one "
+                               f"layout)")
+        return _ScalarComponent(self, tuple(int(i) for i in index))
 
     def __getitem__(self, key):
         self._check()
@@ -222,8 +247,9 @@ def _as_offset(offset, shape):
 
 
 def with_companions(f, needs_grad=False, needs_dual=False):
-    """needs_grad= / needs_dual= of the field constructors: the companions are placed with `f`
-    (now, or when qd.root places it). Returns f."""
+    """needs_grad= / needs_dual= of the field constructors: a field with a shape gets its companions
+    placed now; one declared without is to have them placed with it (qd.root...place(x, x.grad),
+    or lazy_grad()), which check_placed verifies at the next launch. Returns f."""
     if not f.dtype.is_real:
         return f
     for kind, wanted in (("grad", needs_grad), ("dual", needs_dual)):
@@ -251,16 +277,103 @@ def lazy_place(kind):
             f._place_companion(kind)
 
 
-def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False, needs_dual=False):
+def field(dtype, shape=None, name=None, offset=None, order=None, needs_grad=False, needs_dual=False, *,
+          element_shape=()):
     """qd.field(qd.f32, shape), or of a vector / matrix dtype: qd.field(qd.types.vector(3, qd.f32), shape).
     offset=: the index of the first element per axis (x[offset] is the first; `for i in x` runs
     offset .. offset + shape - 1). order=: the axes outermost first in memory ("ji": j outer, i
-    inner), indices staying canonical. needs_grad=: a real field gets a gradient companion, x.grad."""
-    element_shape = ()
+    inner), indices staying canonical. needs_grad= / needs_dual=: a real field gets a gradient
+    companion, x.grad / x.dual, of the same shape. Without shape= the field (and its companions) are
+    placed later with qd.root.dense(...).place(x, x.grad); a kernel launched while one is still
+    unplaced raises RuntimeError (see check_placed)."""
     if isinstance(dtype, (T.VectorType, T.MatrixType)):
         element_shape, dtype = dtype.shape, dtype.dtype
+    if (needs_grad or needs_dual) and not T.to_dtype(dtype).is_real:
+        raise QuadrantsRuntimeError(f"{T.to_dtype(dtype)} is not supported for field with `needs_grad=True` or "
+                                    f"`needs_dual=True`.")
+    if shape is not None and 0 in as_shape(shape):
+        raise QuadrantsRuntimeError(f"Every dimension of a Quadrants field should be positive, got shape "
+                                    f"{as_shape(shape)}")
     f = with_order(Field(dtype, shape, element_shape=element_shape, name=name, offset=offset), order)
-    return with_companions(f, needs_grad, needs_dual)
+    with_companions(f, needs_grad, needs_dual)
+    if shape is None:
+        declared(f)
+    return f
+
+
+def _declaring_line():
+    """'FILE:LINE' of the first caller outside the package: where the user declared a field."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def declared(f):
+    """Records a field made without shape=, to be placed later (checked by check_placed)."""
+    f._declared_at = _declaring_line()
+    runtime.program().resources.setdefault("unplaced_fields", []).append(weakref.ref(f))
+
+
+def _is_placed(f):
+    return f._shape is not None or getattr(f, "_destroyed", False)
+
+
+def _describe(f):
+    return f"field '{f.name}' declared at {getattr(f, '_declared_at', '?')}\n"
+
+
+def check_placed(prog):
+    """Before a kernel runs: every field declared without a shape is placed (with its grad / dual
+    companions), and the components of a matrix field placed one by one have one shape. RuntimeError otherwise."""
+    pending = prog.resources.get("unplaced_fields")
+    if not pending:
+        return
+    pending[:] = [r for r in pending if r() is not None]
+    fields = [r() for r in pending]
+    bar = "=" * 44 + "\n"
+    unplaced = [f for f in fields if not _is_placed(f)]
+    mixed = [f for f in unplaced if f._component_shapes and len(f._component_shapes) == f._n_components]
+    for f in mixed:
+        shapes = [f._component_shapes[c] for c in sorted(f._component_shapes)]
+        raise RuntimeError(f"Members of the following field have different shapes {shapes}:\n{_describe(f)}"
+                           f"place every component (get_scalar_field(i, j)) with the same shape")
+    if unplaced:
+        raise RuntimeError("These field(s) are not placed:\n" + bar + bar.join(_describe(f) for f in unplaced) + bar +
+                           "Please consider specifying a shape for them. E.g.,\n\n  x = qd.field(float, shape=(2, 3))")
+    for kind in ("grad", "dual"):
+        missing = [f for f in fields if kind in f._needs and f._placed_companion(kind) is None]
+        if missing:
+            raise RuntimeError(f"These field(s) requrie `needs_{kind}=True`, however their {kind} field(s) are not "
+                               f"placed:\n" + bar + bar.join(_describe(f) for f in missing) + bar +
+                               f"Please consider place the {kind} field(s). E.g.,\n\n  qd.root.dense(qd.i, 1).place("
+                               f"x.{kind})\n\n Or specify a shape for the field(s). E.g.,\n\n  x = qd.field(float, "
+                               f"shape=(2, 3), needs_{kind}=True)")
+    pending.clear()
+
+
+class _ScalarComponent:
+    """x.get_scalar_field(i, j) of a vector / matrix field declared without a shape: one component,
+    placed on its own (qd.root.dense(qd.i, n).place(x.get_scalar_field(0, 0))). The field is placed
+    once every component is, all with one shape; with different shapes a kernel launch raises."""
+
+    def __init__(self, owner, index):
+        self.owner, self.index = owner, index
+        self.name = f"{owner.name}{list(index)}"
+
+    def _place(self, shape):
+        owner = self.owner
+        owner._component_shapes[self.index] = shape
+        shapes = set(owner._component_shapes.values())
+        if len(owner._component_shapes) == owner._n_components and len(shapes) == 1:
+            owner._place(shape)
+
+    @property
+    def shape(self):
+        return self.owner._component_shapes.get(self.index, self.owner.shape)
 
 
 _AXES = "ijklmnopqrst"  # up to 12 axes
@@ -302,6 +415,7 @@ class SNode:
         self.sizes = tuple(sizes)  # (axis, size) pairs, outermost first
         self._placed = placed      # the list a qd.FieldsBuilder collects its fields in (None: qd.root)
         self._parent, self._kind, self._children = parent, kind, []
+        self._name = ""  # a place node: the field's name
         if parent is not None:
             parent._children.append(self)
 
@@ -351,6 +465,7 @@ class SNode:
         for f in fields:
             f._place(self.shape)
             f.snode = SNode(self.sizes, None, self, "place")
+            f.snode._name = f.name
             if self._placed is not None:
                 self._placed.append(f)
         return self

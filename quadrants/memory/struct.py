@@ -2,8 +2,9 @@
 import numpy as np
 
 from quadrants import types as T
+from quadrants.types.exceptions import QuadrantsSyntaxError
 from quadrants.types.scope import current
-from quadrants.memory.field import Field, with_companions
+from quadrants.memory.field import field
 
 
 class StructType:
@@ -15,7 +16,7 @@ class StructType:
     _qd_builtin = True
 
     def __init__(self, members, name="struct", methods=None):
-        self.members = dict(members)
+        self.members, self._unpacked_groups = _expand_unpacked(dict(members), name)
         for k, t in self.members.items():
             if not isinstance(t, (T.DataType, T.VectorType, T.MatrixType, StructType)) and t not in (int, float):
                 raise TypeError(f"struct member '{k}' has type {t!r}; use a dtype, a vector/matrix type or a struct")
@@ -58,7 +59,40 @@ class StructType:
         return StructValue(self, out)
 
     def field(self, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
-        return StructField(self, shape, name, needs_grad, needs_dual)
+        """A StructField: one field per member; needs_grad= / needs_dual=: grad / dual companions of the
+        real members."""
+        return StructField(self, shape, name, needs_grad=needs_grad, needs_dual=needs_dual)
+
+
+def _expand_unpacked(members, struct_name):
+    """Members with each unpacked vector member r (qd.types.vector(n, dtype, unpacked=True)) replaced
+    by its scalar members _r0 .. _r{n-1}, and the groups: {r: (n, dtype, (_r0, ...))}."""
+    out, groups = {}, {}
+    for k, t in members.items():
+        if isinstance(t, T.VectorType) and t.unpacked:
+            names = tuple(f"_{k}{i}" for i in range(t.n))
+            for s in names:
+                if s in out:
+                    raise QuadrantsSyntaxError(f"struct {struct_name}: member '{s}' collides with a member of "
+                                                 f"the unpacked vector '{k}' (stored as {', '.join(names)})")
+                out[s] = t.dtype
+            groups[k] = (t.n, t.dtype, names)
+        else:
+            if k in out:  # a member named as one of an earlier unpacked vector's
+                owner = next(g for g, (_, _, names) in groups.items() if k in names)
+                raise QuadrantsSyntaxError(f"struct {struct_name}: member '{k}' collides with a member of the "
+                                             f"unpacked vector '{owner}' (stored as {', '.join(groups[owner][2])})")
+            out[k] = t
+    return out, groups
+
+
+class UnpackedGroup:
+    """t.r of a struct value in a kernel, where r is an unpacked vector member: t.r[i] with a
+    compile-time i is the scalar member _r{i}."""
+
+    def __init__(self, value, name):
+        self.value, self.name = value, name
+        self.count, self.dtype, self.names = value.type._unpacked_groups[name]
 
 
 def leaves(stype, prefix=()):
@@ -180,7 +214,7 @@ class Struct:
     @staticmethod
     def field(members, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
         return StructType(members, name=name or "struct").field(shape=shape, name=name, needs_grad=needs_grad,
-                                                                 needs_dual=needs_dual)
+                                                                needs_dual=needs_dual)
 
 
 ANONYMOUS = StructType({}, name="qd.Struct")  # the type of qd.Struct values: members matched by name
@@ -196,11 +230,8 @@ class StructField:
         for k, t in stype.members.items():
             if isinstance(t, StructType):
                 self.fields[k] = StructField(t, shape, f"{self.name}.{k}", needs_grad, needs_dual)
-            elif isinstance(t, (T.VectorType, T.MatrixType)):
-                self.fields[k] = with_companions(Field(t.dtype, shape, element_shape=t.shape, name=f"{self.name}.{k}"),
-                                                 needs_grad, needs_dual)
             else:
-                self.fields[k] = with_companions(Field(t, shape, name=f"{self.name}.{k}"), needs_grad, needs_dual)
+                self.fields[k] = field(t, shape, name=f"{self.name}.{k}", needs_grad=needs_grad, needs_dual=needs_dual)
 
     def __getattr__(self, k):
         fields = self.__dict__.get("fields", {})

@@ -75,7 +75,7 @@ def _with_layout(array, layout):
     canonical = [0] * len(stored)
     for k, axis in enumerate(layout or range(len(stored))):
         canonical[axis] = stored[k]
-    for a in (impl, impl.grad):
+    for a in (impl,) + _companions(impl):
         if a is not None:
             if isinstance(a, Field):
                 a._shape = tuple(canonical)  # a field keeps its canonical shape; an ndarray its stored one
@@ -85,6 +85,17 @@ def _with_layout(array, layout):
 
 def _is_real(dtype):
     return T.to_dtype(dtype).is_real
+
+
+def _companion(impl, kind):
+    """A field's placed .grad / .dual, an ndarray's .grad (ndarrays have no .dual), or None."""
+    if isinstance(impl, Field):
+        return impl._placed_companion(kind)
+    return getattr(impl, kind, None) if kind == "grad" else None
+
+
+def _companions(impl):
+    return tuple(c for c in (_companion(impl, "grad"), _companion(impl, "dual")) if c is not None)
 
 
 def _allocate(backend, dtype, shape, element_shape, layout, needs_grad):
@@ -218,14 +229,14 @@ class Tensor:
 
     @functools.cached_property
     def grad(self):
-        g = self._impl.grad
+        g = _companion(self._impl, "grad")
         return None if g is None else wrap(g)
 
     def has_grad(self):
-        return self._impl.grad is not None
+        return _companion(self._impl, "grad") is not None
 
     def has_dual(self):
-        return False  # forward-mode autodiff is not supported
+        return _companion(self._impl, "dual") is not None
 
     def __reduce__(self):
         impl = self._impl

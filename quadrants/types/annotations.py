@@ -1,5 +1,6 @@
 """Kernel argument annotations and the vector / matrix dtypes: qd.types.ndarray, qd.template,
 qd.types.vector, qd.types.matrix."""
+from quadrants.types.exceptions import QuadrantsSyntaxError
 from quadrants.types.primitive_types import DataType, f32, i32, to_dtype
 
 
@@ -73,40 +74,59 @@ class _MatrixTypeBase:
         except Exception:
             return f32 if self._dtype is float else i32
 
+    unpacked = False
+
+    def _refuse_unpacked(self, what):
+        if self.unpacked:
+            raise QuadrantsSyntaxError(f"{what}: {self!r} has unpacked=True, a storage layout that only means "
+                                       f"something as the annotation of a @qd.dataclass member (r: "
+                                       f"qd.types.vector({self.n}, {self.dtype!r}, unpacked=True)); use "
+                                       f"qd.types.vector({self.n}, {self.dtype!r}) here")
+
     def __call__(self, *args):
+        self._refuse_unpacked("constructing a value")
         from quadrants.lang import matrix  # reach up: constructing a vector / matrix value is the front end's
 
         return matrix.construct(self, args)
 
     def field(self, shape=None, name=None, needs_grad=False, needs_dual=False, **_ignored):
-        from quadrants.memory.field import Field, with_companions  # reach up: a dtype makes fields of itself (v3.field(...))
+        self._refuse_unpacked(".field()")
+        from quadrants.memory.field import field  # reach up: a dtype makes fields of itself (v3.field(...))
 
-        return with_companions(Field(self.dtype, shape, element_shape=self.shape, name=name), needs_grad, needs_dual)
+        return field(self.dtype, shape, name=name, needs_grad=needs_grad, needs_dual=needs_dual,
+                     element_shape=self.shape)
 
     def ndarray(self, shape, **_ignored):
-        from quadrants.memory.ndarray import Ndarray  # reach up: and ndarrays (v3.ndarray(...))
+        self._refuse_unpacked(".ndarray()")
+        from quadrants.memory.ndarray import new  # reach up: and ndarrays (v3.ndarray(...))
 
-        return Ndarray(self.dtype, shape, element_shape=self.shape)
+        return new(self.dtype, shape, element_shape=self.shape)
 
 
 class VectorType(_MatrixTypeBase):
-    """qd.types.vector(3, qd.f32): a vector dtype for fields and ndarrays, an annotation, a constructor."""
+    """qd.types.vector(3, qd.f32): a vector dtype for fields and ndarrays, an annotation, a constructor.
+
+    unpacked=True: only as a @qd.dataclass member's annotation, r: qd.types.vector(4, qd.f32,
+    unpacked=True) stores the vector as the scalar members _r0 .. _r3, read and written in kernels as
+    t.r[i] with a compile-time index i (a Python int or a qd.static loop variable)."""
 
     _qd_builtin = True
 
-    def __init__(self, n, dtype=float):
+    def __init__(self, n, dtype=float, unpacked=False):
         self.n, self._dtype = n, dtype
         self.m = 1
         self.shape = (n,)
+        self.unpacked = bool(unpacked)
 
     def __repr__(self):
-        return f"vector({self.n}, {self.dtype!r})"
+        return f"vector({self.n}, {self.dtype!r}{', unpacked=True' if self.unpacked else ''})"
 
     def __eq__(self, other):
-        return isinstance(other, VectorType) and (self.n, self.dtype) == (other.n, other.dtype)
+        return isinstance(other, VectorType) and (self.n, self.dtype, self.unpacked) == (other.n, other.dtype,
+                                                                                          other.unpacked)
 
     def __hash__(self):
-        return hash(("vector", self.n, repr(self.dtype)))
+        return hash(("vector", self.n, repr(self.dtype), self.unpacked))
 
 
 class MatrixType(_MatrixTypeBase):

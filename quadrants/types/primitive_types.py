@@ -37,6 +37,9 @@ class DataType:
     def __repr__(self):
         return self.name
 
+    def __reduce__(self):
+        return self.name  # pickled by name: unpickling gives back the same dtype object
+
     def to_string(self):
         """The dtype's name, as str() gives it: "f32"."""
         return self.name
@@ -112,6 +115,8 @@ def to_dtype(t):
         return defaults["ip"]
     if t is float:
         return defaults["fp"]
+    if t is bool:
+        return u1
     if hasattr(t, "shape"):  # qd.types.vector / matrix
         raise TypeError(f"{t!r} is not a scalar dtype")
     try:
@@ -121,7 +126,7 @@ def to_dtype(t):
 
 
 def is_py_scalar(v):
-    return isinstance(v, (bool, int, float, np.integer, np.floating))
+    return isinstance(v, (bool, int, float, np.integer, np.floating, np.bool_))
 
 
 def describe(v):

@@ -62,17 +62,21 @@ TEST_CASE("disk cache: corrupt, truncated and misplaced entries are ignored") {
   DiskCache cache(dir, "salt");
   std::string k1 = cache.key("one"), k2 = cache.key("two");
   cache.store(k1, "payload one");
-  std::string entry = read_file(dir + "/" + k1 + ".qdk");
+  struct stat st;
+  CHECK(stat((dir + "/" + k1 + ".qdc").c_str(), &st) != 0);  // kept in memory until flush()
+  cache.flush();
+  std::string entry = read_file(dir + "/" + k1 + ".qdc");
+  CHECK_FALSE(entry.empty());
 
   std::string flipped = entry;
   flipped.back() ^= 1;
-  write_file(dir + "/" + k1 + ".qdk", flipped);
+  write_file(dir + "/" + k1 + ".qdc", flipped);
   CHECK_FALSE(cache.load(k1).has_value());
-  write_file(dir + "/" + k1 + ".qdk", entry.substr(0, entry.size() - 3));
+  write_file(dir + "/" + k1 + ".qdc", entry.substr(0, entry.size() - 3));
   CHECK_FALSE(cache.load(k1).has_value());
-  write_file(dir + "/" + k1 + ".qdk", "");
+  write_file(dir + "/" + k1 + ".qdc", "");
   CHECK_FALSE(cache.load(k1).has_value());
-  write_file(dir + "/" + k2 + ".qdk", entry);  // a whole entry under another key
+  write_file(dir + "/" + k2 + ".qdc", entry);  // a whole entry under another key
   CHECK_FALSE(cache.load(k2).has_value());
   CHECK_FALSE(cache.load("../" + k1).has_value());  // not a key
   cache.store(k1, "payload one");                     // rewritten whole

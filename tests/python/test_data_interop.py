@@ -156,7 +156,7 @@ def test_torch_interop():
 def test_python_scope_element_access():
     """x[i] in Python reads or writes one element: a Python int / float / bool for scalar elements
     (as the reference returns: `1 << x[0]` must not overflow a numpy int32); ndarrays keep numpy's
-    indexing for negative indices, slices and index arrays."""
+    indexing for negative indices, slices and index arrays; integers must be one per dimension."""
     f = qd.field(qd.i32, 4)
     z = qd.field(qd.f32, ())
     b = qd.field(qd.u1, 2)
@@ -169,7 +169,10 @@ def test_python_scope_element_access():
     a = qd.ndarray(qd.i64, (4, 3))
     a.from_numpy(np.arange(12).reshape(4, 3))
     assert type(a[2, 1]) is int and a[2, 1] == 7 and a[np.int64(3), np.int32(0)] == 9
-    assert a[-1, -1] == 11 and a[1].tolist() == [3, 4, 5] and a[np.array([0, 2]), 0].tolist() == [0, 6]
+    assert a[-1, -1] == 11 and a[1, :].tolist() == [3, 4, 5] and a[np.array([0, 2]), 0].tolist() == [0, 6]
+    for key in (1, (1, 2, 0)):  # as in Quadrants: not a row, not numpy's error
+        with pytest.raises(qd.QuadrantsIndexError, match=f"2d ndarray indexed with {len(np.atleast_1d(key))}d indices"):
+            a[key]
     a[0, 1] = 2 ** 40
     a[-1, 0] = -5
     a[np.array([1]), 2] = 77

@@ -69,8 +69,10 @@ def test_missing_and_wrong_annotation():
     import numpy as np
     with pytest.raises(qd.QuadrantsTypeError, match="expects dtype f32"):
         k3(np.zeros(4, np.int32))
-    with pytest.raises(qd.QuadrantsTypeError, match="expects ndim=1"):
+    with pytest.raises(qd.QuadrantsTypeError, match="expects ndim=1") as e:
         k3(np.zeros((4, 4), np.float32))
+    assert isinstance(e.value, ValueError)  # as Quadrants raises it
+    assert "required ndim=1, but 2d ndarray with shape (4, 4) is provided" in str(e.value)
 
 
 @test(arch=qd.cpu)

@@ -525,12 +525,13 @@ def test_print_in_kernels(capsys):
 
     k(4, 2.5)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "start, 4, 2.5, 3, True"
-    assert sorted(lines[1:5]) == [f"i={i} v=[{float(i)}, 0.1] sq={i * i:>3} half={i / 4:.3f} {float(i)}"
+    # run-time values print as printf prints them (%d, %f, f64 %.12f); compile-time ones as Python does
+    assert lines[0] == "start, 4, 2.500000, 3, True"
+    assert sorted(lines[1:5]) == [f"i={i} v=[{i}.000000, 0.100000] sq={i * i:>3} half={i / 4:.3f} {i}.000000"
                                   for i in range(4)]   # threads print in any order
-    assert lines[5] == f"end {-5 << 40} 250 {1 / 3} [[1, 2], [3, 4]]!" and len(lines) == 6
+    assert lines[5] == f"end {-5 << 40} 250 0.333333333333 [[1, 2], [3, 4]]!" and len(lines) == 6
     k(0, 1.0)
-    assert capsys.readouterr().out == "start, 0, 1.0, 3, True\nend -5497558138880 250 0.3333333333333333 [[1, 2], [3, 4]]!\n"
+    assert capsys.readouterr().out == "start, 0, 1.000000, 3, True\nend -5497558138880 250 0.333333333333 [[1, 2], [3, 4]]!\n"
 
 
 @test()

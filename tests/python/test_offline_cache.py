@@ -69,7 +69,7 @@ def expected(weight):
 
 
 def entries(cache):
-    return sorted((cache / offline_cache.ENTRIES_DIR).glob("*.qdk"))
+    return sorted((cache / offline_cache.ENTRIES_DIR).glob("*.qdc"))
 
 
 def test_second_process_compiles_nothing(tmp_path):
@@ -118,7 +118,7 @@ def test_entries_that_are_not_ours_are_never_loaded(tmp_path):
     # A valid entry under another key's name: its recorded key does not match.
     b.write_bytes(a.read_bytes())
     # A symlink in place of an entry is not followed.
-    target = tmp_path / "elsewhere.qdk"
+    target = tmp_path / "elsewhere.qdc"
     target.write_bytes(a.read_bytes())
     a.unlink()
     a.symlink_to(target)
@@ -178,7 +178,7 @@ def _files(cache):
 @test(arch=qd.cpu)
 def test_layout_and_metadata(tmp_path):
     """As Quadrants lays it out: <path>/kernel_compilation_manager holds one file per kernel and a
-    metadata file, which is written when a qd.init that compiled something ends."""
+    metadata file, all written when a qd.init that compiled something ends."""
     qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path))
 
     @qd.kernel
@@ -186,9 +186,10 @@ def test_layout_and_metadata(tmp_path):
         return 1
 
     assert one() == 1
-    assert len(_files(tmp_path)) == 1 and _files(tmp_path)[0].endswith(".qdk")  # written when compiled
+    assert _files(tmp_path) == []  # kept in memory until the qd.init ends
     qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path))
     names = _files(tmp_path)
+    assert [n for n in names if n.endswith(".qdc")] and len(names) == 2
     assert len(names) == 2 and offline_cache.METADATA in names
     meta = json.loads((tmp_path / offline_cache.ENTRIES_DIR / offline_cache.METADATA).read_text())
     assert meta == {"entries": 1, "bytes": entries(tmp_path)[0].stat().st_size}
@@ -226,5 +227,6 @@ def test_cleaning_policy(tmp_path, policy, factor, kept):
     qd.reset()
     left = entries(tmp_path)
     assert len(left) == kept
+    assert (tmp_path / offline_cache.ENTRIES_DIR / offline_cache.METADATA).exists() == (kept > 0)
     if policy == "fifo":                                 # the oldest written go first
         assert sorted(p.name for p in left) == sorted(by_age[len(by_age) - kept:])

@@ -342,7 +342,9 @@ def test_needs_grad_on_bare_fields_and_ndarrays():
     f = qd.field(qd.f32, shape=(2, 3), order="ji", needs_grad=True)
     a = qd.ndarray(qd.f32, (3,), needs_grad=True)
     assert f.grad.shape == (2, 3) and f.grad._qd_layout == (1, 0) and a.grad.shape == (3,)
-    assert qd.field(qd.i32, (2,), needs_grad=True).grad is None and qd.ndarray(qd.f32, (2,)).grad is None
+    assert qd.ndarray(qd.f32, (2,)).grad is None
+    with pytest.raises(RuntimeError, match="i32 is not supported for field with `needs_grad=True`"):
+        qd.field(qd.i32, (2,), needs_grad=True)  # as in Quadrants: gradients are of real fields only
 
     @qd.kernel
     def k(x: qd.template(), y: qd.types.ndarray()):

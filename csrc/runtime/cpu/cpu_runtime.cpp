@@ -112,6 +112,7 @@ class CpuRuntime : public Runtime {
     features_.subgroup_aggregation = o.subgroup_aggregation;  // the cpu has batched compaction (compaction.cpp)
     features_.constant_folding = o.constant_folding;
   }
+  ~CpuRuntime() override { cache_.flush(); }  // entries not yet written (the program ended without qd.reset())
 
   Backend backend() const override { return Backend::Cpu; }
   const TargetFeatures &features() const override { return features_; }
@@ -131,9 +132,11 @@ class CpuRuntime : public Runtime {
   }
 
   bool set_offline_cache(const std::string &dir, const std::string &salt) override {
+    cache_.flush();
     cache_ = DiskCache(dir, salt + "\n" + CpuJit::host_id());
     return cache_.enabled();
   }
+  void flush_offline_cache() override { cache_.flush(); }
   std::map<std::string, int64_t> offline_cache_stats() const override {
     return {{"hits", cache_.stats().hits}, {"misses", cache_.stats().misses}, {"writes", cache_.stats().writes}};
   }

@@ -20,11 +20,12 @@ from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
                                       QuadrantsOutOfBoundsError, QuadrantsSyntaxError, source_location)
 from quadrants.memory.field import Field
-from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue
+from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue, UnpackedGroup
 from quadrants.memory.ndarray import Ndarray
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import matrix, ops
+from quadrants.lang import printing
 from quadrants.lang.printing import Format
 from quadrants.lang.simt.block import SharedArray
 
@@ -86,6 +87,18 @@ def _stored_root(target):
     return target.id if isinstance(target, ast.Name) else None
 
 
+def matrix_items(mv):
+    """What iterating a vector / matrix value gives: a vector's entries, a matrix's rows (vectors)."""
+    if len(mv.shape) == 1:
+        return list(mv.entries)
+    n, m = mv.shape
+    return [MatrixValue(mv.entries[r * m:(r + 1) * m], (m,)) for r in range(n)]
+
+
+class _GeneratorArgumentError(QuadrantsSyntaxError, ValueError):
+    """f(*generator) in a kernel (a ValueError, as Quadrants raises)."""
+
+
 class _UnrolledBreak(Exception):
     """`break` under compile-time conditions in a loop unrolled at compile time: no more copies."""
 
@@ -96,6 +109,8 @@ class _UnrolledContinue(Exception):
 
 class FunctionWalker(ast.NodeVisitor):
     """Emits one Python function (the kernel, or an inlined @qd.func) into the context's builder."""
+
+    _static_depth = 0  # inside the arguments of qd.static(...)
 
     def __init__(self, ctx, func, is_kernel):
         self.ctx, self.func, self.is_kernel = ctx, func, is_kernel
@@ -370,8 +385,32 @@ class FunctionWalker(ast.NodeVisitor):
 
     def visit_Assign(self, node):
         value = self.visit(node.value)
+        static = isinstance(node.value, ast.Call) and self.visit(node.value.func) is ops.static
         for t in node.targets:
-            self.assign(t, value)
+            if static:
+                self.static_assign(t, value)
+            else:
+                self.assign(t, value)
+
+    def static_assign(self, target, value):
+        """x = qd.static(v) (x, y = qd.static(a, b)): the names are bound to the compile-time values."""
+        if isinstance(target, ast.Name):
+            self.check_not_kernel_argument(target)
+            existing = self.lookup_local(target.id)
+            if isinstance(existing, (Var, MatrixValue, StructValue)) and self._is_lvalue(existing):
+                self.ctx.syntax_error(f"Recreating variables is not allowed: '{target.id}' is a kernel variable; "
+                                      f"bind qd.static(...) to a new name")
+            self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)):
+            if len(value) != len(target.elts):
+                self.ctx.syntax_error(f"cannot unpack {len(value)} values into {len(target.elts)} targets")
+            for t, v in zip(target.elts, value):
+                self.static_assign(t, v)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            self.assign(target, value)
+        else:
+            self.ctx.syntax_error("Static assign cannot be used on elements in arrays: qd.static(...) binds a name "
+                                  "to a compile-time value")
 
     def check_not_kernel_argument(self, target):
         """A kernel's arguments are read-only, as in Quadrants: `a = ...` / `a += ...` on one is an error."""
@@ -671,46 +710,64 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_ListComp(self, node):
         """[elt for x in it if c ...]: unrolled at compile time into a Python list of kernel values
         (qd.Vector([f(k) for k in range(3)])): each iterable must be known when the kernel compiles
-        (a range of Python ints, a list / tuple, qd.static(...)), each condition too."""
-
+        (a range of Python ints, a list / tuple, qd.static(...), a vector's entries or a matrix's
+        rows), each condition too."""
         out = []
-
-        def expand(generators):
-            if not generators:
-                out.append(self.visit(node.elt))
-                return
-            gen = generators[0]
-            if getattr(gen, "is_async", False):
-                self.ctx.syntax_error("async comprehensions are not supported in kernels")
-            it = gen.iter
-            if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
-                bounds = [self.ctx.rvalue(self.visit(a)) for a in it.args]
-                if not all(isinstance(b, (int, np.integer)) for b in bounds) or it.keywords:
-                    self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: its "
-                                          "range() needs compile-time int bounds")
-                values = range(*[int(b) for b in bounds])
-            else:
-                values = self.visit(it)
-                values = values.values if isinstance(values, ops.StaticIterable) else values
-                if not isinstance(values, (list, tuple, range)):
-                    self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: it needs "
-                                          "a compile-time iterable (range of Python ints, list, tuple, qd.static)")
-            for v in values:
-                self.scopes.append({})
-                self.assign_loop_target(gen.target, v)
-                keep = True
-                for cond in gen.ifs:
-                    c = self.ctx.truth(self.visit(cond))
-                    if not isinstance(c, bool):
-                        self.ctx.syntax_error("a comprehension's 'if' in a kernel must be known when the kernel "
-                                              "compiles (it decides the list's length)")
-                    keep = keep and c
-                if keep:
-                    expand(generators[1:])
-                self.scopes.pop()
-
-        expand(node.generators)
+        self.comprehension(node.generators, lambda: out.append(self.visit(node.elt)))
         return out
+
+    def visit_DictComp(self, node):
+        """{k: v for x in it if c ...}: unrolled as a list comprehension is; the keys must be known
+        when the kernel compiles."""
+        out = {}
+
+        def emit():
+            key = self.ctx.rvalue(self.visit(node.key))
+            if isinstance(key, (Expr, MatrixValue)):
+                self.ctx.syntax_error("a dict comprehension in a kernel needs compile-time keys")
+            out[key] = self.visit(node.value)
+
+        self.comprehension(node.generators, emit)
+        return out
+
+    def comprehension(self, generators, emit):
+        if not generators:
+            emit()
+            return
+        gen = generators[0]
+        if getattr(gen, "is_async", False):
+            self.ctx.syntax_error("async comprehensions are not supported in kernels")
+        it = gen.iter
+        if isinstance(it, ast.Call) and self.visit(it.func) is builtins.range:
+            bounds = [self.ctx.rvalue(self.visit(a)) for a in it.args]
+            if not all(isinstance(b, (int, np.integer)) for b in bounds) or it.keywords:
+                self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: its "
+                                      "range() needs compile-time int bounds")
+            values = range(*[int(b) for b in bounds])
+        else:
+            values = self.visit(it)
+            values = values.values if isinstance(values, ops.StaticIterable) else values
+            if isinstance(values, (Var, MatrixValue)):
+                values = self.ctx.rvalue(values)
+            if isinstance(values, MatrixValue):  # a vector's entries, a matrix's rows
+                values = matrix_items(values)
+            if not isinstance(values, (list, tuple, range)):
+                self.ctx.syntax_error("a comprehension in a kernel is unrolled when the kernel compiles: it needs "
+                                      "a compile-time iterable (range of Python ints, list, tuple, qd.static, a "
+                                      "vector or matrix)")
+        for v in values:
+            self.scopes.append({})
+            self.assign_loop_target(gen.target, v)
+            keep = True
+            for cond in gen.ifs:
+                c = self.ctx.truth(self.visit(cond))
+                if not isinstance(c, bool):
+                    self.ctx.syntax_error("a comprehension's 'if' in a kernel must be known when the kernel "
+                                          "compiles (it decides the list's length)")
+                keep = keep and c
+            if keep:
+                self.comprehension(generators[1:], emit)
+            self.scopes.pop()
 
     def unroll(self, node, values):
         self.loops.append("static")
@@ -770,6 +827,11 @@ class FunctionWalker(ast.NodeVisitor):
 
     def range_for(self, node, bounds, grouped, step=1, axes=None):
         ctx = self.ctx
+        names = [t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)]
+        for name in names:  # a run-time loop's variables are its own, as in Quadrants
+            if isinstance(self.lookup_local(name), (Var, MatrixValue, StructValue)):
+                ctx.syntax_error(f"the loop variable '{name}' is already a variable of the kernel: a run-time loop "
+                                 f"declares its own loop variables; use another name")
         cfg, ctx.loop_config = ctx.loop_config, {}
         parallel = (self.is_kernel or self.top_level) and self.depth == 0 and not cfg.get("serialize", False)
         if not isinstance(step, int) or step == 0:
@@ -895,9 +957,17 @@ class FunctionWalker(ast.NodeVisitor):
             if name is None:
                 compile_time = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
                                 ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+                if type(op) in compile_time and not self._static_depth:
+                    word = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}[type(op)]
+                    self.ctx.syntax_error(f'Operator "{word}" in a kernel is only supported inside `qd.static` '
+                                          f'(qd.static(a {word} b), evaluated when the kernel compiles)')
                 if type(op) in compile_time and not any(isinstance(v, (Expr, Var, Ptr, MatrixValue))
                                                         for v in (left, right)):
-                    r = compile_time[type(op)](left, right)
+                    try:
+                        r = compile_time[type(op)](left, right)
+                    except Exception as e:
+                        self.ctx.syntax_error(f"'{type(op).__name__}' on {type(left).__name__} and "
+                                              f"{type(right).__name__}: {e}")
                 else:
                     self.ctx.syntax_error(f"unsupported comparison '{type(op).__name__}' in a kernel")
             else:
@@ -961,6 +1031,8 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(base, StructValue):
             if attr in base.members:
                 return base.members[attr]
+            if attr in base.type._unpacked_groups:
+                return UnpackedGroup(base, attr)
             if attr in base.type.methods:
                 return base.type.methods[attr].bind(base)
             self.ctx.syntax_error(f"struct {base.type.name} has no member '{attr}'")
@@ -991,6 +1063,8 @@ class FunctionWalker(ast.NodeVisitor):
             return self.ctx.element(base, indices)
         if isinstance(base, MatrixValue):
             return self.matrix_subscript(base, index)
+        if isinstance(base, UnpackedGroup):
+            return self.unpacked_member(base, index)
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error("cannot index a scalar")
         try:
@@ -1016,6 +1090,17 @@ class FunctionWalker(ast.NodeVisitor):
                                                        f"{base.shape}"))
         idx = tuple(int(i) % n for i, n in zip(idx, base.shape))
         return base.entry(*idx)
+
+    def unpacked_member(self, group, index):
+        """t.r[i] of an unpacked vector member r: the scalar member _r{i}; i must be known at compile time."""
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            self.ctx.syntax_error(f"{group.name}[...] of an unpacked vector (unpacked=True) takes a python-int index "
+                                  f"or a qd.static loop variable, known at compile time; a run-time index is not "
+                                  f"supported (use a packed qd.types.vector for that)")
+        if not 0 <= index < group.count:
+            raise QuadrantsIndexError(self.located(f"index {index} is out of bounds for the unpacked vector "
+                                                   f"'{group.name}' of {group.count} entries"))
+        return group.value.members[group.names[int(index)]]
 
     def _check_index_count(self, base, idx):
         """A vector takes one index, a matrix two (a row is m[i, :])."""
@@ -1051,17 +1136,14 @@ class FunctionWalker(ast.NodeVisitor):
             if isinstance(v, ast.Constant):
                 parts.append(str(v.value))
                 continue
-            value = self.ctx.rvalue(self.visit(v.value))
+            value = self.visit(v.value)
             spec = self.visit(v.format_spec) if v.format_spec is not None else ""
             if isinstance(spec, Format):
                 if spec.values:
                     self.ctx.syntax_error("a format spec in a kernel f-string must be known at compile time")
                 spec = "".join(spec.parts)
             conv = {-1: "", 115: "!s", 114: "!r", 97: "!a"}[v.conversion]
-            if isinstance(value, (Expr, MatrixValue)):
-                parts.append((value, conv, spec))
-            else:
-                parts.append(("{" + conv + (":" + spec if spec else "") + "}").format(value))
+            parts.append(printing.hole(self.ctx, value, conv, spec))
         return Format.of(parts)
 
     def visit_NamedExpr(self, node):
@@ -1072,10 +1154,19 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Dict(self, node):
         """A dict display, {"a": x, ...}: a Python dict of kernel values (qd.Struct({...}), a
         template argument); its keys must be known when the kernel compiles."""
-        keys = [self.ctx.rvalue(self.visit(k)) if k is not None else None for k in node.keys]
-        if any(k is None or isinstance(k, (Expr, MatrixValue)) for k in keys):
-            self.ctx.syntax_error("a dict in a kernel needs compile-time keys (and no ** unpacking)")
-        return {k: self.visit(v) for k, v in zip(keys, node.values)}
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:  # {**d}: a dict known when the kernel compiles
+                d = self.visit(v)
+                if not isinstance(d, dict):
+                    self.ctx.syntax_error(f"** in a dict in a kernel takes a dict, got {type(d).__name__}")
+                out.update(d)
+                continue
+            key = self.ctx.rvalue(self.visit(k))
+            if isinstance(key, (Expr, MatrixValue)):
+                self.ctx.syntax_error("a dict in a kernel needs compile-time keys")
+            out[key] = self.visit(v)
+        return out
 
     def view_subscript(self, view, index):
         """v[i] (element offset + i of the ndarray) or v[lo:hi] (a subview) of a BufferView."""
@@ -1142,13 +1233,22 @@ class FunctionWalker(ast.NodeVisitor):
     def visit_Call(self, node):
 
         func = self.visit(node.func)
-        args = []
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                args.extend(self.visit(a.value))
-            else:
-                args.append(self.visit(a))
-        kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        static = func is ops.static
+        self._static_depth += static  # qd.static(a is b): `is` / `in` allowed inside
+        try:
+            args = []
+            for a in node.args:
+                if isinstance(a, ast.Starred):
+                    items = self.visit(a.value)
+                    if inspect.isgenerator(items):  # consumed by the first compilation: a later one would see none
+                        raise _GeneratorArgumentError(self.located("f(*generator) in a kernel: a generator can be read only once; "
+                                                      "pass a tuple or list (tuple(generator))"))
+                    args.extend(items)
+                else:
+                    args.append(self.visit(a))
+            kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        finally:
+            self._static_depth -= static
         self.set_loc(node)
         if isinstance(func, MatrixValue) and args and not kwargs:  # v(0): v[0], as older Quadrants code writes it
             return self.matrix_subscript(func, args[0] if len(args) == 1 else tuple(args))
@@ -1173,6 +1273,8 @@ class FunctionWalker(ast.NodeVisitor):
                 self.ctx.syntax_error("range() with run-time bounds is only allowed as a for-loop iterator")
         if func is print:
             return self.ctx.kernel_print(args, kwargs)
+        if isinstance(getattr(func, "__self__", None), str) and getattr(func, "__name__", None) == "format":
+            return printing.str_format(self.ctx, func.__self__, args, kwargs)  # "{} {:.2f}".format(i, x)
         runtime_args = [a for a in list(args) + list(kwargs.values()) if isinstance(a, (Expr, Var, Ptr, MatrixValue))]
         if runtime_args:
             if inspect.isfunction(func):  # a plain Python function (a lambda): run now, on the kernel values

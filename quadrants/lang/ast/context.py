@@ -246,7 +246,8 @@ class KernelContext:
         if is_py_scalar(c):
             c = self.const(c, self._literal_type(c, a.dtype))
         if not isinstance(a, Expr) or not isinstance(c, Expr):
-            self.type_error(f"operator '{op}' does not apply to {type(a).__name__} and {type(c).__name__}")
+            self.type_error(f"unsupported operand type(s) for operator '{op}': {type(a).__name__} and "
+                            f"{type(c).__name__}")
         if op in _BITWISE_SYMBOLS and (a.dtype.is_real or c.dtype.is_real):  # as the core says, in Python's words too
             self.type_error(f"unsupported operand type(s) for '{_BITWISE_SYMBOLS[op]}': operator '{op}' takes integer "
                             f"operands, got {a.dtype} and {c.dtype}")

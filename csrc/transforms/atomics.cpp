@@ -203,8 +203,7 @@ void run_passes(KernelIR &k, const Target &target) {
   // First: every pass after it sees constants, and legalization never expands the language's
   // // % ** or the math library (on GPUs) for them.
   bool fold = target.features.constant_folding;
-  if (k.autodiff == KernelIR::Autodiff::Reverse)  // SPIR-V: no per-thread arrays (Private buffers) yet
-    make_adjoint(k, backend == Backend::Vulkan || backend == Backend::Metal ? 0 : k.ad_stack_size);
+  if (k.autodiff == KernelIR::Autodiff::Reverse) make_adjoint(k, k.ad_stack_size);
   if (k.autodiff == KernelIR::Autodiff::Forward) make_dual(k);
   if (k.autodiff == KernelIR::Autodiff::Validation) check_data_access(k);
   if (fold) fold_constants(k);

@@ -16,8 +16,8 @@
 // `if` computes are spilled to variables of the level so that the reversed `if` can read them.
 // Inner loops run backwards; when the reverse of an iteration needs a value that depends on
 // variables carried from earlier iterations, the state the iteration started from is read back
-// from a per-thread array the forward run filled (its first `stack_size` iterations: the adstack;
-// targets with per-thread arrays), or rebuilt by replaying the loop from its entry state up to it
+// from a per-thread array the forward run filled (its first `stack_size` iterations: the adstack,
+// a Private buffer), or beyond those rebuilt by replaying the loop from its entry state up to it
 // (exact, at quadratic cost; never an overflow).
 // A store hands the element's gradient to the stored value and zeroes it (the overwritten value
 // had no part in what came after); a load of an element the same block stored reads the stored

@@ -94,6 +94,7 @@ SpirvModule SpirvCodegen::run() {
     b_.begin_kernel(info.entry, info.block_dim);
     values_.clear();
     addresses_.clear();
+    private_.clear();
     block_dim_ = info.block_dim;
     if (task.parallel) emit_parallel_loop(task);
     else emit_block(task.body);

@@ -63,7 +63,9 @@ class SpirvCodegen {
   Id element_ptr(const spirv::StorageBuffer &view, const Address &a);
   // Block-shared arrays: one Workgroup array per buffer, of one element type (see shared_view).
   const spirv::StorageBuffer &shared_view(int buffer);
+  const spirv::StorageBuffer &private_view(int buffer);
   bool is_shared(int buffer) const { return k_.buffers[buffer].kind == BufferKind::Shared; }
+  bool is_private(int buffer) const { return k_.buffers[buffer].kind == BufferKind::Private; }
   bool widened(int buffer) const;  // a shared 8 / 16-bit array updated atomically: 32-bit words
   Id to_word(Id v, DataType t);    // a narrow value's bits, zero-extended to u32
   Id from_word(Id w, DataType t);  // the narrow value in the low bits of a u32
@@ -104,6 +106,7 @@ class SpirvCodegen {
   std::map<int, ViewPlan> view_plans_;
   std::map<std::pair<int, Id>, spirv::StorageBuffer> views_;
   std::map<int, spirv::StorageBuffer> shared_;
+  std::map<int, spirv::StorageBuffer> private_;  // the current task's per-invocation arrays
   std::set<int> shared_atomic_;  // shared buffers some atomic updates
 };
 

@@ -33,6 +33,7 @@ void SpirvCodegen::plan_views() {
 // atomically, so its views always alias.
 const StorageBuffer &SpirvCodegen::view(int binding, Id elem_type) {
   if (binding < static_cast<int>(args_binding_) && is_shared(binding)) return shared_view(binding);
+  if (binding < static_cast<int>(args_binding_) && is_private(binding)) return private_view(binding);
   auto key = std::make_pair(binding, elem_type);
   auto it = views_.find(key);
   if (it != views_.end()) return it->second;
@@ -88,6 +89,24 @@ const StorageBuffer &SpirvCodegen::shared_view(int buffer) {
   v.workgroup = true;
   b_.name(v.var, d.name);
   return shared_[buffer] = v;
+}
+
+// A per-thread array (a Private buffer: autodiff's adstack): a Function-storage array of the
+// current task's function, reached like a workgroup array (no block wrapper).
+const StorageBuffer &SpirvCodegen::private_view(int buffer) {
+  auto it = private_.find(buffer);
+  if (it != private_.end()) return it->second;
+  const BufferDesc &d = k_.buffers[buffer];
+  Id elem = mem_type(d.dtype);
+  int64_t n = 1;
+  for (int64_t dim : d.shape) n *= dim;
+  StorageBuffer v;
+  v.var = b_.local_var(b_.t_array(elem, static_cast<uint32_t>(n)));
+  v.elem_type = elem;
+  v.elem_ptr_type = b_.t_pointer(spirv::StorageClass::Function, elem);
+  v.workgroup = true;  // the array itself, indexed directly
+  b_.name(v.var, d.name);
+  return private_[buffer] = v;
 }
 
 const StorageBuffer &SpirvCodegen::int_view(int buffer, DataType t) { return view(buffer, int_type(t)); }

@@ -139,16 +139,12 @@ LIMITS = [
 ALL_ARCHES = ["cpu", "cuda", "amdgpu", "vulkan", "metal"]
 # The last vulkan rows (float_special, float_rounding, int_float_rounding) were fixed in issue 8 (IEEE
 # SPIR-V, SignedZeroInfNanPreserve on integer widths, llvmpipe's zero-operand folds: docs/backends.md);
-# op_tags still tags those classes, for a row a new backend may need. Open: the rows the captured-value
-# cases found (issue 26). A row with `errors` also explains a generated kernel that fails to compile
-# with a matching message when the case uses the row's constructs (construct_tags).
+# op_tags still tags those classes, for a row a new backend may need. The captured-value cases' row
+# (captured_dtype: typed Python-scope scalars and typed components read as operands taken as
+# literals) was fixed in issue 26; its tag stays for a row a regression may need. A row with `errors`
+# also explains a generated kernel that fails to compile with a matching message when the case uses
+# the row's constructs (construct_tags).
 KNOWN_BUGS: dict = {
-    "captured_dtype": dict(
-        arches=ALL_ARCHES, errors=r"bit_cast needs types of equal width",  # (a local of the wrong width)
-        why="a typed Python-scope scalar (qd.i16(5), a numpy scalar), and a typed component read directly as an "
-            "operand (G.m, G[1] of a typed struct / vector), is a literal in kernels: a local set from a scalar "
-            "takes default_ip / default_fp, and next to an operand it takes a literal's type (locals set from "
-            "typed vectors, matrices and structs keep their dtypes)"),
 }
 
 
@@ -493,7 +489,7 @@ class Case:
 # values are stored. The reference's rule: a captured value behaves as the same value written in
 # the kernel: a Python number (and an untyped vector's element) is a literal (a local of its own
 # takes default_ip / default_fp, next to an operand it takes that operand's type); a typed value
-# keeps its dtype (KNOWN_BUGS 'captured_dtype' where the implementation differs).
+# keeps its dtype (tagged 'captured_dtype' where a literal's rule would change the operation's type).
 class Capture:
     """One Python-scope value. comps: suffix ('', '[1]', '[0, 1]', '.m', '.v[0]') -> (declared dtype,
     or None for a Python number, value); groups: suffix -> shape of its vectors / matrices ('' the

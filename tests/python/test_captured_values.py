@@ -169,3 +169,29 @@ def test_atomic_on_a_func_parameter_updates_its_copy():
 
     k()
     assert out.to_numpy()[:3].tolist() == [308, 409, 4]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_typed_python_scalars_keep_their_dtype_in_arithmetic():
+    """A captured numpy scalar (qd.f32(...) / qd.i16(...) give them) is a value of its dtype in a
+    kernel, not a literal taking the other operand's type: x * c with c = np.float64(0.1) is computed
+    in f64 (then stored as f32), and a local set from qd.i16(-3) is an i16."""
+    c = np.float64(0.1)
+    small = qd.i16(-3)
+    x = qd.field(qd.f32, shape=4)
+    y = qd.field(qd.f32, shape=4)
+    w = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            y[i] = x[i] * c
+            v = small
+            v = v * 20000  # i16 arithmetic wraps (as a literal's default i32 would not)
+            w[i] = v
+
+    xs = np.array([1.1, 2.7, 3.3, 7.9], np.float32)
+    x.from_numpy(xs)
+    k()
+    np.testing.assert_array_equal(y.to_numpy(), (xs.astype(np.float64) * 0.1).astype(np.float32))
+    assert w.to_numpy().tolist() == [int(np.int16(np.int32(-60000) & 0xFFFF).astype(np.int16))] * 4

@@ -22,6 +22,7 @@ from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsInde
 from quadrants.memory.field import Field
 from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue, UnpackedGroup
 from quadrants.memory.ndarray import Ndarray
+from quadrants.memory.host import PyMatrix
 from quadrants.memory.tensor import Tensor
 from quadrants.lang.ast.values import DynIndex, Expr, LoopGroup, MatrixValue, NdarrayArg, Ptr, Var, ViewValue
 from quadrants.lang import matrix, ops
@@ -1068,9 +1069,12 @@ class FunctionWalker(ast.NodeVisitor):
         if isinstance(base, (Expr, Var, Ptr)):
             self.ctx.syntax_error("cannot index a scalar")
         try:
-            return base[index]
+            r = base[index]
         except Exception as e:
             self.ctx.syntax_error(f"cannot index {type(base).__name__}: {e}")
+        if isinstance(base, PyMatrix) and base.qd_dtype() is None and isinstance(r, np.generic):
+            return r.item()  # an entry of a vector made without a dtype is a literal (a typed one keeps its dtype)
+        return r
 
     def matrix_subscript(self, base, index):
         """v[i] / m[i, j] of a kernel vector or matrix (and the reference's older v(i))."""

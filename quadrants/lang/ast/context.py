@@ -67,6 +67,17 @@ def type_error(msg):
     raise TypeError(msg)
 
 
+def _typed(v):
+    """The dtype of a typed Python-scope scalar (a numpy scalar: what qd.i16(5) and a typed vector's
+    entry are), None for a Python number (a literal) or a bool."""
+    if isinstance(v, (np.integer, np.floating)):
+        try:
+            return T.from_numpy(v.dtype)
+        except (TypeError, ValueError):  # a numpy type Quadrants has no dtype for (float128)
+            return None
+    return None
+
+
 def check_numeric(what, *args):
     """The one argument check of the math intrinsics (qd.sqrt, abs, qd.min, qd.math.*), in both
     scopes: a function, a string, None, a field... is a TypeError naming the intrinsic, not an
@@ -208,7 +219,7 @@ class KernelContext:
         if isinstance(v, Expr):
             return v
         if is_py_scalar(v):
-            return self.const(v, dtype)
+            return self.const(v, dtype or _typed(v))
         if isinstance(v, MatrixValue):
             self.type_error("expected a scalar, got a vector/matrix")
         self.type_error(f"expected a scalar value, got {type(v).__name__}")
@@ -240,11 +251,12 @@ class KernelContext:
         if op == "pow" and isinstance(a, Expr) and a.dtype.is_real and (
                 isinstance(c, (int, np.integer)) and not isinstance(c, bool) or isinstance(c, Expr) and not c.dtype.is_real):
             return self._float_int_pow(a, c)
-        # A Python number takes the dtype of the other operand when that loses nothing.
+        # A Python number takes the dtype of the other operand when that loses nothing; a typed
+        # Python-scope scalar (qd.i16(5), a numpy scalar, G[1] of a typed vector) keeps its own.
         if is_py_scalar(a):
-            a = self.const(a, self._literal_type(a, c.dtype))
+            a = self.const(a, _typed(a) or self._literal_type(a, c.dtype))
         if is_py_scalar(c):
-            c = self.const(c, self._literal_type(c, a.dtype))
+            c = self.const(c, _typed(c) or self._literal_type(c, a.dtype))
         if not isinstance(a, Expr) or not isinstance(c, Expr):
             self.type_error(f"unsupported operand type(s) for operator '{op}': {type(a).__name__} and "
                             f"{type(c).__name__}")

@@ -83,6 +83,11 @@ class _NdimError(QuadrantsTypeError, ValueError):
     """An ndarray argument of another ndim than its annotation's (a ValueError, as Quadrants raises)."""
 
 
+class _NdarrayValueError(QuadrantsTypeError, ValueError):
+    """An ndarray argument whose dtype or element shape is not its annotation's: a QuadrantsTypeError
+    and, as Quadrants raises for these, a ValueError."""
+
+
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
 
@@ -210,9 +215,18 @@ def _ndarray_parts(value, param, kernel_name):
                                      f"{tuple(ann.element_shape)}, got {tuple(elem)}")
     elif isinstance(value, np.ndarray):
         dtype, elem = T.from_numpy(value.dtype), tuple(ann.element_shape)
+        if ann.ndim is not None and value.ndim != ann.ndim + len(elem):
+            dims = f"ndim={ann.ndim}" + (f" element_dim={len(elem)}" if elem else "")
+            raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects {ann.ndim} axes"
+                             + (f" of elements of shape {elem}" if elem else "")
+                             + f", got a numpy array of shape {value.shape}: Invalid value for argument "
+                             f"{param.name} - required array has {dims}, array with {value.ndim} dimensions "
+                             f"is provided")
         if value.ndim < len(elem) or tuple(value.shape[value.ndim - len(elem):]) != elem:
-            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects elements of shape "
-                                     f"{elem} (the trailing axes), got an array of shape {value.shape}")
+            raise _NdarrayValueError(f"kernel '{kernel_name}': argument '{param.name}' expects elements of shape "
+                                     f"{elem} (the trailing axes), got an array of shape {value.shape}: Invalid "
+                                     f"value for argument {param.name} - required element_shape={elem}, array "
+                                     f"with element shape of {tuple(value.shape[value.ndim - len(elem):])}")
         shape = value.shape[:value.ndim - len(elem)]
     else:
         raise QuadrantsRuntimeTypeError(f"Invalid type for argument {param.name}, got {_short_repr(value)}: kernel "
@@ -223,8 +237,9 @@ def _ndarray_parts(value, param, kernel_name):
         if want is not dtype:
             got = f"{dtype}, elements of shape {tuple(elem)}: get [Tensor ({', '.join(map(str, elem))}) {dtype}]" \
                 if elem else f"{dtype}"
-            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
-                                     f"got {got}")
+            raise _NdarrayValueError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
+                                     f"got {got}: Invalid value for argument {param.name} - required array has "
+                                     f"dtype={want}, array with dtype={dtype} is provided")
     if ann.ndim is not None and ann.ndim != len(shape):
         raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, got "
                          f"{len(shape)}: required ndim={ann.ndim}, but {len(shape)}d ndarray with shape "

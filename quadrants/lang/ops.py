@@ -354,16 +354,22 @@ def get_addr(f, indices):
     return ctx.binary("add", ctx.const(int(f.handle), T.u64), byte)
 
 
-_LOOP_OPTIONS = ("serialize", "block_dim", "parallelize")
+_LOOP_OPTIONS = ("serialize", "block_dim", "parallelize", "name")
 
 
 @builtin
 def loop_config(**options):
-    """Configures the next for loop: serialize=True runs it serially; block_dim=N sets the chunk / block size."""
+    """Configures the next for loop: serialize=True runs it serially; block_dim=N sets the chunk / block
+    size; name="..." names the loop (a label for the user: it is checked and a name on a loop nested in
+    another loop is warned about, as Quadrants does, but this compiler does not yet show it in the IR,
+    the artefacts or the compiled task names)."""
     ctx = require("qd.loop_config")
     bad = set(options) - set(_LOOP_OPTIONS)
     if bad:
         ctx.syntax_error(f"qd.loop_config: unknown option(s) {sorted(bad)}; valid: {list(_LOOP_OPTIONS)}")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        ctx.syntax_error(f"qd.loop_config(name=...) takes a non-empty string, got {name!r}")
     ctx.loop_config = dict(options)
 
 

@@ -147,3 +147,43 @@ def test_numpy_argument_errors_are_value_errors():
         with pytest.raises(ValueError, match=message) as info:
             kernel(arr)
         assert isinstance(info.value, qd.QuadrantsTypeError)
+
+
+def test_loop_config_name(capfd):
+    qd.init(arch=qd.cpu)
+    a = qd.field(qd.i32, shape=8)
+
+    @qd.kernel
+    def named():
+        qd.loop_config(name="top")
+        for i in range(8):
+            a[i] = i
+        for _ in qd.static(range(2)):
+            qd.loop_config(name="unrolled", block_dim=4)
+            for i in range(8):
+                a[i] += 1
+
+    @qd.kernel
+    def nested():
+        for _ in range(2):
+            qd.loop_config(name="inner")
+            for i in range(8):
+                a[i] += 1
+
+    capfd.readouterr()
+    named()
+    assert a.to_numpy().tolist() == [i + 2 for i in range(8)]
+    assert "nested inside another for-loop" not in capfd.readouterr().err
+    nested()
+    err = capfd.readouterr().err
+    assert a.to_numpy().tolist() == [i + 4 for i in range(8)]
+    assert "qd.loop_config(name='inner') in kernel 'nested'" in err and "nested inside another for-loop" in err
+
+    @qd.kernel
+    def bad():
+        qd.loop_config(name=3)
+        for i in range(8):
+            a[i] = 0
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match="non-empty string"):
+        bad()

@@ -217,8 +217,8 @@ def _ndarray_parts(value, param, kernel_name):
         dtype, elem = T.from_numpy(value.dtype), tuple(ann.element_shape)
         if ann.ndim is not None and value.ndim != ann.ndim + len(elem):
             dims = f"ndim={ann.ndim}" + (f" element_dim={len(elem)}" if elem else "")
-            raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects {ann.ndim} axes"
-                             + (f" of elements of shape {elem}" if elem else "")
+            raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}"
+                             + (f" (then the element axes {elem})" if elem else "")
                              + f", got a numpy array of shape {value.shape}: Invalid value for argument "
                              f"{param.name} - required array has {dims}, array with {value.ndim} dimensions "
                              f"is provided")
@@ -232,8 +232,12 @@ def _ndarray_parts(value, param, kernel_name):
         raise QuadrantsRuntimeTypeError(f"Invalid type for argument {param.name}, got {_short_repr(value)}: kernel "
                                         f"'{kernel_name}' expects an ndarray (qd.ndarray or numpy array) there, not "
                                         f"{type(value).__name__}")
-    if ann.dtype is not None:
-        want = ann.dtype.dtype if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else T.to_dtype(ann.dtype)
+    # A numpy array for a vector / matrix dtype annotation: its element shape is checked above, its
+    # dtype is the array's own (the kernel specialises on it), as Quadrants does; a scalar dtype and
+    # a qd.ndarray are checked.
+    elementwise = isinstance(ann.dtype, (T.VectorType, T.MatrixType))
+    if ann.dtype is not None and not (elementwise and isinstance(value, np.ndarray)):
+        want = ann.dtype.dtype if elementwise else T.to_dtype(ann.dtype)
         if want is not dtype:
             got = f"{dtype}, elements of shape {tuple(elem)}: get [Tensor ({', '.join(map(str, elem))}) {dtype}]" \
                 if elem else f"{dtype}"

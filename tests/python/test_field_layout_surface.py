@@ -187,3 +187,20 @@ def test_loop_config_name(capfd):
 
     with pytest.raises(qd.QuadrantsSyntaxError, match="non-empty string"):
         bad()
+
+
+def test_numpy_array_for_a_matrix_dtype_keeps_its_dtype():
+    qd.init(arch=qd.cpu)
+
+    @qd.kernel
+    def fill(a: qd.types.ndarray(dtype=qd.math.mat2, ndim=1)):
+        for i in range(a.shape[0]):
+            for j, k in qd.ndrange(2, 2):
+                a[i][j, k] = i * 10 + j * 2 + k + 0.5
+
+    ints, reals = np.zeros((3, 2, 2), np.int32), np.zeros((3, 2, 2), np.float32)
+    fill(ints)
+    fill(reals)
+    assert ints[2].tolist() == [[20, 21], [22, 23]] and reals[2].tolist() == [[20.5, 21.5], [22.5, 23.5]]
+    with pytest.raises(qd.QuadrantsTypeError, match="expects dtype f32"):  # a qd.ndarray is checked
+        fill(qd.Matrix.ndarray(2, 2, qd.i32, shape=3))

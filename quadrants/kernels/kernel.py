@@ -83,6 +83,11 @@ class _NdimError(QuadrantsTypeError, ValueError):
     """An ndarray argument of another ndim than its annotation's (a ValueError, as Quadrants raises)."""
 
 
+class _NdarrayValueError(QuadrantsTypeError, ValueError):
+    """An ndarray argument whose dtype or element shape is not its annotation's: a QuadrantsTypeError
+    and, as Quadrants raises for these, a ValueError."""
+
+
 class _Param:
     """How one kernel parameter is passed: 'scalar', 'ndarray' or 'template'."""
 
@@ -210,21 +215,35 @@ def _ndarray_parts(value, param, kernel_name):
                                      f"{tuple(ann.element_shape)}, got {tuple(elem)}")
     elif isinstance(value, np.ndarray):
         dtype, elem = T.from_numpy(value.dtype), tuple(ann.element_shape)
+        if ann.ndim is not None and value.ndim != ann.ndim + len(elem):
+            dims = f"ndim={ann.ndim}" + (f" element_dim={len(elem)}" if elem else "")
+            raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}"
+                             + (f" (then the element axes {elem})" if elem else "")
+                             + f", got a numpy array of shape {value.shape}: Invalid value for argument "
+                             f"{param.name} - required array has {dims}, array with {value.ndim} dimensions "
+                             f"is provided")
         if value.ndim < len(elem) or tuple(value.shape[value.ndim - len(elem):]) != elem:
-            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects elements of shape "
-                                     f"{elem} (the trailing axes), got an array of shape {value.shape}")
+            raise _NdarrayValueError(f"kernel '{kernel_name}': argument '{param.name}' expects elements of shape "
+                                     f"{elem} (the trailing axes), got an array of shape {value.shape}: Invalid "
+                                     f"value for argument {param.name} - required element_shape={elem}, array "
+                                     f"with element shape of {tuple(value.shape[value.ndim - len(elem):])}")
         shape = value.shape[:value.ndim - len(elem)]
     else:
         raise QuadrantsRuntimeTypeError(f"Invalid type for argument {param.name}, got {_short_repr(value)}: kernel "
                                         f"'{kernel_name}' expects an ndarray (qd.ndarray or numpy array) there, not "
                                         f"{type(value).__name__}")
-    if ann.dtype is not None:
-        want = ann.dtype.dtype if isinstance(ann.dtype, (T.VectorType, T.MatrixType)) else T.to_dtype(ann.dtype)
+    # A numpy array for a vector / matrix dtype annotation: its element shape is checked above, its
+    # dtype is the array's own (the kernel specialises on it), as Quadrants does; a scalar dtype and
+    # a qd.ndarray are checked.
+    elementwise = isinstance(ann.dtype, (T.VectorType, T.MatrixType))
+    if ann.dtype is not None and not (elementwise and isinstance(value, np.ndarray)):
+        want = ann.dtype.dtype if elementwise else T.to_dtype(ann.dtype)
         if want is not dtype:
             got = f"{dtype}, elements of shape {tuple(elem)}: get [Tensor ({', '.join(map(str, elem))}) {dtype}]" \
                 if elem else f"{dtype}"
-            raise QuadrantsTypeError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
-                                     f"got {got}")
+            raise _NdarrayValueError(f"kernel '{kernel_name}': argument '{param.name}' expects dtype {want}, "
+                                     f"got {got}: Invalid value for argument {param.name} - required array has "
+                                     f"dtype={want}, array with dtype={dtype} is provided")
     if ann.ndim is not None and ann.ndim != len(shape):
         raise _NdimError(f"kernel '{kernel_name}': argument '{param.name}' expects ndim={ann.ndim}, got "
                          f"{len(shape)}: required ndim={ann.ndim}, but {len(shape)}d ndarray with shape "

@@ -5,6 +5,7 @@ import ctypes
 from quadrants._lib import runtime
 from quadrants.lang import ops
 from quadrants.lang.ast.values import MatrixValue
+from quadrants.memory import field as _field
 from quadrants.memory.field import Field
 from quadrants.types import scope
 from quadrants.types.exceptions import QuadrantsRuntimeError, QuadrantsSyntaxError
@@ -32,6 +33,12 @@ class _RuntimeHandle:
 
     def materialize_root_fb(self, is_first_call=False):
         """Nothing to do here: qd.root's fields are allocated when placed."""
+
+    def materialize(self):
+        """Checks the layout as a kernel launch does: every field declared without a shape is placed,
+        with the grad / dual companions it needs, and a matrix field placed component by component has
+        one shape (RuntimeError otherwise). Nothing is materialised: fields are allocated when placed."""
+        _field.check_placed(self.prog)
 
     @property
     def default_fp(self):

@@ -77,7 +77,19 @@ def _dt(dt):
     return T.to_dtype(dt if dt is not None else float)
 
 
-class Matrix:
+class _MatrixMeta(type):
+    """isinstance(x, qd.Matrix) holds for every vector / matrix value: a PyMatrix in Python scope (what
+    qd.Vector / qd.Matrix, x[i] of a vector field and arithmetic on them, numpy scalars included,
+    give) and a vector / matrix value while a kernel is built, as in Quadrants. Subclasses (qd.Vector) keep the
+    plain check."""
+
+    def __instancecheck__(cls, obj):
+        if cls is Matrix and isinstance(obj, (PyMatrix, MatrixValue)):
+            return True
+        return super().__instancecheck__(obj)
+
+
+class Matrix(metaclass=_MatrixMeta):
     """qd.Matrix([[a, b], [c, d]]). In kernels a value; in Python scope a numpy array (PyMatrix)."""
 
     _qd_builtin = True

@@ -313,16 +313,63 @@ def grouped(x):
     return grouped_impl(require("qd.grouped"), x)
 
 
-_LOOP_OPTIONS = ("serialize", "block_dim", "parallelize")
+def _addr_indices(f, indices):
+    """The canonical index per axis of qd.get_addr's `indices` (a list, a vector or one index of a 1-D field)."""
+    if isinstance(indices, MatrixValue):
+        indices = list(indices.entries)
+    elif isinstance(indices, (list, tuple, np.ndarray)):
+        indices = list(indices)
+    else:
+        indices = [indices]
+    if len(indices) != len(f.shape):
+        raise QuadrantsTypeError(f"qd.get_addr: field {f.name} has {len(f.shape)} axes, got {len(indices)} index(es)")
+    return indices
+
+
+@builtin
+def get_addr(f, indices):
+    """qd.get_addr(x, [i, j]): the address (u64) of element x[i, j] of a placed field, in the memory
+    the field's kernels use (a host address on the cpu, a device address on a GPU). The elements of a
+    field are laid out densely, its axes outermost first in `order=` (row-major without it), each
+    element's components together; addresses of one field differ by whole elements. Works in
+    kernels and in Python scope."""
+    if not isinstance(f, Field) or f.shape is None:
+        raise QuadrantsTypeError(f"qd.get_addr takes a placed field, got {type(f).__name__}")
+    f._check()
+    indices = _addr_indices(f, indices)
+    offset = f.offset or (0,) * len(f.shape)
+    order = f._qd_layout or tuple(range(len(f.shape)))
+    item = int(np.prod(f.element_shape, dtype=np.int64)) * f.dtype.np.itemsize
+    ctx = current()
+    if ctx is None:
+        linear = 0
+        for a in order:
+            linear = linear * f.shape[a] + (operator.index(indices[a]) - offset[a])
+        return int(f.handle) + linear * item
+    linear = 0
+    for a in order:
+        idx = ctx.cast(ctx.binary("sub", ctx.cast(indices[a], T.i64), offset[a]), T.i64)
+        linear = ctx.binary("add", ctx.binary("mul", linear, f.shape[a]), idx)
+    byte = ctx.cast(ctx.binary("mul", linear, item), T.u64)
+    return ctx.binary("add", ctx.const(int(f.handle), T.u64), byte)
+
+
+_LOOP_OPTIONS = ("serialize", "block_dim", "parallelize", "name")
 
 
 @builtin
 def loop_config(**options):
-    """Configures the next for loop: serialize=True runs it serially; block_dim=N sets the chunk / block size."""
+    """Configures the next for loop: serialize=True runs it serially; block_dim=N sets the chunk / block
+    size; name="..." names the loop (a label for the user: it is checked and a name on a loop nested in
+    another loop is warned about, as Quadrants does, but this compiler does not yet show it in the IR,
+    the artefacts or the compiled task names)."""
     ctx = require("qd.loop_config")
     bad = set(options) - set(_LOOP_OPTIONS)
     if bad:
         ctx.syntax_error(f"qd.loop_config: unknown option(s) {sorted(bad)}; valid: {list(_LOOP_OPTIONS)}")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        ctx.syntax_error(f"qd.loop_config(name=...) takes a non-empty string, got {name!r}")
     ctx.loop_config = dict(options)
 
 

@@ -73,6 +73,12 @@ class RuntimeArray:
     handle = None
     _program = None
     _qd_layout = None  # a permutation of the axes: the canonical axis at each memory level, outermost first
+
+    @property
+    def layout(self):
+        """The axes in memory order, outermost first, as canonical axis numbers ((1, 0): the second axis
+        outermost; what order="ji" / layout= gave); None for the row-major order."""
+        return self._qd_layout
     grad = None  # the gradient companion (needs_grad=True), an array of the same kind, shape and layout
 
     @property

@@ -12,7 +12,7 @@ from quadrants._lib import runtime
 from quadrants import types as T
 from quadrants.types import scope
 from quadrants.types.enums import SNodeGradType
-from quadrants.types.exceptions import QuadrantsRuntimeError
+from quadrants.types.exceptions import QuadrantsCompilationError, QuadrantsRuntimeError
 from quadrants.memory.array import RuntimeArray, python_scope
 
 _ids = itertools.count()
@@ -70,7 +70,7 @@ class Field(RuntimeArray):
         self._companions, self._needs = {}, set()
         self._primal = None  # a companion: the field it belongs to
         self._kind = None  # a companion: "grad" or "dual"
-        self._snode = None
+        self._snode_node = None  # the place node (x.snode); made on first use for a field made with shape=
         self._component_shapes = {}  # components placed one by one (get_scalar_field): index -> shape
         if shape is not None:
             self._place(_as_shape(shape))
@@ -145,24 +145,36 @@ class Field(RuntimeArray):
         if c is not None and c._shape is None:
             c._place(self._shape)
             c.offset, c._qd_layout = self.offset, self._qd_layout
-            if self._snode is not None:
-                c.snode = SNode(self._snode.sizes, None, self._snode._parent, "place")
-                c._snode._name = c.name
+            if self._snode_node is not None:
+                c.snode = SNode(self._snode_node.sizes, None, self._snode_node._parent, "place")
+                c._snode_node._name = c.name
 
     @property
     def snode(self):
         """The layout node holding the field (x.snode.parent(), x.snode.ptr.get_snode_grad_type())."""
-        if self._snode is None:  # a field made with shape= (or a companion): its own dense node under qd.root
-            dense = SNode(tuple(enumerate(self._shape or ())))
+        if self._snode_node is None:  # a field made with shape= (or a companion): one dense node under qd.root
+            dense = SNode(self.snode_sizes())
             dense._parent = root
             self.snode = SNode(dense.sizes, None, dense, "place")
-            self._snode._name = self.name
-        return self._snode
+            self._snode_node._name = self.name
+        return self._snode_node
 
     @snode.setter
     def snode(self, node):
-        self._snode = node
+        self._snode_node = node
         node._field = self
+
+    @property
+    def _snode(self):
+        """The place node of a placed field (as x.snode), None while it has no shape."""
+        return self.snode if self._shape is not None else self._snode_node
+
+    def snode_sizes(self):
+        """(axis, size) pairs of the one dense node of a field made with shape=: its axes in memory
+        order, outermost first (order="ji": j's first)."""
+        shape = self._shape or ()
+        layout = getattr(self, "_qd_layout", None) or tuple(range(len(shape)))
+        return tuple((a, shape[a]) for a in layout)
 
     def _destroy(self):
         self._release()
@@ -201,6 +213,16 @@ class Field(RuntimeArray):
     def _n_components(self):
         return int(np.prod(self.element_shape, dtype=np.int64))
 
+    def _get_dynamic_index_stride(self):
+        """The bytes between consecutive components of one element, which a kernel's run-time component
+        index (v[i][k], k computed) steps by: the element's components lie together, so the component
+        size for a vector / matrix field placed whole (shape=, or place(v)); None for one placed
+        component by component (get_scalar_field), whose layout, built by the user, promises no
+        stride, and for a scalar field."""
+        if not self.element_shape or self._shape is None or self._component_shapes:
+            return None
+        return self.dtype.np.itemsize
+
     def get_scalar_field(self, *index):
         """The component at `index` ((i,) of a vector field, (i, j) of a matrix field) of a field
         declared without a shape, to place on its own."""
@@ -233,15 +255,22 @@ class Field(RuntimeArray):
         return f"<qd.field {self.name} {self.dtype} shape={self._shape} element={self.element_shape}>"
 
 
+class OffsetError(QuadrantsCompilationError, ValueError):
+    """A bad offset= of a field constructor or place() (a QuadrantsCompilationError, as Quadrants raises,
+    and a ValueError)."""
+
+
 def _as_offset(offset, shape):
-    """offset= of qd.field: an int (1-D) or a tuple of ints, one per axis."""
+    """offset= of qd.field / place(): an int (1-D) or a tuple of ints, one per axis."""
     if shape is None:
-        raise ValueError("qd.field: offset= needs shape=")
+        raise OffsetError("qd.field: offset= needs shape= (shape cannot be None when offset is set)")
     items = tuple(offset) if isinstance(offset, (tuple, list)) else (offset,)
-    if len(items) != len(shape) or any(isinstance(o, (bool, np.bool_)) or not hasattr(o, "__index__")
-                                       for o in items):
-        raise ValueError(f"qd.field: offset must be {len(shape)} int(s), one per axis of shape {shape}, got "
-                         f"{offset!r}")
+    if any(isinstance(o, (bool, np.bool_)) or not hasattr(o, "__index__") for o in items):
+        raise OffsetError(f"qd.field: offset must be {len(shape)} int(s), one per axis of shape {shape}, got "
+                          f"{offset!r}")
+    if len(items) != len(shape):
+        raise OffsetError(f"qd.field: offset {offset!r} has {len(items)} int(s) but shape {shape} has {len(shape)} "
+                          f"axes: The dimensionality of shape and offset must be the same")
     items = tuple(operator.index(o) for o in items)
     return items if any(items) else None
 
@@ -379,16 +408,28 @@ class _ScalarComponent:
 _AXES = "ijklmnopqrst"  # up to 12 axes
 
 
+class OrderError(QuadrantsCompilationError, ValueError):
+    """A bad order= of a field constructor (a QuadrantsCompilationError, as Quadrants raises, and a ValueError)."""
+
+
 def with_order(f, order):
     """Stores field `f` with its axes in `order` (qd.field(..., order="ji")); returns f."""
     if order is None:
         return f
     if f.shape is None:
-        raise ValueError("qd.field: order= needs shape=")
+        raise OrderError("qd.field: order= needs shape= (shape cannot be None when order is set)")
     nd = len(f.shape)
-    if not isinstance(order, str) or sorted(order) != sorted(_AXES[:nd]):
-        raise ValueError(f"qd.field: order={order!r} must name each of the axes {_AXES[:nd]!r} of shape {f.shape} "
-                         f"once, outermost first")
+    if not isinstance(order, str):
+        raise OrderError(f"qd.field: order={order!r} must be a string of axis letters ('ji'), outermost first")
+    if len(order) != nd:
+        raise OrderError(f"qd.field: order={order!r} names {len(order)} axes but shape {f.shape} has {nd}: The "
+                         f"dimensionality of shape and order must be the same")
+    if len(set(order)) != nd:
+        raise OrderError(f"qd.field: order={order!r} names an axis twice: The axes in order must be different")
+    bad = [c for c in order if c not in _AXES[:nd]]
+    if bad:
+        raise OrderError(f"qd.field: order={order!r}: Invalid axis {bad[0]!r}; the axes of shape {f.shape} are "
+                         f"{_AXES[:nd]!r}")
     layout = tuple(_AXES.index(c) for c in order)
     f._qd_layout = None if layout == tuple(range(nd)) else layout
     return f
@@ -461,9 +502,18 @@ class SNode:
             raise ValueError(f"dense(): {len(axis_ids)} axes but {len(dims)} dimension sizes")
         return SNode(self.sizes + tuple(zip(axis_ids, dims)), self._placed, self)
 
-    def place(self, *fields):
+    def place(self, *fields, offset=None):
+        """Places `fields` here (each gets this node's shape); offset=: the index of their first element
+        per axis, as qd.field(..., offset=)."""
+        if offset is not None:
+            _as_offset(offset, self.shape)  # checked before anything is placed
         for f in fields:
             f._place(self.shape)
+            if offset is not None:
+                if isinstance(f, Field):
+                    f.offset = _as_offset(offset, self.shape)
+                else:  # a component (get_scalar_field): the field it belongs to
+                    f.owner.offset = _as_offset(offset, self.shape)
             f.snode = SNode(self.sizes, None, self, "place")
             f.snode._name = f.name
             if self._placed is not None:
@@ -508,9 +558,9 @@ class _Root(SNode):
         self._get_children()
         return super().dense(axes, dimensions)
 
-    def place(self, *fields):
+    def place(self, *fields, offset=None):
         self._get_children()
-        return super().place(*fields)
+        return super().place(*fields, offset=offset)
 
     def lazy_grad(self):
         """Places x.grad for every placed real field that has none (reverse-mode autodiff)."""
@@ -538,9 +588,9 @@ class FieldsBuilder:
         self._check_open()
         return self._root.dense(axes, dimensions)
 
-    def place(self, *fields):
+    def place(self, *fields, offset=None):
         self._check_open()
-        return self._root.place(*fields)
+        return self._root.place(*fields, offset=offset)
 
     def _get_children(self):
         return self._root._get_children()

@@ -72,7 +72,8 @@ def test_missing_and_wrong_annotation():
     with pytest.raises(qd.QuadrantsTypeError, match="expects ndim=1") as e:
         k3(np.zeros((4, 4), np.float32))
     assert isinstance(e.value, ValueError)  # as Quadrants raises it
-    assert "required ndim=1, but 2d ndarray with shape (4, 4) is provided" in str(e.value)
+    # a numpy array gets Quadrants' wording for numpy arrays (a qd.ndarray: "required ndim=1, but 2d ndarray ...")
+    assert "required array has ndim=1, array with 2 dimensions is provided" in str(e.value)
 
 
 @test(arch=qd.cpu)

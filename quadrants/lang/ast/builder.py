@@ -14,7 +14,7 @@ import textwrap
 
 import numpy as np
 
-from quadrants._lib import _core
+from quadrants._lib import _core, log
 from quadrants import types as T
 from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
@@ -834,6 +834,10 @@ class FunctionWalker(ast.NodeVisitor):
                 ctx.syntax_error(f"the loop variable '{name}' is already a variable of the kernel: a run-time loop "
                                  f"declares its own loop variables; use another name")
         cfg, ctx.loop_config = ctx.loop_config, {}
+        if cfg.get("name") is not None and (any(l != "static" for l in self.loops) or ctx.in_parallel_loop):
+            log.warn(f"qd.loop_config(name={cfg['name']!r}) in kernel '{ctx.name}' ({os.path.basename(self.file)}:"
+                     f"{self.lineno + self.line_offset}): the loop is nested inside another for-loop; only a "
+                     f"top-level loop of a kernel is named, this name is dropped")
         parallel = (self.is_kernel or self.top_level) and self.depth == 0 and not cfg.get("serialize", False)
         if not isinstance(step, int) or step == 0:
             ctx.syntax_error("range() step must be a nonzero compile-time integer")

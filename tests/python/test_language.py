@@ -965,3 +965,26 @@ def test_an_out_of_range_float_to_int_conversion_is_one_value():
     for flag in (0, 1):
         k(flag)
         assert out.to_numpy().tolist() == [1, 7, 0, 1]
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_atomic_on_a_member_of_a_struct_parameter():
+    """qd.atomic_max(p.m[0], x) on a struct passed to a @qd.func: the parameter is the func's own
+    copy (found by the fuzzer, seed 3): the func sees the update, the caller's variable does not."""
+    st = qd.types.struct(m=qd.types.vector(2, qd.u16), a=qd.f32)
+    g = st(m=qd.Vector([27969, 5], dt=qd.u16), a=1.0)
+    out = qd.field(qd.u16, shape=3)
+
+    @qd.func
+    def f(p):
+        old = qd.atomic_max(p.m[0], qd.u16(30000))
+        return p, old
+
+    @qd.kernel
+    def k():
+        v = g
+        r, old = f(v)
+        out[0], out[1], out[2] = r.m[0], v.m[0], old
+
+    k()
+    assert out.to_numpy().tolist() == [30000, 27969, 27969]

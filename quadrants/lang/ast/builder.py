@@ -43,13 +43,15 @@ def signature(func):
 
 
 def _atomic_targets(fdef):
-    """Names passed as the first argument of qd.atomic_*(...) calls in a function's body."""
+    """The variables the first argument of qd.atomic_*(...) calls starts from (a, p.m[0] -> p) in a
+    function's body."""
     out = set()
     for n in ast.walk(fdef):
-        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name):
+        if isinstance(n, ast.Call) and n.args:
             callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            if callee.startswith("atomic_"):
-                out.add(n.args[0].id)
+            root = _stored_root(n.args[0])
+            if callee.startswith("atomic_") and root is not None:
+                out.add(root)
     return out
 
 

@@ -22,8 +22,8 @@ from quadrants.lang.impl import clock_freq_hz  # noqa: F401
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS
 from quadrants.lang.ops import (  # noqa: F401
     MemoryOrder, MemScope, abs, acos, asin, atan, atan2, atomic_fence, atomic_load, atomic_store, bit_cast, bit_shr,
-    cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min, ndrange, pow, randn, random, round, rsqrt, select, sin,
-    sqrt, static, static_assert, tan, tanh, volatile_load,
+    cast, ceil, cos, exp, floor, grouped, log, loop_config, max, min, ndrange, pow, randn, random, raw_div, raw_mod, round,
+    rsqrt, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
 from quadrants.lang.ops import one, stop_grad, zero  # noqa: F401
 from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401

@@ -21,6 +21,7 @@ from quadrants._lib import breadcrumb as _crumb
 from quadrants.memory import struct as _struct
 from quadrants import types as T
 from quadrants.types import scope
+from quadrants.types.exceptions import out_of_bound_text
 from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError, source_location)
 from quadrants.memory.ndarray import Ndarray
@@ -762,7 +763,8 @@ class Kernel:
             staging.release()
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
-            raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
+            raise QuadrantsOutOfBoundsError(
+                out_of_bound_text(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index))))
         if getattr(entry, "print_formats", None):
             printing.flush(prog, entry.print_formats)
         if getattr(entry, "assert_messages", None):

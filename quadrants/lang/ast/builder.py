@@ -18,7 +18,8 @@ from quadrants._lib import _core
 from quadrants import types as T
 from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
-                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError, source_location)
+                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError, out_of_bound_text,
+                                      source_location)
 from quadrants.memory.field import Field
 from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue, UnpackedGroup
 from quadrants.memory.ndarray import Ndarray
@@ -1121,8 +1122,9 @@ class FunctionWalker(ast.NodeVisitor):
             for i, n in zip(idx, base.shape):
                 if isinstance(i, Expr):
                     ok = self.ctx.binary("and_", self.ctx.binary("ge", i, 0), self.ctx.binary("lt", i, n))
-                    self.ctx.kernel_assert(ok, self.located(f"run-time index out of range for a vector/matrix of "
-                                                            f"shape {base.shape}"), QuadrantsOutOfBoundsError)
+                    self.ctx.kernel_assert(ok, out_of_bound_text(self.located(
+                        f"run-time index out of range for a vector/matrix of shape {base.shape}")),
+                        QuadrantsOutOfBoundsError)
         flat = idx[0]
         if len(idx) == 2:
             flat = self.ctx.binary("add", self.ctx.binary("mul", idx[0], base.shape[1]), idx[1])

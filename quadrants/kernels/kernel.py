@@ -555,6 +555,7 @@ class Kernel:
                         vals[path] = es[0] if lshape is None else MatrixValue(es, lshape)
                     v = _struct.value_from_leaves(v[2], vals)
                 args[n] = v
+            walker.identity_args = {p.name: args[p.name] for p in self.params if p.kind in ("template", "tensor")}
             walker.emit(args)
         except RecursionError:
             raise QuadrantsSyntaxError(f"kernel '{self.__name__}' nests too deeply to compile (recursion is not "

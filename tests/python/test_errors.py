@@ -673,3 +673,72 @@ def test_out_of_bound_messages_say_out_of_bound_access():
     with pytest.raises(qd.QuadrantsOutOfBoundsError, match=r"Out of bound access: run-time index out of range for a "
                                                             r"vector/matrix of shape \(2,\)"):
         v(2)
+
+
+@test(arch=qd.cpu)
+def test_static_is_only_asks_whether_an_optional_argument_was_given():
+    """qd.static(x is None) / (x is not None) takes a direct qd.template() / qd.Tensor kernel argument
+    and the literal None; anything else (a run-time argument, an ndarray parameter, another identity,
+    a re-bound name, a func's parameter) is a QuadrantsSyntaxError. `in` / `is` outside qd.static too."""
+    @qd.kernel
+    def given(t: qd.template(), x: qd.Tensor) -> qd.i32:
+        return (1 if qd.static(t is None) else 0) + (2 if qd.static(None is not x) else 0)
+
+    assert given(None, None) == 1 and given(3, qd.field(qd.i32, shape=1)) == 2
+
+    @qd.kernel
+    def runtime(v: qd.i32) -> qd.i32:
+        return 1 if qd.static(v is None) else 0
+
+    @qd.kernel
+    def other_identity(t: qd.template()) -> qd.i32:
+        return 1 if qd.static(t is qd.i32) else 0
+
+    @qd.kernel
+    def rebound(t: qd.template()) -> qd.i32:
+        r = 0
+        for t in qd.static([None]):
+            r = 1 if qd.static(t is None) else 0
+        return r
+
+    @qd.func
+    def f(t: qd.template()) -> qd.i32:
+        return 1 if qd.static(t is None) else 0
+
+    @qd.kernel
+    def through_func() -> qd.i32:
+        return f(None)
+
+    for k, args, word in [(runtime, (0,), "is"), (other_identity, (qd.i32,), "is"), (rebound, (1,), "is"),
+                          (through_func, (), "is")]:
+        with pytest.raises(qd.QuadrantsSyntaxError, match=f'Operator "{word}" inside `qd.static` requires a direct '
+                                                          r'`qd.template\(\)` or `qd.Tensor` kernel argument and `None`'):
+            k(*args)
+
+    @qd.kernel
+    def bare_is(t: qd.template()) -> qd.i32:
+        return 1 if t is not None else 0
+
+    @qd.kernel
+    def bare_in(t: qd.template()) -> qd.i32:
+        return 1 if t not in (1, 2) else 0
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match='Operator "is not" in Quadrants scope is not supported'):
+        bare_is(1)
+    with pytest.raises(qd.QuadrantsSyntaxError, match='"NotIn" is only supported inside `qd.static`'):
+        bare_in(1)
+
+
+@test(arch=qd.cpu)
+def test_impl_subscript_of_a_0d_field_with_none():
+    from quadrants.lang import impl
+    b = qd.field(qd.i32, ())
+
+    def bump(n):
+        return qd.atomic_add(impl.subscript(impl.get_runtime().compiling_callable.ast_builder(), b, None), n)
+
+    @qd.kernel
+    def k() -> qd.i32:
+        return bump(2)
+
+    assert k() == 0 and b[None] == 2

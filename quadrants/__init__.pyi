@@ -18,6 +18,7 @@ from quadrants import algorithms as algorithms
 from quadrants import lang as lang
 from quadrants import math as math
 from quadrants.lang import simt as simt
+from quadrants.lang import graph as graph
 from quadrants.types.exceptions import QuadrantsAssertionError as QuadrantsAssertionError
 from quadrants.types.exceptions import QuadrantsCompilationError as QuadrantsCompilationError
 from quadrants.types.exceptions import QuadrantsIndexError as QuadrantsIndexError
@@ -247,7 +248,7 @@ class _Kernel(Generic[_P, _R]):
 @overload
 def kernel(fn: Callable[_P, _R]) -> _Kernel[_P, _R]: ...
 @overload
-def kernel(fn: None = None, *, fastcache: bool = False, pure: bool | None = None, deterministic: bool | None = None) -> Callable[[Callable[_P, _R]], _Kernel[_P, _R]]: ...
+def kernel(fn: None = None, *, fastcache: bool = False, pure: bool | None = None, deterministic: bool | None = None, graph: bool = False) -> Callable[[Callable[_P, _R]], _Kernel[_P, _R]]: ...
 @overload
 def func(fn: _F) -> _F: ...
 @overload

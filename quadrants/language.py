@@ -14,7 +14,7 @@ from quadrants._lib import log as _logging  # noqa: F401  (qd._logging.is_loggin
 from quadrants._lib.log import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN, set_logging_level  # noqa: F401
 from quadrants.kernels.classes import data_oriented, dataclass  # noqa: F401
 from quadrants.kernels.kernel import compile, func, kernel, pure, real_func  # noqa: F401
-from quadrants.lang import exception, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.simt)
+from quadrants.lang import exception, graph, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.graph, qd.simt)
 from quadrants.lang.matrix import Matrix, Vector  # noqa: F401
 from quadrants.lang import misc, ops, util  # noqa: F401  (qd.lang.misc, qd.lang.ops, qd.lang.util)
 from quadrants.lang.misc import block_local, is_extension_enabled  # noqa: F401

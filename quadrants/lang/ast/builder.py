@@ -551,9 +551,54 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.depth -= 1
         self.b.end_if(s)
 
+    def _graph_do_while_flag(self, test):
+        """The flag's AST node of `while qd.graph.do_while(flag):`, or None for another while."""
+        if not isinstance(test, ast.Call) or not isinstance(test.func, (ast.Attribute, ast.Name)):
+            return None
+        try:
+            f = self.visit(test.func)
+        except Exception:  # not a name this walker resolves: an ordinary condition, visited as such
+            return None
+        if not getattr(f, "_qd_graph_do_while", False):
+            return None
+        if len(test.args) != 1 or test.keywords:
+            self.ctx.syntax_error("qd.graph.do_while() takes one argument: a scalar qd.i32 ndarray")
+        return test.args[0]
+
+    def _graph_do_while(self, node, flag_node):
+        """`while qd.graph.do_while(flag): body` -- body, then again while flag[()] != 0. The loop
+        runs inside the kernel (no CUDA graph here), so the for-loops of its body run serially."""
+        if not (self.is_kernel and getattr(self, "use_graph", False)):
+            self.ctx.syntax_error("qd.graph.do_while() requires @qd.kernel(graph=True)")
+        if self.depth != 0 or any(kind != "do_while" for kind in self.loops):
+            self.ctx.syntax_error("qd.graph.do_while() must be at the kernel top level or directly nested inside "
+                                  "another qd.graph.do_while(); it cannot appear inside a for-loop.")
+        flag = self.visit(flag_node)
+        if not isinstance(flag, NdarrayArg) or flag.ndim != 0 or flag.dtype is not T.i32 or flag.element_shape:
+            self.ctx.syntax_error("qd.graph.do_while(flag): flag must be a scalar (0-d) qd.i32 ndarray argument of the "
+                                  f"kernel, got {type(flag).__name__}")
+        loop = self.b.begin_while()
+        self.loops.append("do_while")
+        self.depth += 1
+        self.ctx.depth += 1
+        self.run_body(node.body)
+        read = ast.copy_location(ast.Subscript(value=flag_node, slice=ast.Tuple(elts=[], ctx=ast.Load()),
+                                               ctx=ast.Load()), flag_node)
+        ast.fix_missing_locations(read)
+        stop = self.b.begin_if(self.ctx.binary("eq", self.visit(read), 0).stmt)
+        self.b.break_()
+        self.b.end_if(stop)
+        self.depth -= 1
+        self.ctx.depth -= 1
+        self.loops.pop()
+        self.b.end_while(loop)
+
     def visit_While(self, node):
         if node.orelse:
             self.ctx.syntax_error("'while ... else' is not supported in kernels")
+        flag_node = self._graph_do_while_flag(node.test)
+        if flag_node is not None:
+            return self._graph_do_while(node, flag_node)
         loop = self.b.begin_while()
         self.loops.append("while")
         self.depth += 1

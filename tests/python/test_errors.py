@@ -644,6 +644,15 @@ def test_a_bare_literal_must_fit_default_ip():
 
     assert typed(1) == 0x80000000 + 1 + 0x100000000
 
+    big = qd.u64(18408377188311713667)  # a numpy scalar made in Python scope: it keeps a type that holds it
+
+    @qd.kernel
+    def captured() -> qd.u64:
+        b = big
+        return b
+
+    assert captured() == 18408377188311713667
+
 
 @test(arch=qd.cpu, debug=True)
 def test_out_of_bound_messages_say_out_of_bound_access():

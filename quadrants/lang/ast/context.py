@@ -162,10 +162,13 @@ class KernelContext:
 
     def const(self, v, dtype=None):
         """A constant of `dtype`; without one, a Python int on its own (`b = 0x80000000`) must fit
-        `default_ip` (a QuadrantsTypeError naming the literal otherwise, as the reference says it),
-        and a float is `default_fp`. Next to a typed operand a literal is typed by `binary` instead."""
+        `default_ip` (a QuadrantsTypeError naming the literal otherwise, as the reference says it), a
+        numpy integer (a value qd.u64(x) made in Python scope) takes default_ip or the 64-bit type that
+        holds it, and a float is `default_fp`. Next to a typed operand a literal is typed by `binary` instead."""
         if isinstance(v, (bool, np.bool_)):
             v = int(v)
+        if isinstance(v, np.integer) and dtype is None:  # a numpy scalar (qd.u64(x) made in Python scope)
+            dtype = self._int_literal_type(int(v))
         if isinstance(v, (int, np.integer)):
             if dtype is None and not _fits(int(v), self.config.default_ip):
                 ip = self.config.default_ip

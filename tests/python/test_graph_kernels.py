@@ -68,3 +68,22 @@ def test_graph_kernel_rules():
     with pytest.raises(qd.QuadrantsSyntaxError, match="flag must be a scalar"):
         field_flag()
     assert qd.graph.do_while(1) is True  # Python scope: bool(condition)
+
+
+@test(arch=qd.cpu)
+def test_nested_do_while():
+    @qd.kernel(graph=True)
+    def k(x: qd.types.ndarray(qd.i32, ndim=1), outer: qd.types.ndarray(qd.i32, ndim=0),
+          inner: qd.types.ndarray(qd.i32, ndim=0)):
+        while qd.graph.do_while(outer):
+            inner[()] = 3
+            while qd.graph.do_while(inner):
+                for i in range(x.shape[0]):
+                    x[i] = x[i] + 1
+                inner[()] = inner[()] - 1
+            outer[()] = outer[()] - 1
+
+    x = np.zeros(4, np.int32)
+    outer, inner = np.array(2, np.int32), np.array(0, np.int32)
+    k(x, outer, inner)
+    assert list(x) == [6] * 4 and int(outer) == 0

@@ -570,7 +570,7 @@ class FunctionWalker(ast.NodeVisitor):
         runs inside the kernel (no CUDA graph here), so the for-loops of its body run serially."""
         if not (self.is_kernel and getattr(self, "use_graph", False)):
             self.ctx.syntax_error("qd.graph.do_while() requires @qd.kernel(graph=True)")
-        if self.depth != 0 or any(kind != "do_while" for kind in self.loops):
+        if any(kind != "do_while" for kind in self.loops) or self.depth != len(self.loops):  # nested: each is one
             self.ctx.syntax_error("qd.graph.do_while() must be at the kernel top level or directly nested inside "
                                   "another qd.graph.do_while(); it cannot appear inside a for-loop.")
         flag = self.visit(flag_node)

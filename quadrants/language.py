@@ -14,7 +14,7 @@ from quadrants._lib import log as _logging  # noqa: F401  (qd._logging.is_loggin
 from quadrants._lib.log import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN, set_logging_level  # noqa: F401
 from quadrants.kernels.classes import data_oriented, dataclass  # noqa: F401
 from quadrants.kernels.kernel import compile, func, kernel, pure, real_func  # noqa: F401
-from quadrants.lang import exception, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.simt)
+from quadrants.lang import exception, graph, impl, simt  # noqa: F401  (qd.lang.impl, qd.lang.exception, qd.graph, qd.simt)
 from quadrants.lang.matrix import Matrix, Vector  # noqa: F401
 from quadrants.lang import misc, ops, util  # noqa: F401  (qd.lang.misc, qd.lang.ops, qd.lang.util)
 from quadrants.lang.misc import block_local, is_extension_enabled  # noqa: F401
@@ -22,8 +22,8 @@ from quadrants.lang.impl import clock_freq_hz  # noqa: F401
 from quadrants.lang.ops import ATOMIC_OPS as _ATOMIC_OPS
 from quadrants.lang.ops import (  # noqa: F401
     MemoryOrder, MemScope, abs, acos, asin, atan, atan2, atomic_fence, atomic_load, atomic_store, bit_cast, bit_shr,
-    cast, ceil, cos, exp, floor, get_addr, grouped, log, loop_config, max, min, ndrange, pow, randn, random, round, rsqrt, select, sin,
-    sqrt, static, static_assert, tan, tanh, volatile_load,
+    cast, ceil, cos, exp, floor, get_addr, grouped, log, loop_config, max, min, ndrange, pow, randn, random, raw_div,
+    raw_mod, round, rsqrt, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
 from quadrants.lang.ops import one, stop_grad, zero  # noqa: F401
 from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401

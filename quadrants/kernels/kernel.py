@@ -21,6 +21,7 @@ from quadrants._lib import breadcrumb as _crumb
 from quadrants.memory import struct as _struct
 from quadrants import types as T
 from quadrants.types import scope
+from quadrants.types.exceptions import out_of_bound_text
 from quadrants.types.exceptions import (QuadrantsArgumentError, QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsOutOfBoundsError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError,
                                       QuadrantsTypeError, source_location)
 from quadrants.memory.ndarray import Ndarray
@@ -406,6 +407,7 @@ class Kernel:
         self.generation = None
         self.num_compilations = 0
         self.fastcache = False  # @qd.kernel(fastcache=True) / @qd.pure: the kernel asserts it is pure
+        self.use_graph = False  # @qd.kernel(graph=True): allows qd.graph.do_while; launches as any kernel
         self.src_ll_cache_observations = CacheObservations()
 
     @property
@@ -573,6 +575,8 @@ class Kernel:
                         vals[path] = es[0] if lshape is None else MatrixValue(es, lshape)
                     v = _struct.value_from_leaves(v[2], vals)
                 args[n] = v
+            walker.use_graph = self.use_graph
+            walker.identity_args = {p.name: args[p.name] for p in self.params if p.kind in ("template", "tensor")}
             walker.emit(args)
         except RecursionError:
             raise QuadrantsSyntaxError(f"kernel '{self.__name__}' nests too deeply to compile (recursion is not "
@@ -781,7 +785,8 @@ class Kernel:
             staging.release()
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
-            raise QuadrantsOutOfBoundsError(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index)))
+            raise QuadrantsOutOfBoundsError(
+                out_of_bound_text(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index))))
         if getattr(entry, "print_formats", None):
             printing.flush(prog, entry.print_formats)
         if getattr(entry, "assert_messages", None):
@@ -1130,19 +1135,25 @@ class CacheObservations:
         return ("CacheObservations(" + ", ".join(f"{k}={v}" for k, v in vars(self).items()) + ")")
 
 
-def kernel(func=None, *, fastcache=False, pure=None, deterministic=None):
+def kernel(func=None, *, fastcache=False, pure=None, deterministic=None, graph=False):
     """@qd.kernel, or @qd.kernel(fastcache=True) (pure= is its older name): the kernel asserts it is
     pure, reading only its arguments. Compiled kernels are always kept in memory and, with
     qd.init(offline_cache=True), on disk, keyed by everything they depend on; the flag shows in
     src_ll_cache_observations (a key for a kernel that touches no field).
     deterministic=True / False: this kernel's atomics in deterministic mode or not, whatever
-    qd.init(deterministic=...) says (None: as qd.init says; docs/atomics.md)."""
+    qd.init(deterministic=...) says (None: as qd.init says; docs/atomics.md).
+    graph=True: the reference's CUDA-graph capture; here it launches as any kernel does, and allows
+    `while qd.graph.do_while(flag):` in the body. A graph kernel returns nothing (as in the reference)."""
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"@qd.kernel(deterministic=...) takes True, False or None, got {deterministic!r}")
 
     def make(f):
         k = Kernel(_users_function(f, "qd.kernel"), deterministic=deterministic)
         k.fastcache = bool(fastcache or pure)
+        k.use_graph = bool(graph)
+        if k.use_graph and k.signature.return_annotation not in (inspect.Signature.empty, None):
+            raise QuadrantsSyntaxError(f"@qd.kernel(graph=True) '{k.__name__}' cannot return a value: graph kernels "
+                                       f"return nothing (write results to a field or ndarray)")
         return k
     return make if func is None else make(func)
 

@@ -78,9 +78,11 @@ def qd_int(x):
 def subscript(ast_builder, value, *indices):
     """value[indices] from Python code a kernel calls while it compiles (ast_builder: see
     get_runtime().compiling_callable): an entry of a vector / matrix (compile-time indices) or an
-    element of a field."""
+    element of a field. subscript(b, x, None) is x[None], the element of a 0-d field."""
     ctx = ast_builder
     value = ctx.rvalue(value)
+    if indices == (None,):
+        indices = ()
     if isinstance(value, MatrixValue):
         if len(indices) != len(value.shape) or not all(isinstance(i, int) for i in indices):
             raise QuadrantsSyntaxError(f"subscript: a vector / matrix of shape {value.shape} takes "

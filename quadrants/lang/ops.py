@@ -546,6 +546,89 @@ bit_shl = _operator("shl", operator.lshift)
 bit_sar = _operator("shr", operator.rshift)  # arithmetic on signed values, as `>>`
 
 
+def _c_remainder_py(a, c):
+    """C's remainder in Python scope: the sign of the dividend (math.fmod on floats, exact on ints)."""
+    if isinstance(a, (int, np.integer)) and isinstance(c, (int, np.integer)) and not isinstance(a, bool) | isinstance(c, bool):
+        if c == 0:
+            raise ZeroDivisionError("qd.raw_mod(): integer modulo by zero")
+        r = builtins.abs(int(a)) % builtins.abs(int(c))
+        return -r if a < 0 else r
+    if np.ndim(a) or np.ndim(c):
+        return np.fmod(a, c)
+    return math.fmod(a, c)
+
+
+def _c_quotient_py(a, c):
+    """C's division in Python scope: integers truncate toward zero, anything else divides."""
+    if isinstance(a, (int, np.integer)) and isinstance(c, (int, np.integer)) and not isinstance(a, bool) | isinstance(c, bool):
+        if c == 0:
+            raise ZeroDivisionError("qd.raw_div(): integer division by zero")
+        q = builtins.abs(int(a)) // builtins.abs(int(c))
+        return -q if (a < 0) != (c < 0) else q
+    if np.ndim(a) or np.ndim(c):
+        a, c = np.asarray(a), np.asarray(c)
+        if a.dtype.kind in "iu" and c.dtype.kind in "iu":
+            return (np.sign(a) * np.sign(c) * (np.abs(a) // np.abs(c))).astype(np.result_type(a, c))
+        return a / c
+    return a / c
+
+
+def _is_int_expr(x):
+    return isinstance(x, Expr) and not x.dtype.is_real or is_py_scalar(x) and isinstance(x, (int, np.integer))
+
+
+def _raw(ctx, name, a, c):
+    """raw_mod / raw_div of two kernel scalars (a Python number among them), elementwise on vectors."""
+    a, c = ctx.rvalue(a), ctx.rvalue(c)
+    if isinstance(a, MatrixValue) or isinstance(c, MatrixValue):
+        return ctx.elementwise(lambda x, y: _raw(ctx, name, x, y), a, c)
+    if not isinstance(a, Expr) and not isinstance(c, Expr):
+        return (_c_remainder_py if name == "raw_mod" else _c_quotient_py)(a, c)
+    integers = _is_int_expr(a) and _is_int_expr(c)
+    if name == "raw_div" and not integers:
+        return ctx.binary("div", a, c)
+    if integers:
+        # Python's % has the divisor's sign; C's has the dividend's. They differ exactly when the
+        # remainder is nonzero and the operands' signs differ: then C's is r - c and its quotient q + 1.
+        r = ctx.binary("mod", a, c)
+        signs_differ = ctx.binary("lt", ctx.binary("bit_xor", a, c), 0)
+        step = ctx.binary("and_", ctx.binary("ne", r, 0), signs_differ)
+        if name == "raw_mod":
+            return ctx.expr(ctx.b.select(ctx.scalar(step).stmt, ctx.scalar(ctx.binary("sub", r, c)).stmt,
+                                         ctx.scalar(r).stmt))
+        q = ctx.binary("floordiv", a, c)
+        return ctx.expr(ctx.b.select(ctx.scalar(step).stmt, ctx.scalar(ctx.binary("add", q, 1)).stmt,
+                                     ctx.scalar(q).stmt))
+    # floats: fmod(a, c) = sign(a) * (|a| % |c|), exact (Python's % of two non-negative numbers is fmod)
+    a = ctx.scalar(a if isinstance(a, Expr) else ctx.const(float(a), c.dtype))
+    c = ctx.scalar(c if isinstance(c, Expr) else ctx.const(float(c), a.dtype))
+    r = ctx.binary("mod", ctx.unary("abs", a), ctx.unary("abs", c))
+    return ctx.expr(ctx.b.select(ctx.scalar(ctx.binary("lt", a, 0)).stmt, ctx.scalar(ctx.unary("neg", r)).stmt,
+                                 ctx.scalar(r).stmt))
+
+
+@builtin
+def raw_mod(a, b):
+    """C's remainder: a - b * trunc(a / b), the sign of a (Python's `a % b` has the sign of b).
+    qd.raw_mod(-4, 3) is -1 where -4 % 3 is 2; floats are fmod. Elementwise on vectors and matrices."""
+    check_numeric("qd.raw_mod()", a, b)
+    ctx = current()
+    if ctx is None:
+        return _c_remainder_py(a, b)
+    return _raw(ctx, "raw_mod", a, b)
+
+
+@builtin
+def raw_div(a, b):
+    """C's division: two integers give the quotient truncated toward zero (qd.raw_div(-7, 2) is -3
+    where -7 // 2 is -4); a float operand gives a / b. Elementwise on vectors and matrices."""
+    check_numeric("qd.raw_div()", a, b)
+    ctx = current()
+    if ctx is None:
+        return _c_quotient_py(a, b)
+    return _raw(ctx, "raw_div", a, b)
+
+
 @builtin
 def bit_shr(a, b):
     """Logical shift right: the bits of a shifted in as unsigned (zeros enter from the top)."""

@@ -7,7 +7,7 @@ import numpy as np
 from quadrants._lib import runtime
 from quadrants.memory.host import PyMatrix
 from quadrants.types import scope
-from quadrants.types.exceptions import QuadrantsTypeError
+from quadrants.types.exceptions import OUT_OF_BOUND, QuadrantsOutOfBoundsError, QuadrantsTypeError
 from quadrants.types.primitive_types import describe, is_py_scalar
 
 _COPY_FALSE_NEEDS_CPU = "a zero-copy view needs arch=qd.cpu (other arches keep their memory on the device)"
@@ -188,7 +188,7 @@ class RuntimeArray:
                                 f"integer, got {describe(k)}")
             k = operator.index(k)
             if not 0 <= k < n:
-                raise IndexError(f"index {key} out of range for shape {shape}")
+                raise QuadrantsOutOfBoundsError(f"{OUT_OF_BOUND}: index {key} out of range for shape {shape}")
         ks = tuple(operator.index(k) for k in key)
         if self._qd_layout:
             ks = tuple(ks[a] for a in self._qd_layout)

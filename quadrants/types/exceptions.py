@@ -66,7 +66,18 @@ class QuadrantsStaticAssertionError(QuadrantsCompilationError, QuadrantsAssertio
 
 
 class QuadrantsOutOfBoundsError(QuadrantsAssertionError, IndexError):
-    """qd.init(debug=True) / check_out_of_bound=True: a field or ndarray index was out of range."""
+    """A field or ndarray index out of range: in a kernel under qd.init(debug=True) /
+    check_out_of_bound=True, and x[i] in Python scope always. The message's text (after the source
+    location, if any) starts with OUT_OF_BOUND, the reference's words."""
+
+
+OUT_OF_BOUND = "Out of bound access"
+
+
+def out_of_bound_text(located):
+    """A bounds-check message with OUT_OF_BOUND put before its last line, the text after the location."""
+    head, sep, last = located.rpartition("\n")
+    return f"{head}{sep}{OUT_OF_BOUND}: {last}"
 
 
 # --- where an error is: the reference layout, `File "F", line N, in NAME:` then the source lines with

@@ -59,7 +59,7 @@ class DataType:
             except OverflowError:
                 raise OverflowError(f"qd.{self.name}({value!r}): the value does not fit in {self.name}"
                                     f"{self.range_text()}") from None
-        return ctx.cast(value, self)
+        return ctx.annotate(value, self)
 
 
 i8, i16, i32, i64 = (DataType(n, n.replace("i", "int")) for n in ("i8", "i16", "i32", "i64"))

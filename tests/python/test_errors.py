@@ -597,3 +597,158 @@ def test_decorating_quadrants_own_functions_is_a_type_error():
     with pytest.raises(TypeError, match="@qd.func decorates .* own function 'sqrt'") as info:
         qd.func(qd.sqrt)
     _plain(info)
+
+
+@test(arch=qd.cpu)
+def test_primitive_type_literals_are_checked():
+    """qd.f32(0), qd.i32(0.0), qd.u16(-1), qd.i8(300) and qd.f32(vector) are errors in a kernel (qd.cast
+    converts); qd.f32(0.5), qd.u32(4294967295), qd.i32(x) of a kernel value are fine."""
+    def kernel_of(body):
+        @qd.kernel
+        def k(x: qd.f32) -> qd.f32:
+            return body(x)
+        return k
+
+    cases = [(lambda x: qd.f32(0), qd.QuadrantsTypeError, "Integer literals must be annotated with a integer type"),
+             (lambda x: qd.i32(0.0), qd.QuadrantsTypeError, "Floating-point literals must be annotated"),
+             (lambda x: qd.u16(-1), qd.QuadrantsTypeError, r"Integer literal -1 exceeded the range of specified "
+                                                             r"dtype: u16 \(0..65535\)"),
+             (lambda x: qd.i8(300), qd.QuadrantsTypeError, "Integer literal 300 exceeded the range"),
+             (lambda x: qd.f32(qd.Vector([x])), qd.QuadrantsSyntaxError, "cannot decorate an expression with a "
+                                                                          "compound type")]
+    for body, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            kernel_of(body)(1.0)
+
+    @qd.kernel
+    def fine(x: qd.f32) -> qd.types.vector(3, qd.f64):
+        return qd.Vector([qd.f32(0.5) + qd.f32(qd.i32(2)), qd.u32(4294967295), qd.i32(x)], dt=qd.f64)
+
+    assert list(fine(3.7)) == [2.5, 4294967295, 3]
+
+
+@test(arch=qd.cpu)
+def test_a_bare_literal_must_fit_default_ip():
+    @qd.kernel
+    def k() -> qd.i64:
+        b = 0x80000000
+        return b
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"Integer literal 2147483648 exceeded the range of default_ip: "
+                                                     r"i32 .*qd\.u64\(2147483648\)"):
+        k()
+
+    @qd.kernel
+    def typed(x: qd.i64) -> qd.i64:
+        b = qd.i64(0x80000000)
+        return b + x + 0x100000000  # next to a typed operand a literal takes a type that holds it
+
+    assert typed(1) == 0x80000000 + 1 + 0x100000000
+
+    big = qd.u64(18408377188311713667)  # a numpy scalar made in Python scope: it keeps a type that holds it
+
+    @qd.kernel
+    def captured() -> qd.u64:
+        b = big
+        return b
+
+    assert captured() == 18408377188311713667
+
+
+@test(arch=qd.cpu, debug=True)
+def test_out_of_bound_messages_say_out_of_bound_access():
+    """Every bounds error is a QuadrantsOutOfBoundsError (an IndexError and an AssertionError) whose
+    text, after the source location, starts with "Out of bound access: "."""
+    x = qd.field(qd.f32, shape=3)
+    for do in (lambda: x.__setitem__(3, 1.0), lambda: x[-1]):
+        with pytest.raises(qd.QuadrantsOutOfBoundsError, match=r"^Out of bound access: index \(-?\d,\) out of range "
+                                                                r"for shape \(3,\)$"):
+            do()
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f32, ndim=2), i: qd.i32):
+        for _ in range(1):
+            a[i, 0] = 1.0
+
+    with pytest.raises(AssertionError) as e:
+        k(np.zeros((3, 4), np.float32), 10)
+    assert isinstance(e.value, IndexError)
+    assert str(e.value).endswith("\n    a[i, 0] = 1.0\nOut of bound access: index 10 out of range for axis 0 of 'a'")
+
+    @qd.kernel
+    def v(i: qd.i32) -> qd.f32:
+        m = qd.Vector([1.0, 2.0])
+        return m[i]
+
+    with pytest.raises(qd.QuadrantsOutOfBoundsError, match=r"Out of bound access: run-time index out of range for a "
+                                                            r"vector/matrix of shape \(2,\)"):
+        v(2)
+
+
+@test(arch=qd.cpu)
+def test_static_is_only_asks_whether_an_optional_argument_was_given():
+    """qd.static(x is None) / (x is not None) takes a direct qd.template() / qd.Tensor kernel argument
+    and the literal None; anything else (a run-time argument, an ndarray parameter, another identity,
+    a re-bound name, a func's parameter) is a QuadrantsSyntaxError. `in` / `is` outside qd.static too."""
+    @qd.kernel
+    def given(t: qd.template(), x: qd.Tensor) -> qd.i32:
+        return (1 if qd.static(t is None) else 0) + (2 if qd.static(None is not x) else 0)
+
+    assert given(None, None) == 1 and given(3, qd.field(qd.i32, shape=1)) == 2
+
+    @qd.kernel
+    def runtime(v: qd.i32) -> qd.i32:
+        return 1 if qd.static(v is None) else 0
+
+    @qd.kernel
+    def other_identity(t: qd.template()) -> qd.i32:
+        return 1 if qd.static(t is qd.i32) else 0
+
+    @qd.kernel
+    def rebound(t: qd.template()) -> qd.i32:
+        r = 0
+        for t in qd.static([None]):
+            r = 1 if qd.static(t is None) else 0
+        return r
+
+    @qd.func
+    def f(t: qd.template()) -> qd.i32:
+        return 1 if qd.static(t is None) else 0
+
+    @qd.kernel
+    def through_func() -> qd.i32:
+        return f(None)
+
+    for k, args, word in [(runtime, (0,), "is"), (other_identity, (qd.i32,), "is"), (rebound, (1,), "is"),
+                          (through_func, (), "is")]:
+        with pytest.raises(qd.QuadrantsSyntaxError, match=f'Operator "{word}" inside `qd.static` requires a direct '
+                                                          r'`qd.template\(\)` or `qd.Tensor` kernel argument and `None`'):
+            k(*args)
+
+    @qd.kernel
+    def bare_is(t: qd.template()) -> qd.i32:
+        return 1 if t is not None else 0
+
+    @qd.kernel
+    def bare_in(t: qd.template()) -> qd.i32:
+        return 1 if t not in (1, 2) else 0
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match='Operator "is not" in Quadrants scope is not supported'):
+        bare_is(1)
+    with pytest.raises(qd.QuadrantsSyntaxError, match='"NotIn" is only supported inside `qd.static`'):
+        bare_in(1)
+
+
+@test(arch=qd.cpu)
+def test_impl_subscript_of_a_0d_field_with_none():
+    from quadrants.lang import impl
+    b = qd.field(qd.i32, ())
+
+    def bump(n):
+        return qd.atomic_add(impl.subscript(impl.get_runtime().compiling_callable.ast_builder(), b, None), n)
+
+    @qd.kernel
+    def k() -> qd.i32:
+        return bump(2)
+
+    assert k() == 0 and b[None] == 2

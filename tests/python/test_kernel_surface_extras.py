@@ -159,9 +159,9 @@ def test_syntax_errors_of_quadrants():
         for I in qd.grouped(qd.ndrange(*gen)):
             a[None] += I[0]
 
-    with pytest.raises(qd.QuadrantsSyntaxError, match=r'Operator "is" in a kernel is only supported inside `qd.static`'):
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r'Operator "is" in Quadrants scope is not supported: it is only supported inside `qd.static`'):
         identity()
-    with pytest.raises(qd.QuadrantsSyntaxError, match=r'Operator "in" in a kernel is only supported inside'):
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r'"In" is only supported inside `qd.static`\. '):
         membership()
     assert static_membership(None) == 1
     with pytest.raises(qd.QuadrantsSyntaxError, match="the loop variable 'i' is already a variable of the kernel"):

@@ -511,7 +511,7 @@ def _sync_kernel(order, scope):
         for i in range(64):
             v = qd.atomic_load(x[0], memory_order=load_order, memory_scope=scope)
             qd.atomic_store(x[1], v, memory_order=store_order, memory_scope=scope)
-            if qd.static(order is not MO.Relaxed):
+            if qd.static(order != MO.Relaxed):
                 qd.atomic_fence(memory_order=order, memory_scope=scope)
 
     return k

@@ -33,7 +33,7 @@ def _stub_names():
 def test_stub_declares_every_public_name():
     stub, _ = _stub_names()
     runtime = {n for n in dir(qd) if not n.startswith("_") and not isinstance(getattr(qd, n), types.ModuleType)}
-    runtime |= {"ad", "math", "lang", "simt", "algorithms", "types", "cfg"}  # modules; cfg: a module __getattr__
+    runtime |= {"ad", "math", "lang", "simt", "graph", "algorithms", "types", "cfg"}  # modules; cfg: a module __getattr__
     missing, stale = sorted(runtime - stub), sorted(stub - runtime)
     assert not missing, f"public names missing from quadrants/__init__.pyi (add a declaration): {missing}"
     assert not stale, f"quadrants/__init__.pyi declares names the package does not have: {stale}"

@@ -18,7 +18,8 @@ from quadrants._lib import _core, log
 from quadrants import types as T
 from quadrants.lang.ast.context import is_py_scalar
 from quadrants.types.exceptions import (QuadrantsCompilationError, QuadrantsIndexError, QuadrantsNameError,
-                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError, source_location)
+                                      QuadrantsOutOfBoundsError, QuadrantsSyntaxError, out_of_bound_text,
+                                      source_location)
 from quadrants.memory.field import Field
 from quadrants.memory.struct import ANONYMOUS, PyStruct, StructField, StructType, StructValue, UnpackedGroup
 from quadrants.memory.ndarray import Ndarray
@@ -68,6 +69,7 @@ def _core_promoted(a, b):
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
            ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bit_and", ast.BitOr: "bit_or", ast.BitXor: "bit_xor",
            ast.LShift: "shl", ast.RShift: "shr"}
+_MISSING = object()  # no binding (a bound value may be None)
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 # Augmented assignments on global memory that are atomic; the others are plain read-modify-writes.
 # dtypes whose atomics some backends lack: their `+=` in serial code is a plain read-modify-write.
@@ -148,6 +150,7 @@ class FunctionWalker(ast.NodeVisitor):
         self.lineno = self.fdef.lineno
         self.node = None  # the AST node being visited: where errors point
         self.kernel_args = set()  # a kernel's parameter names: read-only in its body
+        self.identity_args = {}  # a kernel's qd.template() / qd.Tensor parameters: name -> value (`x is None`)
         self.parents = None  # AST node -> parent, built on first need
         self.loops = []  # "parallel" / "serial" / "while" / "static" (unrolled)
         self.depth = 0   # nesting of if/loops inside the function body
@@ -551,9 +554,54 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.depth -= 1
         self.b.end_if(s)
 
+    def _graph_do_while_flag(self, test):
+        """The flag's AST node of `while qd.graph.do_while(flag):`, or None for another while."""
+        if not isinstance(test, ast.Call) or not isinstance(test.func, (ast.Attribute, ast.Name)):
+            return None
+        try:
+            f = self.visit(test.func)
+        except Exception:  # not a name this walker resolves: an ordinary condition, visited as such
+            return None
+        if not getattr(f, "_qd_graph_do_while", False):
+            return None
+        if len(test.args) != 1 or test.keywords:
+            self.ctx.syntax_error("qd.graph.do_while() takes one argument: a scalar qd.i32 ndarray")
+        return test.args[0]
+
+    def _graph_do_while(self, node, flag_node):
+        """`while qd.graph.do_while(flag): body` -- body, then again while flag[()] != 0. The loop
+        runs inside the kernel (no CUDA graph here), so the for-loops of its body run serially."""
+        if not (self.is_kernel and getattr(self, "use_graph", False)):
+            self.ctx.syntax_error("qd.graph.do_while() requires @qd.kernel(graph=True)")
+        if any(kind != "do_while" for kind in self.loops) or self.depth != len(self.loops):  # nested: each is one
+            self.ctx.syntax_error("qd.graph.do_while() must be at the kernel top level or directly nested inside "
+                                  "another qd.graph.do_while(); it cannot appear inside a for-loop.")
+        flag = self.visit(flag_node)
+        if not isinstance(flag, NdarrayArg) or flag.ndim != 0 or flag.dtype is not T.i32 or flag.element_shape:
+            self.ctx.syntax_error("qd.graph.do_while(flag): flag must be a scalar (0-d) qd.i32 ndarray argument of the "
+                                  f"kernel, got {type(flag).__name__}")
+        loop = self.b.begin_while()
+        self.loops.append("do_while")
+        self.depth += 1
+        self.ctx.depth += 1
+        self.run_body(node.body)
+        read = ast.copy_location(ast.Subscript(value=flag_node, slice=ast.Tuple(elts=[], ctx=ast.Load()),
+                                               ctx=ast.Load()), flag_node)
+        ast.fix_missing_locations(read)
+        stop = self.b.begin_if(self.ctx.binary("eq", self.visit(read), 0).stmt)
+        self.b.break_()
+        self.b.end_if(stop)
+        self.depth -= 1
+        self.ctx.depth -= 1
+        self.loops.pop()
+        self.b.end_while(loop)
+
     def visit_While(self, node):
         if node.orelse:
             self.ctx.syntax_error("'while ... else' is not supported in kernels")
+        flag_node = self._graph_do_while_flag(node.test)
+        if flag_node is not None:
+            return self._graph_do_while(node, flag_node)
         loop = self.b.begin_while()
         self.loops.append("while")
         self.depth += 1
@@ -956,17 +1004,41 @@ class FunctionWalker(ast.NodeVisitor):
         # value the result would be is known only at run time: its truth, 0 or 1 (i32).
         return self.ctx.rvalue(result if same else flag)
 
+    def _check_static_identity(self, word, left_node, right_node):
+        """qd.static(x is None) / qd.static(x is not None): as in the reference, `x` must be a direct
+        qd.template() / qd.Tensor parameter of the kernel (not a func's, not re-bound, not a reserved
+        __qd_ name) and the other side the literal None. It asks whether an optional argument was
+        given; identity of anything else is not a stable question (values are copied and re-made
+        between compilations), so it is a QuadrantsSyntaxError."""
+        def is_none(n):
+            return isinstance(n, ast.Constant) and n.value is None
+        name_node = left_node if is_none(right_node) else right_node if is_none(left_node) else None
+        ok = self.is_kernel and isinstance(name_node, ast.Name) and not name_node.id.startswith("__qd_") \
+            and name_node.id in self.identity_args and not any(name_node.id in sc for sc in self.scopes[1:]) \
+            and self.scopes[0].get(name_node.id, _MISSING) is self.identity_args[name_node.id]
+        if not ok:
+            self.ctx.syntax_error(f'Operator "{word}" inside `qd.static` requires a direct `qd.template()` or '
+                                  f'`qd.Tensor` kernel argument and `None`. (qd.static(x {word} None) asks whether '
+                                  f'the optional argument x was given; compare other values with == / !=)')
+
     def visit_Compare(self, node):
-        result, left = None, self.visit(node.left)
+        result, left, left_node = None, self.visit(node.left), node.left
         for op, right_node in zip(node.ops, node.comparators):
             right = self.visit(right_node)
             name = _CMPOPS.get(type(op))
             if name is None:
                 compile_time = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
                                 ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-                if type(op) in compile_time and not self._static_depth:
-                    word = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}[type(op)]
-                    self.ctx.syntax_error(f'Operator "{word}" in a kernel is only supported inside `qd.static` '
+                word = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}.get(type(op))
+                if type(op) in (ast.Is, ast.IsNot):
+                    if not self._static_depth:
+                        self.ctx.syntax_error(f'Operator "{word}" in Quadrants scope is not supported: it is only '
+                                              f'supported inside `qd.static` (qd.static(x {word} None) on a '
+                                              f'qd.template() / qd.Tensor kernel argument, evaluated when the kernel '
+                                              f'compiles)')
+                    self._check_static_identity(word, left_node, right_node)
+                elif type(op) in compile_time and not self._static_depth:
+                    self.ctx.syntax_error(f'"{type(op).__name__}" is only supported inside `qd.static`. '
                                           f'(qd.static(a {word} b), evaluated when the kernel compiles)')
                 if type(op) in compile_time and not any(isinstance(v, (Expr, Var, Ptr, MatrixValue))
                                                         for v in (left, right)):
@@ -980,7 +1052,7 @@ class FunctionWalker(ast.NodeVisitor):
             else:
                 r = self.ctx.binary(name, left, right)
             result = r if result is None else self.ctx.binary("and_", result, r)
-            left = right
+            left, left_node = right, right_node
         return result
 
     def visit_IfExp(self, node):
@@ -1131,8 +1203,9 @@ class FunctionWalker(ast.NodeVisitor):
             for i, n in zip(idx, base.shape):
                 if isinstance(i, Expr):
                     ok = self.ctx.binary("and_", self.ctx.binary("ge", i, 0), self.ctx.binary("lt", i, n))
-                    self.ctx.kernel_assert(ok, self.located(f"run-time index out of range for a vector/matrix of "
-                                                            f"shape {base.shape}"), QuadrantsOutOfBoundsError)
+                    self.ctx.kernel_assert(ok, out_of_bound_text(self.located(
+                        f"run-time index out of range for a vector/matrix of shape {base.shape}")),
+                        QuadrantsOutOfBoundsError)
         flat = idx[0]
         if len(idx) == 2:
             flat = self.ctx.binary("add", self.ctx.binary("mul", idx[0], base.shape[1]), idx[1])

@@ -172,10 +172,21 @@ class KernelContext:
         return Expr(stmt, T.from_core(stmt.dtype))
 
     def const(self, v, dtype=None):
+        """A constant of `dtype`; without one, a Python int on its own (`b = 0x80000000`) must fit
+        `default_ip` (a QuadrantsTypeError naming the literal otherwise, as the reference says it), a
+        numpy integer (a value qd.u64(x) made in Python scope) takes default_ip or the 64-bit type that
+        holds it, and a float is `default_fp`. Next to a typed operand a literal is typed by `binary` instead."""
         if isinstance(v, (bool, np.bool_)):
             v = int(v)
+        if isinstance(v, np.integer) and dtype is None:  # a numpy scalar (qd.u64(x) made in Python scope)
+            dtype = self._int_literal_type(int(v))
         if isinstance(v, (int, np.integer)):
-            dtype = dtype or self._int_literal_type(int(v))
+            if dtype is None and not _fits(int(v), self.config.default_ip):
+                ip = self.config.default_ip
+                self.type_error(f"Integer literal {int(v)} exceeded the range of default_ip: {ip}{ip.range_text()}, "
+                                f"please specify the dtype via e.g. `qd.u64({int(v)})` or set a different "
+                                f"`default_ip` in `qd.init()`")
+            dtype = dtype or self.config.default_ip
             if dtype.is_real:
                 return self.expr(self.b.const_float(dtype.core, float(v)))
             v = int(v)
@@ -233,6 +244,27 @@ class KernelContext:
         if is_py_scalar(v):
             return self.const(v, dtype) if not isinstance(v, float) or dtype.is_real else self.const(int(v), dtype)
         return self.expr(self.b.cast(self.scalar(v).stmt, dtype.core))
+
+    def annotate(self, v, dtype):
+        """qd.f32(x) / qd.u16(x) in a kernel: a Python number must be of the dtype's kind and fit it
+        (qd.f32(0), qd.i32(0.0), qd.u16(-1) are QuadrantsTypeErrors: qd.cast converts); a kernel
+        scalar is cast; a vector or matrix is a QuadrantsSyntaxError (qd.cast / .cast() convert those)."""
+        v = self.rvalue(v)
+        if isinstance(v, MatrixValue) or isinstance(v, (list, tuple)):
+            self.syntax_error(f"A primitive type cannot decorate an expression with a compound type. qd.{dtype}(x) "
+                              f"takes a scalar; use qd.cast(x, qd.{dtype}) or x.cast(qd.{dtype}) on a vector or matrix")
+        if is_py_scalar(v) and not isinstance(v, (bool, np.bool_)):
+            if isinstance(v, (float, np.floating)) and not dtype.is_real:
+                self.type_error(f"Floating-point literals must be annotated with a floating-point type. For type "
+                                f"casting, use `qd.cast`. (qd.{dtype}({v!r}))")
+            if isinstance(v, (int, np.integer)):
+                if dtype.is_real:
+                    self.type_error(f"Integer literals must be annotated with a integer type. For type casting, use "
+                                    f"`qd.cast`. (qd.{dtype}({int(v)}))")
+                if not _fits(int(v), dtype):
+                    self.type_error(f"Integer literal {int(v)} exceeded the range of specified dtype: {dtype}"
+                                    f"{dtype.range_text()}")
+        return self.cast(v, dtype)
 
     def binary(self, op, a, c, user_code=False):
         """a op c. user_code: an operator written in the kernel (its integer overflow is reported

@@ -154,10 +154,9 @@ def _check_grad(tape, x, eps=1e-4, rtol=1e-2):
                              f"gives {numeric}")
 
 
-def grad_replaced(func):
-    """Decorates a Python function calling kernels: inside a Tape it is recorded as one call, and
-    the tape's reverse pass runs the function registered with @qd.ad.grad_for(func) instead of the
-    adjoints of the kernels it calls."""
+def _taped_as_one(func):
+    """func, recorded by a Tape as one call (whose .grad the tape runs); the kernels it calls are not
+    recorded one by one."""
 
     @functools.wraps(func)
     def decorated(*args, **kwargs):
@@ -166,11 +165,21 @@ def grad_replaced(func):
         if tape is None or tape.kind != "reverse":
             return func(*args, **kwargs)
         tape.insert(decorated, args, kwargs)
-        prog.autodiff = None  # the kernels it calls are not recorded one by one
+        prog.autodiff = None
         try:
             return func(*args, **kwargs)
         finally:
             prog.autodiff = tape
+
+    return decorated
+
+
+def grad_replaced(func):
+    """Decorates a Python function calling kernels: inside a Tape it is recorded as one call, and
+    the tape's reverse pass runs the function registered with @qd.ad.grad_for(func) instead of the
+    adjoints of the kernels it calls."""
+
+    decorated = _taped_as_one(func)
 
     decorated.grad = None
     decorated._qd_grad_replaced = True
@@ -201,18 +210,7 @@ def grad_for(primal):
 def no_grad(func):
     """A kernel (or function) whose reverse pass does nothing: func.grad(...) returns at once."""
 
-    @functools.wraps(func)
-    def decorated(*args, **kwargs):
-        prog = runtime.program()
-        tape = _recording(prog)
-        if tape is None or tape.kind != "reverse":
-            return func(*args, **kwargs)
-        tape.insert(decorated, args, kwargs)
-        prog.autodiff = None
-        try:
-            return func(*args, **kwargs)
-        finally:
-            prog.autodiff = tape
+    decorated = _taped_as_one(func)
 
     def placeholder(*args, **kwargs):
         return None

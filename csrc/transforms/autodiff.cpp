@@ -28,6 +28,7 @@
 // Forward mode (make_dual): each real value gets its tangent computed next to it; loads read the
 // companion (the .dual), stores and atomic adds write it.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -217,6 +218,31 @@ Stmt *make_if(Em &e, Stmt *cond) {
   g->body = std::make_unique<Block>();
   g->body->owner = g;
   return g;
+}
+
+// The same element in buffer `companion` (a gradient, tangent or check-bit buffer), of type `t`
+// (none: the pointer's own).
+Stmt *same_element_in(const Stmt &ptr, int companion, Em &e, DataType t = DataType::none) {
+  auto c = clone_leaf(ptr);
+  c->ival = companion;
+  if (t != DataType::none) c->dtype = t;
+  return e.b->push(std::move(c));
+}
+
+// Rewrites b in place, nested blocks too: before(s, e) writes code ahead of each statement s,
+// after(s, e) behind it (the transforms that add to a kernel without reordering it).
+void rebuild(Block &b, const std::function<void(Stmt &, Em &)> &before, const std::function<void(Stmt &, Em &)> &after) {
+  auto old = std::move(b.stmts);
+  b.stmts.clear();
+  for (auto &s : old) {
+    Stmt *raw = s.get();
+    Em e{&b, raw->loc};
+    before(*raw, e);
+    b.push(std::move(s));
+    after(*raw, e);
+    if (raw->body) rebuild(*raw->body, before, after);
+    if (raw->else_body) rebuild(*raw->else_body, before, after);
+  }
 }
 
 class Adjoint {
@@ -771,30 +797,14 @@ class Adjoint {
 class Dual {
  public:
   explicit Dual(KernelIR &k) : k_(k) {}
-  void run() { block(k_.body); }
-
- private:
-  void block(Block &b) {
-    auto old = std::move(b.stmts);
-    b.stmts.clear();
-    for (auto &s : old) {
-      Stmt *raw = b.push(std::move(s));
-      Em e{&b, raw->loc};
-      tangent(*raw, e);
-      if (raw->body) block(*raw->body);
-      if (raw->else_body) block(*raw->else_body);
-    }
+  void run() {
+    rebuild(k_.body, [](Stmt &, Em &) {}, [&](Stmt &s, Em &e) { tangent(s, e); });
   }
 
+ private:
   Stmt *t(Stmt *x) {
     auto it = tan_.find(x);
     return it == tan_.end() ? nullptr : it->second;
-  }
-
-  Stmt *dual_ptr(Stmt *ptr, int companion, Em &e) {
-    auto c = clone_leaf(*ptr);
-    c->ival = companion;
-    return e.b->push(std::move(c));
   }
 
   void tangent(Stmt &s, Em &e) {
@@ -817,14 +827,14 @@ class Dual {
         return;
       case StmtKind::GlobalLoad: {
         int g = companion_of(k_, s.operands[0]);
-        if (g >= 0 && is_real(s.dtype)) tan_[&s] = e.add(StmtKind::GlobalLoad, s.dtype, {dual_ptr(s.operands[0], g, e)});
+        if (g >= 0 && is_real(s.dtype)) tan_[&s] = e.add(StmtKind::GlobalLoad, s.dtype, {same_element_in(*s.operands[0], g, e)});
         return;
       }
       case StmtKind::GlobalStore: {
         int g = companion_of(k_, s.operands[0]);
         if (g < 0 || !is_real(s.operands[0]->dtype)) return;
         Stmt *v = t(s.operands[1]);
-        Stmt *p = dual_ptr(s.operands[0], g, e);
+        Stmt *p = same_element_in(*s.operands[0], g, e);
         e.add(StmtKind::GlobalStore, DataType::none, {p, v ? e.cast(v, p->dtype) : e.c(p->dtype, 0)});
         return;
       }
@@ -839,7 +849,7 @@ class Dual {
         Stmt *target = s.operands[0];
         Stmt *d = nullptr;
         if (target->kind == StmtKind::Alloca) d = t(target);
-        else if (int g = companion_of(k_, target); g >= 0) d = dual_ptr(target, g, e);
+        else if (int g = companion_of(k_, target); g >= 0) d = same_element_in(*target, g, e);
         if (!d) return;
         if (op == AtomicOp::Sub) v = e.un(UnaryOp::Neg, v);
         e.atomic_add(d, e.cast(v, d->dtype));
@@ -886,45 +896,34 @@ class Dual {
 class AccessCheck {
  public:
   explicit AccessCheck(KernelIR &k) : k_(k) {}
-  void run() { block(k_.body); }
-
- private:
-  void block(Block &b) {
-    auto old = std::move(b.stmts);
-    b.stmts.clear();
-    for (auto &s : old) {
-      Stmt *raw = s.get();
-      Em e{&b, raw->loc};
-      bool writes = raw->kind == StmtKind::GlobalStore || raw->kind == StmtKind::Atomic;
-      int c = writes ? companion_of(k_, raw->operands[0]) : -1;
-      if (c >= 0) {  // before the write: was the element read?
-        Stmt *bit = e.add(StmtKind::GlobalLoad, DataType::i32, {bit_ptr(raw->operands[0], c, e)});
-        Stmt *g = make_if(e, e.bin(BinaryOp::Ne, bit, e.c(DataType::i32, 0)));
-        Em f{g->body.get(), raw->loc};
-        auto word = std::make_unique<Stmt>(StmtKind::GlobalPtr, DataType::i32);
-        word->operands = {f.c(DataType::i32, 0)};
-        word->ival = k_.check_word;
-        word->loc = raw->loc;
-        Stmt *w = f.b->push(std::move(word));
-        Stmt *cas = f.add(StmtKind::Atomic, DataType::i32,
-                          {w, f.c(DataType::i32, 0), f.c(DataType::i32, k_.check_message[raw->operands[0]->ival])});
-        cas->ival = static_cast<int64_t>(AtomicOp::Cas);
-      }
-      b.push(std::move(s));
-      if (raw->kind == StmtKind::GlobalLoad) {
-        if (int r = companion_of(k_, raw->operands[0]); r >= 0)
-          e.add(StmtKind::GlobalStore, DataType::none, {bit_ptr(raw->operands[0], r, e), e.c(DataType::i32, 1)});
-      }
-      if (raw->body) block(*raw->body);
-      if (raw->else_body) block(*raw->else_body);
-    }
+  void run() {
+    rebuild(k_.body, [&](Stmt &s, Em &e) { check_write(s, e); }, [&](Stmt &s, Em &e) { mark_read(s, e); });
   }
 
-  Stmt *bit_ptr(Stmt *ptr, int companion, Em &e) {
-    auto c = clone_leaf(*ptr);
-    c->ival = companion;
-    c->dtype = DataType::i32;
-    return e.b->push(std::move(c));
+ private:
+  // Before a write of a checked element: was it read?
+  void check_write(Stmt &s, Em &e) {
+    bool writes = s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic;
+    int c = writes ? companion_of(k_, s.operands[0]) : -1;
+    if (c < 0) return;
+    Stmt *bit = e.add(StmtKind::GlobalLoad, DataType::i32, {same_element_in(*s.operands[0], c, e, DataType::i32)});
+    Stmt *g = make_if(e, e.bin(BinaryOp::Ne, bit, e.c(DataType::i32, 0)));
+    Em f{g->body.get(), s.loc};
+    auto word = std::make_unique<Stmt>(StmtKind::GlobalPtr, DataType::i32);
+    word->operands = {f.c(DataType::i32, 0)};
+    word->ival = k_.check_word;
+    word->loc = s.loc;
+    Stmt *w = f.b->push(std::move(word));
+    Stmt *cas = f.add(StmtKind::Atomic, DataType::i32,
+                      {w, f.c(DataType::i32, 0), f.c(DataType::i32, k_.check_message[s.operands[0]->ival])});
+    cas->ival = static_cast<int64_t>(AtomicOp::Cas);
+  }
+
+  // After a read of a checked element: its bit set.
+  void mark_read(Stmt &s, Em &e) {
+    if (s.kind != StmtKind::GlobalLoad) return;
+    if (int r = companion_of(k_, s.operands[0]); r >= 0)
+      e.add(StmtKind::GlobalStore, DataType::none, {same_element_in(*s.operands[0], r, e, DataType::i32), e.c(DataType::i32, 1)});
   }
 
   KernelIR &k_;

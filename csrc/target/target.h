@@ -22,8 +22,10 @@ struct Target {
   // Float Rem is exact (C's fmod): true on the cpu (LLVM's frem calls fmod); SPIR-V's OpFRem and
   // NVPTX's frem compute a - b * trunc(a / b), so legalization expands it there.
   bool has_exact_float_rem() const { return backend == Backend::Cpu; }
-  // RoundEven on f64 rounds half to even: lavapipe's rounds 1.5 to 1.0, so SPIR-V gets floor-based.
-  bool has_exact_f64_round_even() const { return !is_spirv(); }
+  // f64 Floor / Ceil / Trunc / RoundEven are exact: lavapipe's RoundEven rounds 1.5 to 1.0, and its
+  // Trunc (and on some host CPUs its Floor) leaves non-integers above 2^24 unchanged, so on SPIR-V
+  // legalization computes them from adds (exact_float.h, floor_by_adds).
+  bool has_exact_f64_rounding() const { return !is_spirv(); }
   // Float + - * / with a constant zero operand keep IEEE (x * 0.0 is NaN for inf, x + 0.0 is +0.0
   // for -0.0, x / 0.0 is +-inf or NaN). llvmpipe (lavapipe) simplifies them as if there were no
   // -0.0, inf or NaN (x * 0.0 -> 0.0, x + 0.0 -> x, 0.0 / x -> 0.0, x / 0.0 -> undefined: the store

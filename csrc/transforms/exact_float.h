@@ -2,6 +2,8 @@
 // Float building blocks for legalization's expansions (legalize.cpp, math_library.cpp): each is
 // exact under IEEE arithmetic, rounded as written (the emitter marks its statements exact, so no
 // target contracts or reassociates them, fast_math or not).
+#include <cmath>
+
 #include "transforms/ir_emitter.h"
 
 namespace qd::exact_float {
@@ -37,14 +39,41 @@ inline Stmt *product_error(IrEmitter &e, Stmt *a, Stmt *b, Stmt *p) {
   return e.bin(B::Add, e.bin(B::Add, err, e.bin(B::Mul, al, bh)), e.bin(B::Mul, al, bl));
 }
 
-// Round half to even from floor, for targets whose RoundEven is wrong (lavapipe's on f64).
+// floor(x) from adds, subtracts and compares, exact under IEEE rounding to nearest, for every x
+// (-0.0, inf and NaN as floor's): for |x| < 2^(p-1) (p: the type's precision), |x| + 2^(p-1) lands
+// where the spacing is 1, so it rounds |x| to an integer, and taking 2^(p-1) off again is exact;
+// past 2^(p-1) every float is an integer. No driver rounding instruction is used: lavapipe emulates
+// f64 Floor / Trunc on some host CPUs with a threshold right for f32 only (docs/backends.md).
+inline Stmt *floor_by_adds(IrEmitter &e, Stmt *x) {
+  using B = BinaryOp;
+  DataType t = x->dtype;
+  Stmt *big = e.c(t, std::ldexp(1.0, t == DataType::f64 ? 52 : t == DataType::f32 ? 23 : 10));
+  Stmt *one = e.c(t, 1);
+  Stmt *ax = e.un(UnaryOp::Abs, x);
+  Stmt *near = e.bin(B::Sub, e.bin(B::Add, ax, big), big);
+  Stmt *down = e.sel(e.bin(B::Gt, near, ax), e.bin(B::Sub, near, one), near);  // trunc(|x|)
+  Stmt *neg = e.bin(B::Lt, x, e.c(t, 0));
+  Stmt *fl = e.sel(neg, e.un(UnaryOp::Neg, e.sel(e.bin(B::Eq, down, ax), down, e.bin(B::Add, down, one))), down);
+  return e.sel(e.bin(B::Lt, ax, big), zero_signed_like(e, fl, x), x);  // floor(-0.0) is -0.0
+}
+
+// ceil, trunc and round-half-even made the same way (for targets whose own are inexact).
+inline Stmt *ceil_by_adds(IrEmitter &e, Stmt *x) {
+  return e.un(UnaryOp::Neg, floor_by_adds(e, e.un(UnaryOp::Neg, x)));
+}
+
+inline Stmt *trunc_by_adds(IrEmitter &e, Stmt *x) {
+  return e.sel(e.bin(BinaryOp::Lt, x, e.c(x->dtype, 0)), ceil_by_adds(e, x), floor_by_adds(e, x));
+}
+
+// Round half to even from floor_by_adds, for targets whose RoundEven is wrong (lavapipe's on f64).
 inline Stmt *round_half_even(IrEmitter &e, Stmt *x) {
   using B = BinaryOp;
   DataType t = x->dtype;
   Stmt *half = e.c(t, 0.5), *one = e.c(t, 1);
-  Stmt *fl = e.un(UnaryOp::Floor, x);
+  Stmt *fl = floor_by_adds(e, x);
   Stmt *frac = e.bin(B::Sub, x, fl);
-  Stmt *fl_even = e.bin(B::Eq, e.un(UnaryOp::Floor, e.bin(B::Mul, fl, half)), e.bin(B::Mul, fl, half));
+  Stmt *fl_even = e.bin(B::Eq, floor_by_adds(e, e.bin(B::Mul, fl, half)), e.bin(B::Mul, fl, half));
   Stmt *up = e.either(e.bin(B::Gt, frac, half), e.both(e.bin(B::Eq, frac, half), e.not_(fl_even)));
   return zero_signed_like(e, e.sel(up, e.bin(B::Add, fl, one), fl), x);  // round(-0.4) is -0.0
 }

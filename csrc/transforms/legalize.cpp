@@ -22,9 +22,12 @@ namespace {
 
 using B = BinaryOp;
 using U = UnaryOp;
+using exact_float::ceil_by_adds;
+using exact_float::floor_by_adds;
 using exact_float::product_error;
 using exact_float::round_half_even;
 using exact_float::signbit;
+using exact_float::trunc_by_adds;
 using exact_float::zero_signed_like;
 
 int64_t min_of(DataType t) { return bit_width(t) == 64 ? INT64_MIN : -(int64_t(1) << (bit_width(t) - 1)); }
@@ -85,7 +88,8 @@ class Legalizer {
     if (s.kind == StmtKind::Unary) {
       auto op = static_cast<U>(s.op);
       if (op == U::PopCount || op == U::Clz || op == U::Ctz) return !target_.has_bit_count(s.dtype);
-      return op == U::Round && s.dtype == DataType::f64 && !target_.has_exact_f64_round_even();
+      bool rounding = op == U::Round || op == U::Floor || op == U::Ceil || op == U::Trunc;
+      return rounding && s.dtype == DataType::f64 && !target_.has_exact_f64_rounding();
     }
     if (s.kind != StmtKind::Binary) return false;
     DataType t = s.operands[0]->dtype;
@@ -230,8 +234,13 @@ class Legalizer {
     if (s.kind == StmtKind::Fns) return fns(e, s.operands[0], s.operands[1], s.operands[2]);
     if (needs_math_library(s, target_)) return expand_math_library(e, s, target_);
     Stmt *a = s.operands[0];
-    if (s.kind == StmtKind::Unary)
-      return static_cast<U>(s.op) == U::Round ? round_half_even(e, a) : bit_count(e, static_cast<U>(s.op), a);
+    if (s.kind == StmtKind::Unary) switch (static_cast<U>(s.op)) {
+        case U::Round: return round_half_even(e, a);
+        case U::Floor: return floor_by_adds(e, a);
+        case U::Ceil: return ceil_by_adds(e, a);
+        case U::Trunc: return trunc_by_adds(e, a);
+        default: return bit_count(e, static_cast<U>(s.op), a);
+      }
     Stmt *c = s.operands[1];
     switch (static_cast<B>(s.op)) {
       case B::Div: return e.bin(B::Div, a, safe_divisor(e, a, c));
@@ -406,9 +415,9 @@ class Legalizer {
     Stmt *up = e.sel(big, e.c(ft, std::ldexp(1.0, shift)), e.c(ft, 1));
     r = e.bin(B::Mul, r, down);
     t = e.bin(B::Mul, t, down);
-    // floor, not trunc (the same here, r / t >= 0): lavapipe's f64 Trunc returns non-integers above
-    // 2^24 unchanged on some hosts (docs/backends.md, "lavapipe"); its Floor is exact.
-    Stmt *q = e.un(U::Floor, e.bin(B::Div, r, t));
+    // r / t >= 0: its floor from adds (floor_by_adds), not the target's Floor / Trunc, which
+    // lavapipe emulates inexactly above 2^24 on some host CPUs (docs/backends.md, "lavapipe").
+    Stmt *q = floor_by_adds(e, e.bin(B::Div, r, t));
     Stmt *p = e.bin(B::Mul, q, t);
     Stmt *x = e.bin(B::Sub, e.bin(B::Sub, r, p), product_error(e, q, t, p));
     x = e.sel(e.bin(B::Lt, x, e.c(ft, 0)), e.bin(B::Add, x, t), x);
@@ -473,7 +482,7 @@ class Legalizer {
     Stmt *div = e.bin(B::Div, e.bin(B::Sub, a, m), b);
     Stmt *signs_differ = e.bin(B::Ne, e.bin(B::Lt, m, zero), e.bin(B::Lt, b, zero));
     div = e.sel(e.both(e.bin(B::Ne, m, zero), signs_differ), e.bin(B::Sub, div, one), div);
-    Stmt *fl = e.un(U::Floor, div);
+    Stmt *fl = floor_by_adds(e, div);  // not the target's Floor (see exact_step)
     fl = e.sel(e.bin(B::Gt, e.bin(B::Sub, div, fl), e.c(t, 0.5)), e.bin(B::Add, fl, one), fl);
     // A zero quotient takes the sign of a / b; a zero or NaN divisor gives a / b's inf or NaN.
     Stmt *q = e.bin(B::Div, a, b);

@@ -88,10 +88,13 @@ class MathLibrary {
   Stmt *div(Stmt *x, Stmt *y) { return e_.bin(B::Div, x, y); }
   Stmt *neg(Stmt *x) { return e_.un(U::Neg, x); }
   Stmt *fabs(Stmt *x) { return e_.un(U::Abs, x); }
-  Stmt *floor(Stmt *x) { return e_.un(U::Floor, x); }
+  Stmt *floor(Stmt *x) {
+    return target_.has_exact_f64_rounding() || x->dtype != DataType::f64 ? e_.un(U::Floor, x)
+                                                                         : exact_float::floor_by_adds(e_, x);
+  }
   Stmt *sqrt(Stmt *x) { return e_.un(U::Sqrt, x); }
   Stmt *rint(Stmt *x) {
-    return target_.has_exact_f64_round_even() ? e_.un(U::Round, x) : exact_float::round_half_even(e_, x);
+    return target_.has_exact_f64_rounding() ? e_.un(U::Round, x) : exact_float::round_half_even(e_, x);
   }
   Stmt *sel(Stmt *cond, Stmt *x, Stmt *y) { return e_.sel(cond, x, y); }
   Stmt *lt(Stmt *x, Stmt *y) { return e_.bin(B::Lt, x, y); }

@@ -15,6 +15,7 @@ from quadrants.language import *  # noqa: E402,F401,F403  (the kernel language: 
 from quadrants.language import _current_config, _lib, exception, graph, impl, simt, types  # noqa: E402,F401
 from quadrants.language import _logging  # noqa: E402,F401
 from quadrants import ad, algorithms, linalg, math  # noqa: E402,F401  (the libraries written in it, and autodiff)
+from quadrants import interop, sparse  # noqa: E402,F401  (the reference's namespaces: Metal queue sharing; sparse grids, unsupported)
 from quadrants.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig  # noqa: E402,F401
 
 

@@ -28,10 +28,10 @@ from quadrants.types.exceptions import QuadrantsRuntimeError as QuadrantsRuntime
 from quadrants.types.exceptions import QuadrantsRuntimeTypeError as QuadrantsRuntimeTypeError
 from quadrants.types.exceptions import QuadrantsSyntaxError as QuadrantsSyntaxError
 from quadrants.types.exceptions import QuadrantsTypeError as QuadrantsTypeError
-from quadrants.memory.field import Axis, Field as Field, SNode
+from quadrants.memory.field import Axis, Field as Field, MatrixField as MatrixField, ScalarField as ScalarField, SNode as SNode
 from quadrants.kernels.kernel import Artifacts
 from quadrants.lang.matrix import Matrix as Matrix, Vector as Vector
-from quadrants.memory.ndarray import Ndarray as Ndarray
+from quadrants.memory.ndarray import MatrixNdarray as MatrixNdarray, Ndarray as Ndarray, ScalarNdarray as ScalarNdarray, VectorNdarray as VectorNdarray
 from quadrants.memory.buffer_view import BufferView as BufferView
 from quadrants.memory.tensor import Backend as Backend, MatrixTensor as MatrixTensor, Tensor as Tensor, VectorTensor as VectorTensor
 from quadrants.memory.struct import Struct as Struct, StructField as StructField, StructType
@@ -226,7 +226,6 @@ def ndarray(dtype: _ElementDType, shape: _Shape, needs_grad: bool = False) -> Nd
 def tensor(dtype: _ElementDType, shape: _Shape, *, backend: Backend | int = ..., layout: tuple[int, ...] | None = None,
            needs_grad: bool = False) -> Tensor: ...
 def wrap(impl: Field | Ndarray | Tensor) -> Tensor: ...
-ScalarField: type[Field]
 
 root: Any
 i: Axis

@@ -26,8 +26,8 @@ from quadrants.lang.ops import (  # noqa: F401
     raw_mod, round, rsqrt, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
 from quadrants.lang.ops import one, stop_grad, zero  # noqa: F401
-from quadrants.memory.field import Field, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
-from quadrants.memory.ndarray import Ndarray, ndarray  # noqa: F401
+from quadrants.memory.field import Field, MatrixField, ScalarField, SNode, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
+from quadrants.memory.ndarray import MatrixNdarray, Ndarray, ScalarNdarray, VectorNdarray, ndarray  # noqa: F401
 from quadrants.memory.field import FieldsBuilder, SNodeTree  # noqa: F401
 from quadrants.memory.struct import Struct, StructField  # noqa: F401
 from quadrants.memory.buffer_view import BufferView  # noqa: F401
@@ -47,7 +47,6 @@ uint8, uint16, uint32, uint64 = u8, u16, u32, u64
 float16, float32, float64 = f16, f32, f64
 half = f16
 x64 = x86_64 = cpu
-ScalarField = Field  # the field class, whatever its element (the reference names the scalar one so)
 arm64 = cpu  # the cpu arch on an arm64 host: the same LLVM cpu backend (qd.cpu)
 extension = _lib.core.Extension
 

@@ -226,6 +226,13 @@ def _builtin(f):
 
 
 
+def _generate_swizzle_patterns(key_group, required_length=4):
+    """Every swizzle name of 1 .. required_length letters from key_group ("xyzw", "rgba" or "stpq"),
+    letters repeated and in any order: the attributes a vector of len(key_group) entries has."""
+    import itertools
+    return ["".join(p) for n in range(1, required_length + 1) for p in itertools.product(key_group, repeat=n)]
+
+
 def _swizzle(m, attr):
     """v.x, v.xy, v.zyx, v.rgba: the entries (lvalues stay lvalues: `v.xy = ...` assigns)."""
     if len(m.shape) != 1:

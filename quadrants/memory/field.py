@@ -53,7 +53,15 @@ _as_shape = as_shape
 
 
 class Field(RuntimeArray):
-    """qd.field(dtype, shape): a dense array of `dtype`, with an element shape for vector/matrix fields."""
+    """qd.field(dtype, shape): a dense array of `dtype`, with an element shape for vector/matrix fields.
+    Made as Field(...), it is a ScalarField or, with an element shape, a MatrixField (the reference's
+    classes: vector fields are MatrixFields too)."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Field:
+            element_shape = kwargs.get("element_shape", args[2] if len(args) > 2 else ())
+            cls = MatrixField if as_shape(element_shape, "the vector/matrix size") else ScalarField
+        return super().__new__(cls)
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, offset=None):
         self.dtype = T.to_dtype(dtype)
@@ -253,6 +261,14 @@ class Field(RuntimeArray):
 
     def __repr__(self):
         return f"<qd.field {self.name} {self.dtype} shape={self._shape} element={self.element_shape}>"
+
+
+class ScalarField(Field):
+    """A field of scalars (qd.field(dtype, shape))."""
+
+
+class MatrixField(Field):
+    """A field of vectors or matrices (qd.Vector.field, qd.Matrix.field)."""
 
 
 class OffsetError(QuadrantsCompilationError, ValueError):

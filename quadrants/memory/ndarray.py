@@ -10,6 +10,18 @@ from quadrants.memory.buffer_view import BufferView, slice_bounds
 
 
 class Ndarray(RuntimeArray):
+    """qd.ndarray(dtype, shape): a dense array in device memory, passed to kernels by reference. Made
+    as Ndarray(...), it is a ScalarNdarray, a VectorNdarray or a MatrixNdarray by its element shape
+    (the reference's classes)."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Ndarray:
+            dtype = kwargs.get("dtype", args[0] if args else None)
+            element_shape = dtype.shape if isinstance(dtype, (T.VectorType, T.MatrixType)) else \
+                kwargs.get("element_shape", args[2] if len(args) > 2 else ())
+            cls = (ScalarNdarray, VectorNdarray, MatrixNdarray)[min(len(as_shape(element_shape)), 2)]
+        return super().__new__(cls)
+
     def __init__(self, dtype, shape, element_shape=()):
         if isinstance(dtype, (T.VectorType, T.MatrixType)):
             element_shape, dtype = dtype.shape, dtype.dtype
@@ -100,6 +112,18 @@ class Ndarray(RuntimeArray):
         except (IndexError, TypeError, ValueError) as e:
             raise type(e)(f"{what}: {e}") from None
         self.from_numpy(a)
+
+
+class ScalarNdarray(Ndarray):
+    """An ndarray of scalars."""
+
+
+class VectorNdarray(Ndarray):
+    """An ndarray of vectors (qd.Vector.ndarray, qd.types.vector(n, t) elements)."""
+
+
+class MatrixNdarray(Ndarray):
+    """An ndarray of matrices (qd.Matrix.ndarray, qd.types.matrix(n, m, t) elements)."""
 
 
 def _unpickle(dtype, stored_shape, element_shape, layout, raw, grad=None):

@@ -320,3 +320,31 @@ def test_func_method_of_self_is_guarded_by_what_it_reads():
     s.scale = 10.0  # read by the func: a new one
     s.step()
     assert Sim.step.num_compilations == 2 and s.x.to_numpy().tolist() == [31, 31, 31, 31]
+
+
+@test(arch=qd.cpu)
+def test_field_and_ndarray_classes_by_element_shape():
+    """qd.field / qd.ndarray make the reference's classes: ScalarField / MatrixField (vectors too),
+    ScalarNdarray / VectorNdarray / MatrixNdarray, all Field / Ndarray; pickling keeps the class."""
+    import pickle
+    s, v, m = qd.field(qd.f32, 4), qd.Vector.field(3, qd.f32, 4), qd.Matrix.field(2, 2, qd.f32, 4)
+    assert [type(x) for x in (s, v, m)] == [qd.ScalarField, qd.MatrixField, qd.MatrixField]
+    assert all(isinstance(x, qd.Field) for x in (s, v, m)) and not isinstance(s, qd.MatrixField)
+    a, b, c = qd.ndarray(qd.i32, 4), qd.Vector.ndarray(3, qd.f32, 4), qd.ndarray(qd.types.matrix(2, 3, qd.f32), 4)
+    assert [type(x) for x in (a, b, c)] == [qd.ScalarNdarray, qd.VectorNdarray, qd.MatrixNdarray]
+    assert all(isinstance(x, qd.Ndarray) for x in (a, b, c))
+    b.fill(2.5)
+    b2 = pickle.loads(pickle.dumps(b))
+    assert type(b2) is qd.VectorNdarray and (b2.to_numpy() == 2.5).all()
+    assert isinstance(qd.root, qd.SNode)
+
+
+@test(arch=qd.cpu)
+def test_interop_sparse_and_swizzle_names():
+    assert qd.interop.get_mps_command_queue() == 0  # no Metal device runs here
+    with pytest.raises(NotImplementedError, match="sparse SNodes"):
+        qd.sparse.grid()
+    names = qd.lang.matrix._generate_swizzle_patterns("xy", required_length=2)
+    assert sorted(names) == ["x", "xx", "xy", "y", "yx", "yy"]
+    v = qd.Vector([1.0, 2.0])
+    assert all(hasattr(v, n) for n in names)

@@ -209,6 +209,7 @@ void bind_runtime(py::module_ &m) {
       "compile_artifacts",
       [](Builder &b, const std::string &arch, std::vector<std::string> features, bool fast_math) {
         Target target{backend_from_name(arch), features_from_names(features), fast_math};
+        target.features.fast_math = fast_math;  // the LLVM targets read it there
         return artifacts_to_python(compile_artifacts(b.finish(), target));
       },
       py::arg("builder"), py::arg("arch"), py::arg("features"), py::arg("fast_math") = false);

@@ -66,7 +66,7 @@ struct RuntimeOptions {
   int cpu_max_num_threads = 0;  // 0: all cores
   CapSet disabled_caps;  // capabilities to pretend the device lacks
   std::string device;  // backend-specific device selector
-  bool fast_math = false;  // SPIR-V: let the driver contract and reassociate float arithmetic
+  bool fast_math = false;  // float arithmetic may be contracted and reassociated (TargetFeatures::fast_math)
   // GPU backends: atomics on a uniform address are combined over each subgroup first
   // (transforms/subgroup_atomics.cpp); false: TargetFeatures::subgroup_aggregation off.
   bool subgroup_aggregation = true;

@@ -87,6 +87,11 @@ struct TargetFeatures {
   // Also the compile's: constants folded (transforms/fold.cpp); qd.init(constant_folding=False),
   // "no_constant_folding" at the Python boundary, turns it off.
   bool constant_folding = true;
+  // Also the compile's, for the LLVM targets (SPIR-V's is Target::fast_math): qd.init(fast_math=True)
+  // lets LLVM reassociate and contract float arithmetic, use reciprocals and approximate functions,
+  // and ignore the sign of zero (the reference's flags but inf and NaN, which stay IEEE); what
+  // legalization wrote (Stmt::exact) is never affected.
+  bool fast_math = false;
   bool has(Cap c) const { return caps.has(c); }
 };
 

@@ -17,7 +17,7 @@ struct RuntimeOptions;
 struct Target {
   Backend backend = Backend::Cpu;
   TargetFeatures features;  // device capabilities, the CUDA sm / AMDGPU gfx, the shared-memory limit
-  bool fast_math = false;   // SPIR-V: allow reassociation and contraction of float arithmetic
+  bool fast_math = false;   // SPIR-V: allow reassociation and contraction (LLVM: TargetFeatures::fast_math)
 
   // Float Rem is exact (C's fmod): true on the cpu (LLVM's frem calls fmod); SPIR-V's OpFRem and
   // NVPTX's frem compute a - b * trunc(a / b), so legalization expands it there.

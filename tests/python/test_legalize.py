@@ -244,6 +244,37 @@ def test_fast_math_keeps_legalized_arithmetic_exact():
     np.testing.assert_array_max_ulp(o[:, 1], np.log(x), maxulp=2)
 
 
+@test(arch=qd.cpu)
+def test_fast_math_on_the_llvm_targets():
+    """fast_math=True puts LLVM's fast-math flags (reassoc, contract, arcp, afn, nsz; not nnan /
+    ninf) on the user's float arithmetic for cpu, cuda and amdgpu, and none without it; inf and NaN
+    keep their meaning (x != x finds NaN), and a serial sum is still a sum."""
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), o: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            acc = 0.0
+            for j in range(x.shape[0]):
+                acc += x[j] / (x[i] * qd.sqrt(x[i]))
+            o[i] = acc if x[i] == x[i] else -1.0
+
+    x = np.array([1.0, 4.0, np.nan, 2.25], np.float32)
+    o = np.zeros_like(x)
+    flags = re.compile(r"= fdiv ((?:\w+ )*)<?\d* ?x? ?float")
+    for arch in ("cpu", "cuda", "amdgpu"):
+        found = flags.findall(qd.compile(k, x, o, arch=arch).llvm_ir)
+        assert found and all(f == "" for f in found), (arch, found)
+    qd.init(arch=qd.cpu, fast_math=True)
+    for arch in ("cpu", "cuda", "amdgpu"):
+        found = flags.findall(qd.compile(k, x, o, arch=arch).llvm_ir)
+        assert found and all(set(f.split()) == {"reassoc", "nsz", "arcp", "contract", "afn"} for f in found), (arch, found)
+    x = np.array([1.0, 4.0, 9.0, 2.25], np.float32)
+    k(x, o)
+    np.testing.assert_allclose(o, x.sum() / (x * np.sqrt(x)), rtol=1e-6)
+    x[2] = np.nan
+    k(x, o)
+    assert o[2] == -1.0 and np.isnan(o[[0, 1, 3]]).all()
+
+
 @test()
 def test_i64_compare_of_widened_i32():
     """lavapipe miscompiles comparisons of an OpSConvert'ed i32: the SPIR-V widens by hand."""

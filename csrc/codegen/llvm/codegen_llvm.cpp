@@ -249,9 +249,23 @@ Value *LlvmCodegen::math_call(const char *libm_name, llvm::Intrinsic::ID id, Val
   return t == DataType::f16 ? b_.CreateFPTrunc(r, b_.getHalfTy()) : r;
 }
 
+// qd.init(fast_math=True) on float arithmetic that legalization did not write (TargetFeatures::fast_math).
+void LlvmCodegen::set_fast_math(const Stmt &s) {
+  if (!target_.features().fast_math || s.exact) return;
+  llvm::FastMathFlags f;
+  f.setAllowReassoc();
+  f.setAllowContract();
+  f.setAllowReciprocal();
+  f.setApproxFunc();
+  f.setNoSignedZeros();
+  b_.setFastMathFlags(f);
+}
+
 Value *LlvmCodegen::unary(const Stmt &s) {
   Value *x = value(s.operands[0]);
   DataType t = s.dtype;
+  llvm::IRBuilder<>::FastMathFlagGuard keep(b_);
+  set_fast_math(s);
   using I = llvm::Intrinsic::ID;
   switch (static_cast<UnaryOp>(s.op)) {
     case UnaryOp::Neg: return is_real(t) ? b_.CreateFNeg(x) : b_.CreateNeg(x);
@@ -336,8 +350,9 @@ Value *LlvmCodegen::binary(const Stmt &s) {
   DataType ot = s.operands[0]->dtype;
   Value *a = value(s.operands[0]), *c = value(s.operands[1]);
   llvm::IRBuilder<>::FastMathFlagGuard keep(b_);
+  set_fast_math(s);
   if (s.reassoc && is_real(ot)) {  // a privatized reduction: may use several accumulators / SIMD
-    llvm::FastMathFlags f;
+    llvm::FastMathFlags f = b_.getFastMathFlags();
     f.setAllowReassoc();
     if (s.op == int(BinaryOp::Min) || s.op == int(BinaryOp::Max)) {  // operands never NaN (reductions.cpp)
       f.setNoNaNs();

@@ -80,6 +80,7 @@ class LlvmCodegen {
   llvm::Value *buffer_base(int buffer);
   llvm::Value *global_ptr(const Stmt &s);
   llvm::Value *unary(const Stmt &s);
+  void set_fast_math(const Stmt &s);
   llvm::Value *cast(llvm::Value *v, DataType from, DataType to);
   llvm::Value *binary(const Stmt &s);
   llvm::Value *to_bool(llvm::Value *v, DataType t);

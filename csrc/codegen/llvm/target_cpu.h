@@ -6,6 +6,7 @@ namespace qd {
 // x86_64 / host CPU: tasks are plain functions the thread pool calls with index ranges.
 class CpuTarget : public LlvmTarget {
  public:
+  explicit CpuTarget(const TargetFeatures &features) : features_(features) {}
   Backend backend() const override { return Backend::Cpu; }
   const TargetFeatures &features() const override { return features_; }
   TaskSymbols emit_task(LlvmCodegen &cg, const Task &task, int task_index) override;

@@ -67,6 +67,7 @@ std::unique_ptr<Runtime> create_amdgpu_runtime(const RuntimeOptions &options) {
   TargetFeatures f{.amdgpu_gfx = amdgpu_gfx({})};
   f.subgroup_aggregation = options.subgroup_aggregation;
   f.constant_folding = options.constant_folding;
+  f.fast_math = options.fast_math;
   return std::make_unique<AmdgpuRuntime>(std::move(calls), f);
 }
 

@@ -93,7 +93,7 @@ struct Generated {
 };
 
 Generated generate(KernelIR &k, const TargetFeatures &features) {
-  CpuTarget target;
+  CpuTarget target(features);
   run_passes(k, Target{Backend::Cpu, features});
   Generated g;
   g.ctx = std::make_unique<llvm::LLVMContext>();
@@ -111,6 +111,7 @@ class CpuRuntime : public Runtime {
     features_.caps.bits &= ~o.disabled_caps.bits;
     features_.subgroup_aggregation = o.subgroup_aggregation;  // the cpu has batched compaction (compaction.cpp)
     features_.constant_folding = o.constant_folding;
+    features_.fast_math = o.fast_math;
   }
   ~CpuRuntime() override { cache_.flush(); }  // entries not yet written (the program ended without qd.reset())
 

@@ -83,6 +83,7 @@ std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
   f.max_shared_memory_bytes = calls->dev.attribute(kAttrMaxSharedPerBlockOptin);
   f.subgroup_aggregation = options.subgroup_aggregation;
   f.constant_folding = options.constant_folding;
+  f.fast_math = options.fast_math;
   return std::make_unique<CudaRuntime>(std::move(calls), f);
 }
 

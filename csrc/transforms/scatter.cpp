@@ -1,8 +1,10 @@
 // Partitioned scatter (cpu): `qd.atomic_add(y[p[i]], x[i])` with the old value unused, into a
 // large field, pays one locked instruction per iteration, and its random read-modify-writes miss
-// the caches. When the loop does nothing else that is visible outside it, it runs instead as a
-// bucketing of its updates by destination range (B buckets of 2^S consecutive elements, P parts
-// of the iterations), in four tasks:
+// the caches. When the loop does nothing else that is visible outside it but write each
+// iteration's own elements of other fields (`z[i] = ...` at the loop's index i: a reverse pass's
+// `w.grad[i] += ...` and `y.grad[i] = 0`), it runs instead as a bucketing of its updates by
+// destination range (B buckets of 2^S consecutive elements, P parts of the iterations), in four
+// tasks:
 //
 //   for part in range(P):                  # 1 parallel: count each bucket's updates of the part
 //       counts[part, :] = 0
@@ -13,6 +15,9 @@
 //   for part in range(P):                  # 3 parallel: the body again, each atomic:
 //       o = counts[part, j >> S]; counts[part, j >> S] = o + 1
 //       indices[o] = j; values[o] = x[i]
+//       (the iteration's own writes happen here only: pass 1 leaves them out, so it reads what
+//       the loop would; such a field is read only at i and before the body writes it, so both
+//       passes compute the same)
 //   for b in range(B):                     # 4 parallel: one bucket per iteration
 //       for o in range(starts[b], starts[b + 1]):
 //           y.flat[indices[o]] = y.flat[indices[o]] + values[o]   # plain, in a cache-sized range
@@ -33,7 +38,8 @@
 //           (branch-free: else y[spare] += identity, spare an element of the part)
 //
 // There every thread reads the whole loop's inputs, which is cheap next to the random writes for
-// a few threads. Both forms run the body more than once, so bodies with loops are left alone.
+// a few threads (not with writes of the iteration's own: each part would make them again). Both
+// forms run the body more than once, so bodies with loops are left alone.
 #include <algorithm>
 #include <thread>
 #include <unordered_map>
@@ -54,40 +60,72 @@ constexpr int64_t kMinBucketedItems = int64_t(1) << 14;
 // sub's operand, which is why the row says Add).
 BinaryOp combine_of(AtomicOp op) { return op == AtomicOp::Sub ? BinaryOp::Sub : *atomic_op_info(op).combine; }
 
+// Whether p points at element i of a 1-D buffer, i the index of `loop`: an iteration's own element.
+bool at_loop_index(const Stmt &p, const Stmt *loop) {
+  return p.kind == StmtKind::GlobalPtr && p.operands.size() == 1 && p.operands[0]->kind == StmtKind::LoopIndex &&
+         p.operands[0]->operands[0] == loop;
+}
+
 // The atomics to partition: the loop's only effects are reducible atomics with unused results on
-// one field (whose every use in the loop is such an atomic) and stores to its own variables.
-std::vector<Stmt *> partitionable(KernelIR &k, Task &t, int64_t *target) {
+// one field (whose every use in the loop is such an atomic), stores to its own variables, and
+// (into *own) plain stores or such atomics at the iteration's own element of other buffers, each
+// of which the loop reads only there and before it writes it.
+std::vector<Stmt *> partitionable(KernelIR &k, Task &t, int64_t *target, std::vector<Stmt *> *own) {
   Stmt *loop = t.loop();
   std::unordered_set<const Stmt *> used, locals;
   for_each_stmt(t.body, [&](Stmt &s) {
     for (Stmt *o : s.operands) used.insert(o);
   });
-  std::vector<Stmt *> atomics;
-  bool ok = true;
   *target = -1;
+  for_each_stmt(*loop->body, [&](Stmt &s) {  // the target: what an atomic not at i updates
+    if (*target < 0 && s.kind == StmtKind::Atomic && !at_loop_index(*s.operands[0], loop) &&
+        s.operands[0]->kind == StmtKind::GlobalPtr)
+      *target = s.operands[0]->ival;
+  });
+  auto reducible = [&](const Stmt &s) {
+    // (an ordered atomic synchronizes other memory: it stays an atomic)
+    return s.operands[0]->kind == StmtKind::GlobalPtr && atomic_op_info(s.atomic_op()).reducible && !used.count(&s) &&
+           s.order == MemoryOrder::Relaxed;
+  };
+  std::vector<Stmt *> atomics;
+  std::unordered_set<int64_t> written;  // buffers of the iteration's own writes, so far in the body
+  bool ok = true;
   for_each_stmt(*loop->body, [&](Stmt &s) {
+    const Stmt *p = s.operands.empty() ? nullptr : s.operands[0];
+    bool own_write = (s.kind == StmtKind::GlobalStore || (s.kind == StmtKind::Atomic && reducible(s))) &&
+                     at_loop_index(*p, loop) && p->ival != *target;
     switch (s.kind) {
       case StmtKind::Alloca: locals.insert(&s); break;
       case StmtKind::LocalStore: ok = ok && locals.count(s.operands[0]); break;
-      case StmtKind::Atomic: {
-        const Stmt &p = *s.operands[0];
-        // (an ordered atomic synchronizes other memory: it stays an atomic)
-        bool good = p.kind == StmtKind::GlobalPtr && atomic_op_info(s.atomic_op()).reducible && !used.count(&s) &&
-                    s.order == MemoryOrder::Relaxed &&
-                    (*target < 0 || *target == p.ival);
-        if (good) *target = p.ival, atomics.push_back(&s);
-        ok = ok && good;
+      case StmtKind::Atomic:
+        if (own_write) {
+          own->push_back(&s), written.insert(p->ival);
+        } else {
+          bool good = reducible(s) && p->ival == *target;
+          if (good) atomics.push_back(&s);
+          ok = ok && good;
+        }
         break;
-      }
+      case StmtKind::GlobalStore:
+        if (own_write) own->push_back(&s), written.insert(p->ival);
+        ok = ok && own_write;
+        break;
       // qd.atomic_load synchronizes; a volatile load might differ between the passes over the body
       case StmtKind::GlobalLoad: ok = ok && !s.is_atomic && !s.is_volatile; break;
       case StmtKind::Fence:
-      case StmtKind::GlobalStore: case StmtKind::Return: case StmtKind::Break:
+      case StmtKind::Return: case StmtKind::Break:
       case StmtKind::While: case StmtKind::RangeFor: case StmtKind::Simt:
         ok = false;
         break;
       default: break;
     }
+    // A buffer the iteration writes is read only at i, and not after a write to it.
+    if (s.kind == StmtKind::GlobalLoad && p->kind == StmtKind::GlobalPtr && written.count(p->ival)) ok = false;
+  });
+  for_each_stmt(*loop->body, [&](Stmt &s) {
+    if (s.kind == StmtKind::GlobalPtr && !at_loop_index(s, loop))
+      for (const Stmt *w : *own)
+        if (w->operands[0]->ival == s.ival) ok = false;
   });
   if (!ok || atomics.empty()) return {};
   const BufferDesc &d = k.buffers[*target];
@@ -159,8 +197,9 @@ Stmt *range_for(IrEmitter &e, Stmt *begin, Stmt *end, bool serial) {
 
 class Bucketing {
  public:
-  Bucketing(KernelIR &k, const Task &t, int64_t target, const std::vector<Stmt *> &atomics, int threads)
-      : k_(k), t_(t), target_(target), atomics_(atomics), loc_(t.loop()->loc) {
+  Bucketing(KernelIR &k, const Task &t, int64_t target, const std::vector<Stmt *> &atomics,
+            const std::vector<Stmt *> &own, int threads)
+      : k_(k), t_(t), target_(target), atomics_(atomics), own_(own), loc_(t.loop()->loc) {
     const BufferDesc &d = k.buffers[target];
     shape_ = d.shape;
     dtype_ = atomics[0]->dtype;
@@ -288,6 +327,11 @@ class Bucketing {
       }
       std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
     }
+    if (!fill)
+      for (Stmt *orig : own_) {
+        Stmt *w = m.at(orig);
+        std::erase_if(w->parent->stmts, [&](auto &s) { return s.get() == w; });
+      }
     return p;
   }
 
@@ -349,6 +393,7 @@ class Bucketing {
   const Task &t_;
   int64_t target_;
   const std::vector<Stmt *> &atomics_;
+  const std::vector<Stmt *> &own_;  // the iteration's own writes (partitionable): pass 3's only
   SourceLoc loc_;
   std::vector<int64_t> shape_;
   DataType dtype_;
@@ -366,15 +411,15 @@ void partition_scatters(KernelIR &k) {
   std::vector<Task> tasks;
   for (Task &t : k.tasks) {
     int64_t target = -1;
-    std::vector<Stmt *> atomics;
+    std::vector<Stmt *> atomics, own;
     if (t.parallel && t.pre_loop.stmts.empty() && t.post_loop.stmts.empty() && !t.loop()->block_dim)
-      atomics = partitionable(k, t, &target);
+      atomics = partitionable(k, t, &target, &own);
     if (!atomics.empty()) {
       if (Bucketing::applies(k, target, atomics)) {
-        for (Task &b : Bucketing(k, t, target, atomics, threads).tasks()) tasks.push_back(std::move(b));
+        for (Task &b : Bucketing(k, t, target, atomics, own, threads).tasks()) tasks.push_back(std::move(b));
         t.when = Task::When::WithoutScratch;
       }
-      if (threads >= 2 && threads <= kMaxParts) partition(k, t, target, atomics, threads);
+      if (threads >= 2 && threads <= kMaxParts && own.empty()) partition(k, t, target, atomics, threads);
     }
     tasks.push_back(std::move(t));
   }

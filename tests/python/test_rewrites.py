@@ -323,10 +323,16 @@ def test_scatter_not_partitioned():
     other = qd.field(qd.f32, shape=100000)
 
     @qd.kernel
-    def store_too(p: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+    def store_too(p: qd.types.ndarray(dtype=qd.i32, ndim=1)):  # not the iteration's own element
         for i in range(p.shape[0]):
             qd.atomic_add(big[p[i]], 1.0)
-            other[i] = 1.0
+            other[p[i]] = 1.0
+
+    @qd.kernel
+    def read_after_write(p: qd.types.ndarray(dtype=qd.i32, ndim=1)):  # the passes would differ
+        for i in range(p.shape[0]):
+            other[i] = 2.0
+            qd.atomic_add(big[p[i]], other[i])
 
     @qd.kernel
     def reads(p: qd.types.ndarray(dtype=qd.i32, ndim=1)):
@@ -345,9 +351,82 @@ def test_scatter_not_partitioned():
             qd.atomic_max(big[p[i] + 1], 1.0)
 
     p = np.zeros(10, np.int32)
-    for k in (store_too, reads, small_target):
+    for k in (store_too, reads, small_target, read_after_write):
         assert "global atomic add" in qd.compile(k, p).ir, k.__name__
-    assert "with scratch" not in qd.compile(mixed_ops, p).ir
+    for k in (mixed_ops, store_too, read_after_write):
+        assert "with scratch" not in qd.compile(k, p).ir, k.__name__
+
+
+@test(arch=qd.cpu)
+def test_bucketed_scatter_with_the_iterations_own_writes():
+    """A scatter loop that also writes each iteration's own element of other fields (a reverse
+    pass: `w_grad[i] += ...`, `y_grad[i] = 0` after reading it) is bucketed: those writes happen
+    once, in the fill pass, and the first pass reads what the loop reads. Exact results (integer
+    values); with no scratch memory the original loop runs unpartitioned."""
+    m, n = 1 << 17, 200003
+    rng = np.random.default_rng(16)
+    idx = rng.integers(0, m, n).astype(np.int32)
+    g0 = rng.integers(-50, 50, n).astype(np.float32)
+    w0 = rng.integers(-8, 8, n).astype(np.float32)
+    x = qd.field(qd.f32, shape=m)
+    g = qd.field(qd.f32, shape=n)
+    wg = qd.field(qd.f32, shape=n)
+
+    @qd.kernel
+    def backward_like(p: qd.types.ndarray(dtype=qd.i32, ndim=1), w: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(p.shape[0]):
+            a = g[i]
+            g[i] = 0.0
+            wg[i] = wg[i] + a * 2.0
+            qd.atomic_add(x[p[i]], a * w[i])
+
+    x.fill(1.0)
+    g.from_numpy(g0)
+    wg.fill(3.0)
+    backward_like(idx, w0)
+    ref = np.ones(m, np.float32)
+    np.add.at(ref, idx, g0 * w0)
+    np.testing.assert_array_equal(x.to_numpy(), ref)
+    np.testing.assert_array_equal(wg.to_numpy(), 3.0 + g0 * 2.0)
+    assert (g.to_numpy() == 0).all()
+    ir = qd.compile(backward_like, idx, w0).ir
+    assert ir.count("with scratch") == 4 and ir.count("without scratch") == 1, ir
+    assert ir.count("global atomic add") == 1, ir  # the fallback's, unpartitioned
+
+
+@test(arch=qd.cpu)
+def test_long_loops_privatize_larger_fields():
+    """A scatter-add into 65536 elements from a loop of known length 2^21 gets a private copy per
+    thread (the loop is long enough to pay for it), the same loop over a run-time length keeps its
+    atomics; both exact."""
+    m, n = 1 << 16, 1 << 21
+    rng = np.random.default_rng(17)
+    idx = rng.integers(0, m, n).astype(np.int32)
+    y = qd.field(qd.i32, shape=m)
+    p = qd.field(qd.i32, shape=n)
+    p.from_numpy(idx)
+
+    @qd.kernel
+    def known():
+        for i in p:
+            qd.atomic_add(y[p[i]], i % 7)
+
+    @qd.kernel
+    def unknown(k: qd.i32):
+        for i in range(k):
+            qd.atomic_add(y[p[i]], i % 7)
+
+    ref = np.zeros(m, np.int32)
+    np.add.at(ref, idx, np.arange(n) % 7)
+    known()
+    np.testing.assert_array_equal(y.to_numpy(), ref)
+    y.fill(0)
+    unknown(n)
+    np.testing.assert_array_equal(y.to_numpy(), ref)
+    threads = os.cpu_count() or 1
+    private = "private" in qd.compile(known).ir
+    assert private == (n // (8 * threads) >= m), qd.compile(known).ir[:2000]
+    assert "private" not in qd.compile(unknown, 5).ir
 
 
 @test(arch=qd.vulkan)

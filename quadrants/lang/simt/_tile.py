@@ -9,6 +9,7 @@ exchange buffer of one entry per thread with block barriers (lavapipe's 8- or 4-
 Row i of a tile belongs to the thread whose index in its tile is i: thread_idx % N of the block
 (its lane % N on the shuffle path; with block_dim == N both are the lane, subgroup.invocation_id())."""
 from quadrants import types as T
+from quadrants._lib import runtime
 from quadrants.lang.ast.context import current
 from quadrants.lang.ast.values import NdarrayArg
 from quadrants.lang.ops import builtin
@@ -194,7 +195,9 @@ class _Rows:
     def __init__(self, ctx, n, dtype, width=0):
         self.ctx, self.n, self.dtype, self.width, self.buf = ctx, n, dtype, width, None
         g = subgroup.group_size()
-        self.shuffle = g >= n
+        # The cpu runs a block's threads one after another between barriers, so a shuffle there is a
+        # barrier: the shared tables (a few barriers per operation) are the cheaper exchange.
+        self.shuffle = g >= n and ctx.arch is not runtime.cpu
         if self.shuffle:  # the n lanes of a tile are an aligned run of the subgroup
             lane = R.lane_id(ctx)
             self.tid = ctx.binary("bit_and", lane, n - 1)
@@ -202,7 +205,7 @@ class _Rows:
             return
         bd = ctx.block_dim
         if not bd or bd % n:
-            ctx.syntax_error(f"a {n}x{n} tile on this device (subgroups of {g} lanes) exchanges rows through block "
+            ctx.syntax_error(f"a {n}x{n} tile on {ctx.arch.name} (subgroups of {g} lanes) exchanges rows through block "
                              f"shared memory: set qd.loop_config(block_dim=...) to a multiple of {n} "
                              f"(block_dim={n}: one tile per block), got {bd or 'the default'}")
         t = block.thread_idx()
@@ -446,8 +449,8 @@ class _Tile:
         """B becomes X with X L^T = B, L = self lower triangular with a nonzero diagonal (only its
         lower triangle is read): forward substitution on each row of B."""
         if not lower:
-            raise TypeError(f"{self._name()}.solve_triangular_: only lower=True is supported (self is the lower "
-                            f"triangular L, e.g. from cholesky_)")
+            _error("type", f"{self._name()}.solve_triangular_: only lower=True is supported (self is the lower "
+                           f"triangular L, e.g. from cholesky_)")
         ctx = self._ctx("solve_triangular_")
         if not isinstance(B, _Tile) or B.SIZE != self.SIZE or B.DTYPE != self.DTYPE:
             ctx.type_error(f"{self._name()}.solve_triangular_(B): B must be a {self._name()} of {self.DTYPE}, got "

@@ -328,14 +328,16 @@ class _Tile:
         def columns():
             for j, var in enumerate(self.regs):
                 col = ctx.binary("add", s.col_start, j)
-
-                def move(var=var, col=col):
-                    el = ctx.element(arr, lead + [row, col])
-                    if store:
-                        ctx.store(el, ctx.cast(var, arr.dtype))
-                    else:
-                        ctx.store(var, ctx.cast(el, self.DTYPE))
-                _when(ctx, _in(ctx, col, col_stop), move)
+                ok = _in(ctx, col, col_stop)
+                if store:
+                    _when(ctx, ok, lambda var=var, col=col: ctx.store(ctx.element(arr, lead + [row, col]),
+                                                                       ctx.cast(var, arr.dtype)))
+                else:  # branch-free: a load from a column clamped into the row, kept where `ok`
+                    safe = ctx.binary("min", ctx.binary("max", col, 0), ctx.binary("sub", shape[-1], 1))
+                    v = ctx.cast(ctx.element(arr, lead + [row, safe]), self.DTYPE)
+                    ctx.store(var, R.select(ctx, ok, v, var) if not isinstance(ok, bool) else v if ok else var)
+        if not store:  # a row to clamp a column into
+            row_ok = _and(ctx, row_ok, ctx.binary("gt", shape[-1], 0))
         _when(ctx, row_ok, columns)
 
     @builtin

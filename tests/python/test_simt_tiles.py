@@ -211,6 +211,51 @@ def test_lowering_follows_the_subgroup_size(TILE):
 
 
 @test_utils.test(arch=qd.cpu)
+def test_shuffle_exchange(monkeypatch):
+    """The subgroup-shuffle exchange (GPUs whose subgroups hold the tile), run on the cpu's 32-lane
+    subgroups: two 16-row tiles per subgroup (lanes 16..31 hold the second), exact as above."""
+    from quadrants.lang.simt import _tile  # noqa: E402  (its switch for the cpu's exchange)
+    monkeypatch.setattr(_tile, "_SHUFFLES_ON_CPU", True)
+
+    def no_shared_memory(*_):
+        raise AssertionError("the shuffle exchange uses no shared memory and no block sync")
+    monkeypatch.setattr(_tile.block, "SharedArray", no_shared_memory)
+    monkeypatch.setattr(_tile.block, "sync", no_shared_memory)
+    T, n = qd.simt.Tile16x16, 16
+
+    @qd.kernel
+    def k(a: qd.types.NDArray[qd.f32, 3], b: qd.types.NDArray[qd.f32, 3], v: qd.types.NDArray[qd.f32, 2],
+          lo: qd.types.NDArray[qd.f32, 3], x: qd.types.NDArray[qd.f32, 3], g: qd.types.NDArray[qd.f32, 3]):
+        qd.loop_config(block_dim=2 * n)
+        for i in range(2 * n):
+            s = i // n
+            L = T.zeros()
+            L[:] = a[s, 0:n, 0:n]
+            G = T.zeros()
+            G[:] = a[s, 0:n, 0:n]
+            G -= qd.outer(v[s, i % n], v[1 - s, i % n])  # scalars: row i % n of tile s
+            g[s, 0:n, 0:n] = G
+            L.cholesky_(1e-6)
+            lo[s, 0:n, 0:n] = L
+            B = T.zeros()
+            B[:] = b[s, 0:n, 0:n]
+            L.solve_triangular_(B)
+            x[s, 0:n, 0:n] = B
+
+    Ls = [_int_lower(n, 20 + s) for s in range(2)]
+    Xs = [np.random.RandomState(30 + s).randint(-3, 4, (n, n)) for s in range(2)]
+    a = np.stack([L @ L.T for L in Ls]).astype(np.float32)
+    b = np.stack([X @ L.T for X, L in zip(Xs, Ls)]).astype(np.float32)
+    v = np.random.RandomState(7).randint(-3, 4, (2, n)).astype(np.float32)
+    lo, x, g = np.zeros_like(a), np.zeros_like(a), np.zeros_like(a)
+    k(a, b, v, lo, x, g)
+    for s in range(2):
+        np.testing.assert_array_equal(np.tril(lo[s]), Ls[s])
+        np.testing.assert_array_equal(x[s], Xs[s])
+        np.testing.assert_array_equal(g[s], a[s] - np.outer(v[s], v[1 - s]))
+
+
+@test_utils.test(arch=qd.cpu)
 def test_errors():
     T = qd.simt.Tile16x16
 

@@ -185,6 +185,9 @@ def _dot(ctx, dtype, terms):
 
 
 # ------------------------------------------------------------------------- row exchange
+_SHUFFLES_ON_CPU = False  # tests set it to run the shuffle exchange on the cpu (32-lane subgroups)
+
+
 class _Rows:
     """Which row of its tile this thread holds (`tid`, i32), and the values other rows hold.
 
@@ -197,7 +200,7 @@ class _Rows:
         g = subgroup.group_size()
         # The cpu runs a block's threads one after another between barriers, so a shuffle there is a
         # barrier: the shared tables (a few barriers per operation) are the cheaper exchange.
-        self.shuffle = g >= n and ctx.arch is not runtime.cpu
+        self.shuffle = g >= n and (ctx.arch is not runtime.cpu or _SHUFFLES_ON_CPU)
         if self.shuffle:  # the n lanes of a tile are an aligned run of the subgroup
             lane = R.lane_id(ctx)
             self.tid = ctx.binary("bit_and", lane, n - 1)

@@ -25,9 +25,11 @@ def _shared_path(tile):
     return qd.lang.impl.current_cfg().arch == qd.cpu or qd.simt.subgroup.group_size() < tile.SIZE
 
 
-@pytest.mark.parametrize("TILE", TILES)
 @test_utils.test(arch=RUNS)
-def test_load_store_clip_and_eye(TILE):
+def test_load_store_clip_and_eye():
+    """Slices of ndarrays, a batched field and a SharedArray, clipped on each side (the code is the same
+    for both sizes: Tile32x32's loads and stores run in the tests below)."""
+    TILE = qd.simt.Tile16x16
     n = TILE.SIZE
     g = 2 * n + 4
 
@@ -286,6 +288,8 @@ def test_errors():
                     t[0] = 1.0
                 if qd.static(c == "upper"):
                     t.solve_triangular_(t, lower=False)
+                if qd.static(c == "int"):
+                    T.zeros(dtype=qd.i32)
 
         s, s3 = np.zeros((16, 16), np.float32), np.zeros((16, 16, 2), np.float32)
         with pytest.raises(exc) as e:
@@ -302,6 +306,7 @@ def test_errors():
     assert "stores a tile" in compile_error("rebind", TypeError)
     assert "indexed only as tile[:]" in compile_error("index")
     assert "only lower=True" in compile_error("upper", TypeError)
+    assert "qd.f32 or qd.f64 entries, got i32" in compile_error("int", TypeError)
     assert "test_simt_tiles.py" in compile_error("neg")  # the kernel line is named
 
 

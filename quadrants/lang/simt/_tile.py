@@ -223,7 +223,8 @@ class _Rows:
     def at(self, buf, row, i):
         """Slot i of row `row` of this thread's tile in `buf`."""
         ctx = self.ctx
-        return ctx.element(buf, [ctx.binary("add", ctx.binary("mul", ctx.binary("add", self.first, row), self.width), i)])
+        base = ctx.binary("mul", ctx.binary("add", self.first, row), self.width)
+        return ctx.element(buf, [ctx.binary("add", base, i)])
 
     def _slot(self, row, i):
         if self.buf is None:
@@ -374,9 +375,8 @@ class _Tile:
         row = ctx.binary("add", v.row_start, rows.tid)
         ok = _and(ctx, _in(ctx, row, ctx.binary("min", v.row_stop, shape[-2])), _in(ctx, v.col, shape[-1]))
         out = ctx.new_var(ctx.const(0.0, self.DTYPE))
-        el = lambda: ctx.store(out, ctx.cast(ctx.element(v.arr, ([v.batch] if batched else []) + [row, v.col]),  # noqa: E731
-                                             self.DTYPE))
-        _when(ctx, ok, el)
+        index = ([v.batch] if batched else []) + [row, v.col]
+        _when(ctx, ok, lambda: ctx.store(out, ctx.cast(ctx.element(v.arr, index), self.DTYPE)))
         return ctx.rvalue(out)
 
     # --- updates and factorizations ----------------------------------------------------------
@@ -495,6 +495,10 @@ _tile_cache = {}
 def _make_tile(n, dtype=None):
     """The tile class of n x n entries of `dtype` (qd.f32 when None), one per (n, dtype)."""
     dtype = T.f32 if dtype is None else dtype
+    if n not in (16, 32):
+        raise ValueError(f"a register tile is 16x16 or 32x32, got {n}")
+    if not isinstance(dtype, T.DataType) or not dtype.is_real or dtype.bits < 32:
+        _error("type", f"a register tile holds qd.f32 or qd.f64 entries, got {dtype!r}")
     key = (n, dtype)
     if key not in _tile_cache:
         _tile_cache[key] = type(f"Tile{n}x{n}", (_Tile,), {"SIZE": n, "DTYPE": dtype, "__doc__": _Tile.__doc__})

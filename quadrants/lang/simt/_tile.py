@@ -1,10 +1,11 @@
 """qd.simt.Tile16x16 / qd.simt.Tile32x32: an N x N matrix held in registers by the N threads of a
 tile, one row per thread (N scalar kernel variables each). See docs/simt.md, "Register tiles".
 
-Everything here runs while the kernel compiles and emits IR: loads and stores are guarded element
-accesses, and rows see each other's values through `_Rows`, chosen per kernel from the device:
-subgroup shuffles when a subgroup holds a whole tile (group_size() >= N), else a block-shared
-exchange buffer of one entry per thread with block barriers (lavapipe's 8- or 4-lane subgroups).
+Everything here runs while the kernel compiles and emits IR: loads read a clamped column and keep
+it where the column is in range, stores are guarded, and rows see each other's values through
+`_Rows`, chosen per kernel: subgroup shuffles on a GPU whose subgroups hold a whole tile
+(group_size() >= N), else (lavapipe's 8- or 4-lane subgroups, the cpu) block shared-memory tables
+with block barriers.
 
 Row i of a tile belongs to the thread whose index in its tile is i: thread_idx % N of the block
 (its lane % N on the shuffle path; with block_dim == N both are the lane, subgroup.invocation_id())."""

@@ -127,7 +127,8 @@ def array_slice(ctx, arr, index):
         b, r, c = ([None] + index)[-3:]
         return _VecSliceProxy(arr, r.start, r.stop, c, b)
     ctx.syntax_error("a slice of an array in a kernel is a tile slice: arr[r0:r1, c0:c1], arr[b, r0:r1, c0:c1] "
-                     "(a tile's rows and columns) or arr[r0:r1, col], arr[b, r0:r1, col] (a column, for qd.outer)")
+                     "(a tile's rows and columns) or arr[r0:r1, col], arr[b, r0:r1, col] (a column, for qd.outer); a "
+                     "sub-range of a 1-D ndarray is qd.BufferView(arr, offset, size)")
 
 
 def _shape(ctx, arr, ndim):

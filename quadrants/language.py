@@ -26,6 +26,7 @@ from quadrants.lang.ops import (  # noqa: F401
     raw_mod, round, rsqrt, select, sin, sqrt, static, static_assert, tan, tanh, volatile_load,
 )
 from quadrants.lang.ops import one, stop_grad, zero  # noqa: F401
+from quadrants.lang.simt._tile import outer  # noqa: F401  (tile -= qd.outer(u, v))
 from quadrants.memory.field import Field, MatrixField, ScalarField, SNode, field, i, ij, ijk, ijkl, j, k, l, root  # noqa: F401
 from quadrants.memory.ndarray import MatrixNdarray, Ndarray, ScalarNdarray, VectorNdarray, ndarray  # noqa: F401
 from quadrants.memory.field import FieldsBuilder, SNodeTree  # noqa: F401

@@ -30,6 +30,7 @@ from quadrants.lang import matrix, ops
 from quadrants.lang import printing
 from quadrants.lang.printing import Format
 from quadrants.lang.simt.block import SharedArray
+from quadrants.lang.simt import _tile
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # quadrants/
 
@@ -478,7 +479,11 @@ class FunctionWalker(ast.NodeVisitor):
             for t, v in zip(target.elts, items):
                 self.assign(t, v)
         else:
-            self.ctx.store(self.visit(target), value)
+            dest = self.visit(target)
+            if hasattr(dest, "_qd_assign"):  # a tile slice or tile[:] (qd.simt.Tile16x16 ...): a tile store / load
+                dest._qd_assign(value)
+            else:
+                self.ctx.store(dest, value)
 
     def _captured_value(self, v, dtype=None):
         """A Python-scope vector / matrix (numeric numpy array of 1 or 2 axes, PyMatrix) or struct
@@ -518,6 +523,9 @@ class FunctionWalker(ast.NodeVisitor):
             self.check_not_kernel_argument(node.target)
         target = self.visit(node.target)
         value = self.visit(node.value)
+        if hasattr(target, "_qd_augassign"):  # a tile: tile -= qd.outer(u, v)
+            target._qd_augassign(value, type(node.op).__name__)
+            return
         if not self._is_lvalue(target):
             self.ctx.syntax_error("augmented assignment needs a variable or a memory element as its target")
         if isinstance(target, MatrixValue) and isinstance(value, (list, tuple)):  # m[i] += [[1, 2], [3, 4]]
@@ -906,6 +914,9 @@ class FunctionWalker(ast.NodeVisitor):
         loop = self.b.begin_range_for(zero.stmt, total.stmt, not parallel, int(cfg.get("block_dim", 0) or 0))
         self.loops.append("parallel" if parallel else "serial")
         outer_parallel, self.ctx.in_parallel_loop = self.ctx.in_parallel_loop, self.ctx.in_parallel_loop or parallel
+        outer_block_dim = ctx.block_dim
+        if parallel:
+            ctx.block_dim = int(cfg.get("block_dim", 0) or 0)
         self.depth += 1
         self.ctx.depth += 1
         self.scopes.append({})
@@ -934,6 +945,7 @@ class FunctionWalker(ast.NodeVisitor):
         self.ctx.depth -= 1
         self.loops.pop()
         self.ctx.in_parallel_loop = outer_parallel
+        ctx.block_dim = outer_block_dim
         if parallel:
             ctx.rng_loops.pop()
         self.set_loc(node)
@@ -1129,6 +1141,10 @@ class FunctionWalker(ast.NodeVisitor):
         base = self.visit(node.value)
         if isinstance(base, ViewValue):
             return self.view_subscript(base, node.slice)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if isinstance(base, (Field, NdarrayArg, SharedArray)) and any(isinstance(p, ast.Slice) for p in parts):
+            return _tile.array_slice(self.ctx, base, [self.slice_bounds(p) if isinstance(p, ast.Slice) else
+                                                      self.visit(p) for p in parts])
         index = self.visit(node.slice)
         if isinstance(base, (Field, NdarrayArg, StructField, SharedArray)):
             if index is None:
@@ -1275,6 +1291,11 @@ class FunctionWalker(ast.NodeVisitor):
                                       "kernel must be compile-time ints (a slice decides a vector's length)")
             parts.append(None if v is None else int(v))
         return slice(*parts)
+
+    def slice_bounds(self, node):
+        """lo:hi:step of an array's tile slice: a Python slice of kernel values (run-time bounds allowed)."""
+        return slice(*(self.ctx.rvalue(self.visit(p)) if p is not None else None
+                       for p in (node.lower, node.upper, node.step)))
 
     def slice_matrix(self, base, idx):
         """v[1:], m[0, :], m[:, 1], m[:2, 1:]: a vector / matrix of the selected entries (lvalues

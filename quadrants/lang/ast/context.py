@@ -128,6 +128,7 @@ class KernelContext:
         self.rng_launch_slot = None  # the hidden argument numbering launches, once qd.random is used
         self.rng_loops = []          # per enclosing parallel loop: {"anchor", "thread", "counter"}
         self.rng_kernel = None       # the same for kernel-scope code (thread 0)
+        self.block_dim = 0  # the enclosing parallel loop's qd.loop_config(block_dim=...), 0: the default
 
     # --- random numbers ---------------------------------------------------------------------------
     def rng_stream(self):

@@ -8,7 +8,8 @@ from quadrants.lang.ast.values import MatrixValue
 from quadrants.memory import field as _field
 from quadrants.memory.field import Field
 from quadrants.types import scope
-from quadrants.types.exceptions import QuadrantsRuntimeError, QuadrantsSyntaxError
+from quadrants import types as T
+from quadrants.types.exceptions import QuadrantsRuntimeError, QuadrantsSyntaxError, QuadrantsTypeError
 
 
 class _RuntimeHandle:
@@ -49,6 +50,24 @@ class _RuntimeHandle:
     def default_ip(self):
         """The dtype Python's int stands for in kernels (qd.init(default_ip=...))."""
         return runtime.config().default_ip
+
+    def set_default_fp(self, dtype):
+        """Makes `dtype` (a float type) what Python's float stands for from now on, as
+        qd.init(default_fp=dtype) would; kernels compile anew (a new program generation)."""
+        self._set_default("fp", dtype, T.is_real)
+
+    def set_default_ip(self, dtype):
+        """Makes `dtype` (an integer type) what Python's int stands for from now on."""
+        self._set_default("ip", dtype, T.is_integral)
+
+    def _set_default(self, kind, dtype, ok):
+        dtype = T.to_dtype(dtype)
+        if not ok(dtype):
+            raise QuadrantsTypeError(f"set_default_{kind} takes a {'float' if kind == 'fp' else 'integer'} type, got {dtype}")
+        prog = self.prog
+        setattr(prog.config, f"default_{kind}", dtype)
+        T.primitive_types.defaults[kind] = dtype
+        prog.generation, runtime.Program.next_generation = runtime.Program.next_generation, runtime.Program.next_generation + 1
 
 
 class _Compiling:

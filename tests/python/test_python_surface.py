@@ -348,3 +348,27 @@ def test_interop_sparse_and_swizzle_names():
     assert sorted(names) == ["x", "xx", "xy", "y", "yx", "yy"]
     v = qd.Vector([1.0, 2.0])
     assert all(hasattr(v, n) for n in names)
+
+
+@test(arch=qd.cpu)
+def test_runtime_set_default_fp_and_ip():
+    """impl.get_runtime().set_default_fp / set_default_ip change what float / int stand for from
+    then on, as qd.init(default_fp=...) would: kernels compile anew for it."""
+    from quadrants.lang import impl
+    x = qd.field(qd.f64, 2)
+
+    @qd.kernel
+    def k():
+        a = 0.1
+        x[0] = a * 3
+        x[1] = 2**40 if qd.static(impl.get_runtime().default_ip == qd.i64) else 7
+
+    k()
+    assert x.to_numpy()[0] == np.float64(np.float32(0.1) * np.float32(3))
+    impl.get_runtime().set_default_fp(qd.f64)
+    impl.get_runtime().set_default_ip(qd.i64)
+    k()
+    assert x.to_numpy().tolist() == [0.1 * 3, 2.0**40]
+    assert impl.get_runtime().default_fp is qd.f64 and qd.cfg.default_ip is qd.i64
+    with pytest.raises(qd.QuadrantsTypeError, match="takes a float type"):
+        impl.get_runtime().set_default_fp(qd.i32)

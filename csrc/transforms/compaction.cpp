@@ -36,6 +36,7 @@ namespace {
 
 using B = BinaryOp;
 constexpr int kGpuBatch = 16, kCpuBatch = 64;  // elements per thread and batch
+constexpr int kCpuLoopBatch = 4096;  // cpu, Match::in_order: elements per batch, in loops (one atomic each)
 
 // Evaluated for every element of a batch, including the ones that do not pass the condition and,
 // with a clamped index, past the end of the range: no side effects, no control flow.
@@ -61,8 +62,8 @@ struct Match {
   std::vector<Stmt *> pre;    // the statements before the `if`
   std::vector<Stmt *> moved;  // the lane-dependent values of `pre` that the `if` body uses
   std::vector<Stmt *> rebuilt;  // pointers of `pre` that the `if` body uses: made again from moved indices
-  // cpu: the body only stores at out[slot] (no loads): it runs for every element of the batch,
-  // branch-free (see Batcher::store_in_order)
+  // cpu: the body only stores at out[slot] and loads at addresses that do not depend on the slot,
+  // from other buffers: the batch runs in loops, branch-free (see Batcher::batch_in_loops)
   bool in_order = false;
 };
 
@@ -182,8 +183,8 @@ class Batcher {
   void rewrite(const Match &m) {
     Stmt *loop = m.loop, *atomic = m.atomic;
     DataType it = loop->operands[0]->dtype, u32 = DataType::u32;  // it: the index type
-    const int chunk = lanes_ * batch_;
-    // The loop now counts threads: S per chunk of S * batch_ elements.
+    const int chunk = m.in_order ? kCpuLoopBatch : lanes_ * batch_;
+    // The loop now counts threads: S per chunk of S * batch_ elements (in_order: one per kCpuLoopBatch).
     IrEmitter p(t_.prologue, loop->loc);
     Stmt *begin = loop->operands[0], *end = loop->operands[1];
     // The length as unsigned: right for any i32 range (up to 2^32 - 1), read only when end > begin.
@@ -199,6 +200,10 @@ class Batcher {
     loop->body->owner = loop;
     IrEmitter e(*loop->body, m.branch->loc);
     Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
+    if (m.in_order) {
+      loop->label = "batched compaction, in loops";
+      return batch_in_loops(m, e, t, begin, n_u);
+    }
     Stmt *lane = cpu_ ? e.ci(u32, 0) : e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
     int log2_lanes = 0;
     while ((1 << log2_lanes) < lanes_) log2_lanes++;
@@ -213,10 +218,8 @@ class Batcher {
       Stmt *off = e.bin(B::Add, first, e.ci(u32, j * lanes_));
       Stmt *valid = e.bin(B::Lt, off, n_u);
       Stmt *index = e.sel(valid, e.bin(B::Add, begin, e.bitcast(off, it)), e.bin(B::Sub, end, e.ci(it, 1)));
-      for (Stmt *s : m.pre)
-        value[j][s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, value[j]);
-      Stmt *cond = mapped(value[j], m.branch->operands[0]);
-      passes[j] = e.both(valid, e.bin(B::Ne, cond, e.ci(cond->dtype, 0)));
+      value[j] = before_if(e, m, index);
+      passes[j] = e.both(valid, passes_at(e, m, value[j]));
     }
     // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
     // when every lane is there).
@@ -231,24 +234,10 @@ class Batcher {
       counts[j] = e.cast(e.un(UnaryOp::PopCount, masks[j]), u32);
       total = total ? e.bin(B::Add, total, counts[j]) : counts[j];
     }
-    // One atomic for the batch, by the lowest active lane; every lane reads its old value.
     DataType type = atomic->dtype;
-    CloneMap hoisted;
-    Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
-    copy_tree(e, atomic->operands[0], hoisted);
-    Stmt *old;
-    if (cpu_) {
-      hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
-      old = e.copy(*atomic, hoisted);
-    } else {
-      Stmt *old_var = e.var(type, e.ci(type, 0));
-      IrEmitter one = e.if_(e.simt(SimtOp::SubgroupElect, DataType::i32, {}));
-      hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
-      one.store(old_var, one.copy(*atomic, hoisted));
-      old = e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
-    }
+    Stmt *step = nullptr;
+    Stmt *old = take_slots(e, atomic, total, step);
     B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
-    if (m.in_order) return store_in_order(m, e, value, passes, total, old, step, combine);
     Stmt *before = e.ci(u32, 0);  // the passing elements of the earlier j
     for (int j = 0; j < batch_; j++) {
       // The active lane of rank r < count takes the values of the r-th passing lane (shuffled
@@ -267,54 +256,99 @@ class Batcher {
   }
 
  private:
-  // Every store of the body is at buffer[slot] (the atomic's value itself as the only index), and
-  // the body reads no memory.
+  // Every store of the body is at buffer[slot] (the atomic's value itself as the only index); its
+  // loads are plain ones, at addresses computed without the slot, from buffers it does not store to.
   static bool stores_only_at_slot(const Block &body, const Stmt *atomic) {
+    std::unordered_set<const Stmt *> slot_dependent{atomic};
+    std::unordered_set<int64_t> stored, loaded;
     for (auto &s : body.stmts) {
-      if (s->kind == StmtKind::GlobalLoad) return false;
-      if (s->kind != StmtKind::GlobalStore) continue;
-      const Stmt *ptr = s->operands[0];
-      if (ptr->kind != StmtKind::GlobalPtr || ptr->parent != &body || ptr->operands.size() != 1 ||
-          ptr->operands[0] != atomic)
-        return false;
+      if (std::any_of(s->operands.begin(), s->operands.end(), [&](Stmt *o) { return slot_dependent.count(o); }))
+        slot_dependent.insert(s.get());
+      const Stmt *ptr = s->operands.empty() ? nullptr : s->operands[0];
+      if (s->kind == StmtKind::GlobalLoad) {
+        if (s->is_atomic || s->is_volatile || ptr->kind != StmtKind::GlobalPtr || slot_dependent.count(ptr)) return false;
+        loaded.insert(ptr->ival);
+      } else if (s->kind == StmtKind::GlobalStore) {
+        if (ptr->kind != StmtKind::GlobalPtr || ptr->parent != &body || ptr->operands.size() != 1 ||
+            ptr->operands[0] != atomic)
+          return false;
+        stored.insert(ptr->ival);
+      }
     }
-    return true;
+    return std::none_of(loaded.begin(), loaded.end(), [&](int64_t b) { return stored.count(b); });
   }
 
-  // The cpu's batch without a branch per element (mispredicted half the time on random data): the
-  // body runs for every element in order; an element that does not pass stores, at the slot the
-  // next passing one will overwrite, the value last stored there by each store (after the last
-  // passing element: that element's slot and values again). Nothing outside the batch's slots is
-  // written, and each slot ends with its element's values.
-  void store_in_order(const Match &m, IrEmitter &e, std::vector<CloneMap> &value, const std::vector<Stmt *> &passes,
-                      Stmt *total, Stmt *old, Stmt *step, B combine) const {
-    DataType u32 = DataType::u32, type = old->dtype;
-    Stmt *last_slot = e.bin(B::Sub, total, e.ci(u32, 1));
-    IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
-    std::map<const Stmt *, Stmt *> last;  // store -> the variable holding its last value
-    for (auto &s : m.branch->body->stmts)
-      if (s->kind == StmtKind::GlobalStore) last[s.get()] = g.var(s->operands[1]->dtype, g.ci(s->operands[1]->dtype, 0));
-    Stmt *before = g.ci(u32, 0);
-    for (size_t j = 0; j < passes.size(); j++) {
-      CloneMap map = value[j];
-      map[m.atomic] = g.bin(combine, old, g.bin(B::Mul, step, g.cast(before, type)));
-      Stmt *at = g.sel(g.bin(B::Lt, before, total), before, last_slot);
-      Stmt *where = g.bin(combine, old, g.bin(B::Mul, step, g.cast(at, type)));
-      Stmt *pass = passes[j];
-      for (auto &s : m.branch->body->stmts) {
-        if (s.get() == m.atomic) continue;
-        if (s->kind == StmtKind::GlobalPtr && s->operands.size() == 1 && s->operands[0] == m.atomic) {
-          map[s.get()] = g.copy(*s, {{m.atomic, where}});
-        } else if (s->kind == StmtKind::GlobalStore) {
-          Stmt *v = g.sel(pass, mapped(map, s->operands[1]), g.load(last[s.get()]));
-          g.store(last[s.get()], v);
-          g.copy(*s, {{s->operands[0], map[s->operands[0]]}, {s->operands[1], v}});
-        } else {
-          map[s.get()] = g.copy(*s, map);
-        }
-      }
-      before = g.bin(B::Add, before, g.cast(pass, u32));
+  // The statements before the `if`, evaluated at `index` (for the original loop index).
+  static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index) {
+    CloneMap v;
+    for (Stmt *s : m.pre) v[s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, v);
+    return v;
+  }
+
+  // Whether the element whose statements before the `if` are `v` passes its condition (i32 0 / 1).
+  static Stmt *passes_at(IrEmitter &e, const Match &m, const CloneMap &v) {
+    Stmt *cond = mapped(v, m.branch->operands[0]);
+    return e.bin(B::Ne, cond, e.ci(cond->dtype, 0));
+  }
+
+  // One atomic taking `total` elements' slots, by the lowest active lane; every lane gets its old
+  // value. `step` is set to the atomic's operand (the same for every element).
+  Stmt *take_slots(IrEmitter &e, Stmt *atomic, Stmt *total, Stmt *&step) const {
+    DataType type = atomic->dtype;
+    CloneMap hoisted;
+    step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
+    copy_tree(e, atomic->operands[0], hoisted);
+    if (cpu_) {
+      hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
+      return e.copy(*atomic, hoisted);
     }
+    Stmt *old_var = e.var(type, e.ci(type, 0));
+    IrEmitter one = e.if_(e.simt(SimtOp::SubgroupElect, DataType::i32, {}));
+    hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
+    one.store(old_var, one.copy(*atomic, hoisted));
+    return e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
+  }
+
+  // The cpu, Match::in_order: thread iteration t takes the kCpuLoopBatch elements from
+  // begin + t * kCpuLoopBatch in two inner loops without a branch per element (one on random data
+  // mispredicts half the time). The first counts the passing elements and finds the last one; after
+  // one atomic for the count, the second runs the body for every element up to that last one, in
+  // order, at slot old + step * (passing elements before it). An element that does not pass runs
+  // it with the values (of the statements before the `if`) of the last passing element: its loads
+  // are ones the loop makes, its stores land on the slot that the next passing element overwrites.
+  // Nothing outside the batch's slots is written, and each slot ends with its element's values.
+  void batch_in_loops(const Match &m, IrEmitter &e, Stmt *t, Stmt *begin, Stmt *n_u) const {
+    DataType it = begin->dtype, u32 = DataType::u32, type = m.atomic->dtype;
+    Stmt *first = e.bin(B::Mul, t, e.ci(u32, kCpuLoopBatch));  // below n_u
+    Stmt *left = e.bin(B::Sub, n_u, first);
+    Stmt *len = e.sel(e.bin(B::Lt, left, e.ci(u32, kCpuLoopBatch)), left, e.ci(u32, kCpuLoopBatch));
+    Stmt *lo = e.bin(B::Add, begin, e.bitcast(first, it));
+    Stmt *hi = e.bin(B::Add, lo, e.bitcast(len, it));
+    Stmt *count = e.var(u32, e.ci(u32, 0)), *last = e.var(it, lo);
+    Stmt *i = nullptr;
+    {
+      IrEmitter c = e.for_(lo, hi, i);
+      Stmt *pass = passes_at(c, m, before_if(c, m, i));
+      c.store(count, c.bin(B::Add, c.load(count), c.cast(pass, u32)));
+      c.store(last, c.bin(B::Max, c.load(last), c.sel(pass, i, lo)));
+    }
+    Stmt *total = e.load(count);
+    IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
+    Stmt *step = nullptr;
+    Stmt *old = take_slots(g, m.atomic, total, step);
+    B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
+    Stmt *end = g.load(last);
+    CloneMap at_last = before_if(g, m, end);
+    Stmt *before = g.var(u32, g.ci(u32, 0));  // the passing elements before i
+    IrEmitter b = g.for_(lo, g.bin(B::Add, end, g.ci(it, 1)), i);
+    CloneMap map = before_if(b, m, i);
+    Stmt *pass = passes_at(b, m, map);
+    for (Stmt *v : m.moved) map[v] = b.sel(pass, map[v], at_last[v]);
+    Stmt *k = b.load(before);
+    map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(k, type)));
+    for (auto &s : m.branch->body->stmts)
+      if (s.get() != m.atomic) map[s.get()] = b.copy(*s, map);
+    b.store(before, b.bin(B::Add, k, b.cast(pass, u32)));
   }
 
   // A relaxed add / sub of a lane-independent operand on a lane-independent address.

@@ -119,12 +119,12 @@ def ordered_bits(k, key_dtype):
 
 
 @builtin
-def digit(k, key_dtype, shift):
-    """Digit (i32) of RADIX_BITS bits of the key's ordered bits at bit `shift` (compile-time)."""
+def digit(k, key_dtype, shift, width=RADIX_BITS):
+    """Digit (i32) of `width` bits of the key's ordered bits at bit `shift` (both compile-time)."""
     ctx = require("qd.algorithms")
     U = _bits_dtype(key_dtype)
     b = ordered_bits(k, key_dtype)
-    d = ctx.binary("bit_and", ctx.binary("shr", b, ctx.const(shift, U)), ctx.const(RADIX - 1, U))
+    d = ctx.binary("bit_and", ctx.binary("shr", b, ctx.const(shift, U)), ctx.const((1 << width) - 1, U))
     return ctx.cast(d, T.i32)
 
 
@@ -196,19 +196,30 @@ def _scatter_cpu(src: template(), dst: template(), src_v: template(), dst_v: tem
                 dst_v[pos] = src_v[idx]
 
 
+def bucket_digits(bits):
+    """cpu: the (shift, width, first counter) of the digits a bucket is sorted by, for its keys' low
+    `bits` bits, and the number of counters: as few digits as ones of at most 12 bits allow (a
+    bucket's 4096 counters and its keys then stay in the worker's cache), of near-equal widths."""
+    k = -(-bits // 12)
+    widths = [bits // k + (1 if i < bits % k else 0) for i in range(k)]
+    digits = [(sum(widths[:i]), w, sum(1 << v for v in widths[:i])) for i, w in enumerate(widths)]
+    return digits, sum(1 << w for w in widths)
+
+
 @helper_func
 def _bucket_pass(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(),
-                 lo, hi, bins: template(), b0, key_dtype: template(), shift: template()):
-    """cpu: one stable pass over keys[lo:hi] (one bucket) by the digit at `shift`, src -> dst; the
-    digit counts at bins[b0:b0 + RADIX] become the digits' next positions."""
+                 lo, hi, bins: template(), b0: template(), key_dtype: template(), shift: template(),
+                 width: template()):
+    """cpu: one stable pass over keys[lo:hi] (one bucket) by the digit at (shift, width), src -> dst;
+    the digit counts at bins[b0:b0 + 2^width] become the digits' next positions."""
     pos = lo
-    for d in range(RADIX):
+    for d in range(1 << width):
         cnt = bins[b0 + d]
         bins[b0 + d] = pos
         pos += cnt
     for idx in range(lo, hi):  # in order: stable
         k = src[idx]
-        d = digit(k, key_dtype, shift)
+        d = digit(k, key_dtype, shift, width)
         p = bins[b0 + d]
         bins[b0 + d] = p + 1
         dst[p] = k
@@ -218,11 +229,13 @@ def _bucket_pass(src: template(), dst: template(), src_v: template(), dst_v: tem
 
 @top_level_func
 def _buckets_cpu(keys: template(), tmp_keys: template(), values: template(), tmp_values: template(),
-                 has_values: template(), n, nt, scratch: template(), key_dtype: template(), lsd: template()):
+                 has_values: template(), n, nt, scratch: template(), key_dtype: template(), low_bits: template()):
     """cpu, after the pass by the most significant digit (keys -> tmp_keys, which the scan's
-    offsets in scratch split into RADIX buckets): each bucket sorted by the `lsd` digits below, one
-    bucket per iteration (it stays in the worker's cache): their counts in one read, then a stable
-    pass per digit, tmp_keys -> keys -> tmp_keys ...; ending in keys."""
+    offsets in scratch split into RADIX buckets): each bucket sorted by its keys' `low_bits` bits
+    below that digit, one bucket per iteration (it stays in the worker's cache): the counts of every
+    digit (bucket_digits) in one read, then a stable pass per digit, tmp_keys -> keys -> tmp_keys
+    ...; ending in keys."""
+    digits, counters = qd.static(bucket_digits(low_bits))
     qd.loop_config(block_dim=1)
     for b in range(RADIX):
         lo = qd.cast(scratch[b * nt], qd.i32)
@@ -230,21 +243,21 @@ def _buckets_cpu(keys: template(), tmp_keys: template(), values: template(), tmp
         if b + 1 < RADIX:
             hi = qd.cast(scratch[(b + 1) * nt], qd.i32)
         if hi > lo:
-            bins = shared("bucket_digits", lsd * RADIX, qd.i32)
-            for i in range(lsd * RADIX):
+            bins = shared("bucket_digits", counters, qd.i32)
+            for i in range(counters):
                 bins[i] = 0
             for idx in range(lo, hi):
                 k = tmp_keys[idx]
-                for p in qd.static(range(lsd)):
-                    bins[p * RADIX + digit(k, key_dtype, p * RADIX_BITS)] += 1
-            for p in qd.static(range(lsd)):
+                for p in qd.static(range(len(digits))):
+                    bins[digits[p][2] + digit(k, key_dtype, digits[p][0], digits[p][1])] += 1
+            for p in qd.static(range(len(digits))):
                 if qd.static(p % 2 == 0):
-                    _bucket_pass(tmp_keys, keys, tmp_values, values, has_values, lo, hi, bins, p * RADIX, key_dtype,
-                                 p * RADIX_BITS)
+                    _bucket_pass(tmp_keys, keys, tmp_values, values, has_values, lo, hi, bins, digits[p][2], key_dtype,
+                                 digits[p][0], digits[p][1])
                 else:
-                    _bucket_pass(keys, tmp_keys, values, tmp_values, has_values, lo, hi, bins, p * RADIX, key_dtype,
-                                 p * RADIX_BITS)
-            if qd.static(lsd % 2 == 0):
+                    _bucket_pass(keys, tmp_keys, values, tmp_values, has_values, lo, hi, bins, digits[p][2], key_dtype,
+                                 digits[p][0], digits[p][1])
+            if qd.static(len(digits) % 2 == 0):
                 for idx in range(lo, hi):
                     keys[idx] = tmp_keys[idx]
                     if qd.static(has_values):
@@ -384,7 +397,7 @@ def _sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype, has_values,
                                   shift], {})
         if passes > 1:
             _buckets_cpu.inline(ctx, [keys, tmp_keys, values, tmp_values, has_values, n, nt, scratch, key_dtype,
-                                      passes - 1], {})
+                                      shift], {})
             return None
     else:
         nt = ctx.scalar(num_tiles(n, sort_tile()))

@@ -22,7 +22,9 @@
 // Why: an atomic per batch instead of per element or subgroup means little contention between
 // cores; and on lavapipe, which runs every memory access of a subgroup lane by lane, stores under
 // a random mask mispredict a branch per lane, while here the stores' mask is a prefix of the
-// lanes. Off with qd.init(subgroup_aggregation=False).
+// lanes. On the cpu, a body that only stores at out[slot] (and loads elsewhere) runs in loops
+// instead, 4096 elements per atomic, without a branch per element (Batcher::batch_in_loops).
+// Off with qd.init(subgroup_aggregation=False).
 #include <algorithm>
 #include <map>
 #include <unordered_set>
@@ -310,13 +312,14 @@ class Batcher {
   }
 
   // The cpu, Match::in_order: thread iteration t takes the kCpuLoopBatch elements from
-  // begin + t * kCpuLoopBatch in two inner loops without a branch per element (one on random data
-  // mispredicts half the time). The first counts the passing elements and finds the last one; after
-  // one atomic for the count, the second runs the body for every element up to that last one, in
-  // order, at slot old + step * (passing elements before it). An element that does not pass runs
-  // it with the values (of the statements before the `if`) of the last passing element: its loads
-  // are ones the loop makes, its stores land on the slot that the next passing element overwrites.
-  // Nothing outside the batch's slots is written, and each slot ends with its element's values.
+  // begin + t * kCpuLoopBatch in inner loops without a branch per element (one on random data
+  // mispredicts half the time). The first counts the passing elements (vectorized); after one
+  // atomic for the count and a search for the last passing element from the end, the second runs
+  // the body for every element up to that last one, in order, at slot old + step * (passing
+  // elements before it). An element that does not pass runs it with the values (of the statements
+  // before the `if`) of the last passing element: its loads are ones the loop makes, its stores
+  // land on the slot that the next passing element overwrites. Nothing outside the batch's slots
+  // is written, and each slot ends with its element's values.
   void batch_in_loops(const Match &m, IrEmitter &e, Stmt *t, Stmt *begin, Stmt *n_u) const {
     DataType it = begin->dtype, u32 = DataType::u32, type = m.atomic->dtype;
     Stmt *first = e.bin(B::Mul, t, e.ci(u32, kCpuLoopBatch));  // below n_u
@@ -324,19 +327,25 @@ class Batcher {
     Stmt *len = e.sel(e.bin(B::Lt, left, e.ci(u32, kCpuLoopBatch)), left, e.ci(u32, kCpuLoopBatch));
     Stmt *lo = e.bin(B::Add, begin, e.bitcast(first, it));
     Stmt *hi = e.bin(B::Add, lo, e.bitcast(len, it));
-    Stmt *count = e.var(u32, e.ci(u32, 0)), *last = e.var(it, lo);
+    Stmt *count = e.var(u32, e.ci(u32, 0));
     Stmt *i = nullptr;
     {
       IrEmitter c = e.for_(lo, hi, i);
-      Stmt *pass = passes_at(c, m, before_if(c, m, i));
-      c.store(count, c.bin(B::Add, c.load(count), c.cast(pass, u32)));
-      c.store(last, c.bin(B::Max, c.load(last), c.sel(pass, i, lo)));
+      c.store(count, c.bin(B::Add, c.load(count), c.cast(passes_at(c, m, before_if(c, m, i)), u32)));
     }
     Stmt *total = e.load(count);
     IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
     Stmt *step = nullptr;
     Stmt *old = take_slots(g, m.atomic, total, step);
     B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
+    // the last passing element, searched from the end (one exists; on random data a step or two)
+    Stmt *last = g.var(it, g.bin(B::Sub, hi, g.ci(it, 1)));
+    {
+      IrEmitter w = g.while_();
+      Stmt *at = w.load(last);
+      w.if_(passes_at(w, m, before_if(w, m, at))).break_();
+      w.store(last, w.bin(B::Sub, at, w.ci(it, 1)));
+    }
     Stmt *end = g.load(last);
     CloneMap at_last = before_if(g, m, end);
     Stmt *before = g.var(u32, g.ci(u32, 0));  // the passing elements before i

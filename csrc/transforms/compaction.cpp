@@ -6,8 +6,7 @@
 //           slot = qd.atomic_add(c[None], v)        (v the same for every thread: `1`)
 //           out[slot] = value; ...                  (stores, arithmetic)
 //
-// takes one atomic per batch of B * S elements (S lanes per subgroup; on the cpu a thread is a
-// subgroup of one lane) instead of one per element (or per subgroup and element, after subgroup
+// takes one atomic per batch of B * S elements (S lanes per subgroup) instead of one per element (or per subgroup and element, after subgroup
 // aggregation). Thread t handles B elements, the subgroup's lanes consecutive ones: element
 // (t / S) * S * B + j * S + t % S, j < B. For each j the lanes evaluate the condition; the masks
 // of the passing lanes come from subgroup reductions (or ballots); one elected lane does the atomic
@@ -22,8 +21,9 @@
 // Why: an atomic per batch instead of per element or subgroup means little contention between
 // cores; and on lavapipe, which runs every memory access of a subgroup lane by lane, stores under
 // a random mask mispredict a branch per lane, while here the stores' mask is a prefix of the
-// lanes. On the cpu, a body that only stores at out[slot] (and loads elsewhere) runs in loops
-// instead, 4096 elements per atomic, without a branch per element (Batcher::batch_in_loops).
+// lanes. On the cpu a thread's batch (4096 elements) runs in two loops instead, without a branch
+// per element: the indices of the passing elements are listed, then the body runs for each
+// (Batcher::batch_in_loops).
 // Off with qd.init(subgroup_aggregation=False).
 #include <algorithm>
 #include <map>
@@ -37,8 +37,8 @@ namespace qd {
 namespace {
 
 using B = BinaryOp;
-constexpr int kGpuBatch = 16, kCpuBatch = 64;  // elements per thread and batch
-constexpr int kCpuLoopBatch = 4096;  // cpu, Match::in_order: elements per batch, in loops (one atomic each)
+constexpr int kGpuBatch = 16;        // GPUs: elements per thread and batch
+constexpr int kCpuBatch = 4096;      // cpu: elements per batch (one atomic each), in loops
 
 // Evaluated for every element of a batch, including the ones that do not pass the condition and,
 // with a clamped index, past the end of the range: no side effects, no control flow.
@@ -64,9 +64,6 @@ struct Match {
   std::vector<Stmt *> pre;    // the statements before the `if`
   std::vector<Stmt *> moved;  // the lane-dependent values of `pre` that the `if` body uses
   std::vector<Stmt *> rebuilt;  // pointers of `pre` that the `if` body uses: made again from moved indices
-  // cpu: the body only stores at out[slot] and loads at addresses that do not depend on the slot,
-  // from other buffers: the batch runs in loops, branch-free (see Batcher::batch_in_loops)
-  bool in_order = false;
 };
 
 // A lane-independent value (constants, arguments, arithmetic on them), operands first, at e's point.
@@ -124,7 +121,7 @@ class Batcher {
  public:
   // The device's subgroup size, when known, lays the elements out and sizes the masks; otherwise
   // the layout assumes 32 lanes and the masks are 64-bit ballots (right for any size).
-  // On the cpu a thread is its own subgroup of one lane.
+  // On the cpu a thread is its own subgroup of one lane (and the batch runs in loops).
   Batcher(KernelIR &k, const Target &target, Task &t)
       : k_(k), target_(target), t_(t), cpu_(target.backend == Backend::Cpu),
         known_(cpu_ || target.features.subgroup_size > 0),
@@ -143,7 +140,7 @@ class Batcher {
     std::unordered_set<const Stmt *> pre, moved, rebuilt;
     auto move = [&](Stmt *o) {
       if (!pre.count(o) || thread_uniform(o) || moved.count(o)) return true;
-      if (!shuffles(o->dtype, target_)) return false;
+      if (!cpu_ && !shuffles(o->dtype, target_)) return false;
       moved.insert(o);
       m.moved.push_back(o);
       return true;
@@ -175,7 +172,6 @@ class Batcher {
       }
     }
     if (!atomic || !counter(*atomic)) return false;
-    m.in_order = cpu_ && m.rebuilt.empty() && stores_only_at_slot(*branch->body, atomic);
     m.loop = loop;
     m.branch = branch;
     m.atomic = atomic;
@@ -185,8 +181,8 @@ class Batcher {
   void rewrite(const Match &m) {
     Stmt *loop = m.loop, *atomic = m.atomic;
     DataType it = loop->operands[0]->dtype, u32 = DataType::u32;  // it: the index type
-    const int chunk = m.in_order ? kCpuLoopBatch : lanes_ * batch_;
-    // The loop now counts threads: S per chunk of S * batch_ elements (in_order: one per kCpuLoopBatch).
+    const int chunk = lanes_ * batch_;
+    // The loop now counts threads: S per chunk of S * batch_ elements.
     IrEmitter p(t_.prologue, loop->loc);
     Stmt *begin = loop->operands[0], *end = loop->operands[1];
     // The length as unsigned: right for any i32 range (up to 2^32 - 1), read only when end > begin.
@@ -202,11 +198,11 @@ class Batcher {
     loop->body->owner = loop;
     IrEmitter e(*loop->body, m.branch->loc);
     Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
-    if (m.in_order) {
+    if (cpu_) {
       loop->label = "batched compaction, in loops";
       return batch_in_loops(m, e, t, begin, n_u);
     }
-    Stmt *lane = cpu_ ? e.ci(u32, 0) : e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
+    Stmt *lane = e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
     int log2_lanes = 0;
     while ((1 << log2_lanes) < lanes_) log2_lanes++;
     // (t / S) * S * batch_ + t % S, unsigned: below n + S * batch_, so it does not overflow
@@ -246,8 +242,7 @@ class Batcher {
       // before the branch, while every lane is there to be read).
       Stmt *src = nth_set_bit(e, masks[j], rank);
       CloneMap map = value[j];
-      if (!cpu_)
-        for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
+      for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
       map[atomic] = e.bin(combine, old, e.bin(B::Mul, step, e.cast(e.bin(B::Add, before, rank), type)));
       IrEmitter body = e.if_(e.bin(B::Lt, rank, counts[j]));
       for (Stmt *ptr : m.rebuilt) map[ptr] = body.copy(*ptr, map);
@@ -258,28 +253,6 @@ class Batcher {
   }
 
  private:
-  // Every store of the body is at buffer[slot] (the atomic's value itself as the only index); its
-  // loads are plain ones, at addresses computed without the slot, from buffers it does not store to.
-  static bool stores_only_at_slot(const Block &body, const Stmt *atomic) {
-    std::unordered_set<const Stmt *> slot_dependent{atomic};
-    std::unordered_set<int64_t> stored, loaded;
-    for (auto &s : body.stmts) {
-      if (std::any_of(s->operands.begin(), s->operands.end(), [&](Stmt *o) { return slot_dependent.count(o); }))
-        slot_dependent.insert(s.get());
-      const Stmt *ptr = s->operands.empty() ? nullptr : s->operands[0];
-      if (s->kind == StmtKind::GlobalLoad) {
-        if (s->is_atomic || s->is_volatile || ptr->kind != StmtKind::GlobalPtr || slot_dependent.count(ptr)) return false;
-        loaded.insert(ptr->ival);
-      } else if (s->kind == StmtKind::GlobalStore) {
-        if (ptr->kind != StmtKind::GlobalPtr || ptr->parent != &body || ptr->operands.size() != 1 ||
-            ptr->operands[0] != atomic)
-          return false;
-        stored.insert(ptr->ival);
-      }
-    }
-    return std::none_of(loaded.begin(), loaded.end(), [&](int64_t b) { return stored.count(b); });
-  }
-
   // The statements before the `if`, evaluated at `index` (for the original loop index).
   static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index) {
     CloneMap v;
@@ -311,53 +284,48 @@ class Batcher {
     return e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
   }
 
-  // The cpu, Match::in_order: thread iteration t takes the kCpuLoopBatch elements from
-  // begin + t * kCpuLoopBatch in inner loops without a branch per element (one on random data
-  // mispredicts half the time). The first counts the passing elements (vectorized); after one
-  // atomic for the count and a search for the last passing element from the end, the second runs
-  // the body for every element up to that last one, in order, at slot old + step * (passing
-  // elements before it). An element that does not pass runs it with the values (of the statements
-  // before the `if`) of the last passing element: its loads are ones the loop makes, its stores
-  // land on the slot that the next passing element overwrites. Nothing outside the batch's slots
-  // is written, and each slot ends with its element's values.
+  // The cpu: thread iteration t takes the kCpuBatch elements from begin + t * kCpuBatch in two
+  // inner loops without a branch per element (one on random data
+  // mispredicts half the time). The first writes the indices of the passing elements to a
+  // per-thread list (each index is written at the list's end, which only a passing element moves
+  // on); after one atomic for their count, the second runs the body for each listed element, in
+  // order, at slot old + step * (its place in the list). The body runs for exactly the passing
+  // elements, as before.
   void batch_in_loops(const Match &m, IrEmitter &e, Stmt *t, Stmt *begin, Stmt *n_u) const {
     DataType it = begin->dtype, u32 = DataType::u32, type = m.atomic->dtype;
-    Stmt *first = e.bin(B::Mul, t, e.ci(u32, kCpuLoopBatch));  // below n_u
+    BufferDesc d{BufferKind::Private, it, {kCpuBatch}};
+    d.name = "passing elements";
+    const int list = k_.add_buffer(std::move(d));
+    auto at = [&](IrEmitter &x, Stmt *index) {
+      Stmt *p = x.add(StmtKind::GlobalPtr, it, {index});
+      p->ival = list;
+      return p;
+    };
+    Stmt *first = e.bin(B::Mul, t, e.ci(u32, kCpuBatch));  // below n_u
     Stmt *left = e.bin(B::Sub, n_u, first);
-    Stmt *len = e.sel(e.bin(B::Lt, left, e.ci(u32, kCpuLoopBatch)), left, e.ci(u32, kCpuLoopBatch));
+    Stmt *len = e.sel(e.bin(B::Lt, left, e.ci(u32, kCpuBatch)), left, e.ci(u32, kCpuBatch));
     Stmt *lo = e.bin(B::Add, begin, e.bitcast(first, it));
     Stmt *hi = e.bin(B::Add, lo, e.bitcast(len, it));
     Stmt *count = e.var(u32, e.ci(u32, 0));
     Stmt *i = nullptr;
     {
       IrEmitter c = e.for_(lo, hi, i);
-      c.store(count, c.bin(B::Add, c.load(count), c.cast(passes_at(c, m, before_if(c, m, i)), u32)));
+      Stmt *pass = passes_at(c, m, before_if(c, m, i));
+      Stmt *k = c.load(count);  // below kCpuBatch
+      c.add(StmtKind::GlobalStore, DataType::none, {at(c, c.bitcast(k, it)), i});
+      c.store(count, c.bin(B::Add, k, c.cast(pass, u32)));
     }
     Stmt *total = e.load(count);
     IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
     Stmt *step = nullptr;
     Stmt *old = take_slots(g, m.atomic, total, step);
     B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
-    // the last passing element, searched from the end (one exists; on random data a step or two)
-    Stmt *last = g.var(it, g.bin(B::Sub, hi, g.ci(it, 1)));
-    {
-      IrEmitter w = g.while_();
-      Stmt *at = w.load(last);
-      w.if_(passes_at(w, m, before_if(w, m, at))).break_();
-      w.store(last, w.bin(B::Sub, at, w.ci(it, 1)));
-    }
-    Stmt *end = g.load(last);
-    CloneMap at_last = before_if(g, m, end);
-    Stmt *before = g.var(u32, g.ci(u32, 0));  // the passing elements before i
-    IrEmitter b = g.for_(lo, g.bin(B::Add, end, g.ci(it, 1)), i);
-    CloneMap map = before_if(b, m, i);
-    Stmt *pass = passes_at(b, m, map);
-    for (Stmt *v : m.moved) map[v] = b.sel(pass, map[v], at_last[v]);
-    Stmt *k = b.load(before);
-    map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(k, type)));
+    Stmt *r = nullptr;
+    IrEmitter b = g.for_(g.ci(it, 0), g.bitcast(total, it), r);
+    CloneMap map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}));
+    map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(r, type)));
     for (auto &s : m.branch->body->stmts)
       if (s.get() != m.atomic) map[s.get()] = b.copy(*s, map);
-    b.store(before, b.bin(B::Add, k, b.cast(pass, u32)));
   }
 
   // A relaxed add / sub of a lane-independent operand on a lane-independent address.
@@ -373,11 +341,6 @@ class Batcher {
   // 32 / S predicates are packed in one word (bit k * S + lane) and or-reduced over the subgroup
   // (on lavapipe much cheaper than a ballot each); otherwise 64-bit ballots.
   std::vector<Stmt *> lane_masks(IrEmitter &e, const std::vector<Stmt *> &passes, Stmt *lane) const {
-    if (cpu_) {
-      std::vector<Stmt *> masks;
-      for (Stmt *p : passes) masks.push_back(e.cast(p, DataType::u32));
-      return masks;
-    }
     if (!known_ || lanes_ > 32) {
       std::vector<Stmt *> masks;
       for (Stmt *p : passes) masks.push_back(e.simt(SimtOp::SubgroupBallot, DataType::u64, {p}));

@@ -28,8 +28,8 @@ def _check_slots(slots, keep, init, step, final, sub=False):
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 63, 64, 65, 127, 128, 129, 1000, 4095, 4096, 4097, 10007, (1 << 21) + 5])
 @test(arch=[qd.cpu, qd.vulkan])
 def test_compaction_every_length(n):
-    """Lengths around the subgroup (8 on lavapipe) and batch sizes (128 elements on lavapipe, 64 on the
-    cpu, 4096 for the cpu's loops), empty included."""
+    """Lengths around the subgroup (8 on lavapipe) and batch sizes (128 elements on lavapipe, 4096
+    on the cpu), empty included."""
     xs = np.random.default_rng(n).random(max(n, 1)).astype(np.float32)[:n]
     x = qd.field(qd.f32, shape=max(n, 1))
     out = qd.field(qd.i32, shape=max(n, 1))
@@ -154,11 +154,10 @@ def test_moved_values_of_every_type():
 @pytest.mark.parametrize("n", [1, 4095, 4097, 20000])
 @test(arch=qd.cpu)
 def test_cpu_loops_load_only_what_the_loop_loads(n):
-    """The cpu's branch-free loops (a body storing only at out[slot], loading from other buffers):
-    an element that does not pass runs the body with the last passing element's values, so its
-    loads are ones the loop makes: `out[s] = x[g[i]]` where g[i] is 2^30 (4 GiB past x) for the
-    elements that do not pass. Exact; a body loading from a buffer it stores to keeps the branch
-    per element."""
+    """The cpu's loops list the passing elements' indices, then run the body for each: it runs for
+    exactly the passing elements, so its loads are the loop's own: `out[s] = x[g[i]]` where g[i] is
+    2^30 (4 GiB past x) for the elements that do not pass. Exact, and so is a body loading the slot
+    it stores to."""
     m = max(1, n // 3)
     rng = np.random.default_rng(n)
     xs = rng.standard_normal(m).astype(np.float32)
@@ -200,7 +199,7 @@ def test_cpu_loops_load_only_what_the_loop_loads(n):
     c.from_numpy(np.zeros(1, np.int32))
     in_place(f, out_i, c)
     assert c.to_numpy()[0] == k and (out_i.to_numpy()[:k] == got_i[:k] + 1).all()
-    assert "(batched compaction)" in qd.compile(in_place, f, out_i, c).ir
+    assert "(batched compaction, in loops)" in qd.compile(in_place, f, out_i, c).ir
 
 
 @test(arch=[qd.cpu, qd.vulkan])
@@ -301,7 +300,7 @@ def test_compile_only_without_a_device_uses_ballots():
 def test_random_compactions(seed):
     """Random shapes: the condition (a threshold, a residue of the index, NaN, bits of an int), the
     range (begin, end, empty), block_dim, add or sub, the step and the counter's type; the stores take
-    the index, a loaded value and a value computed from the slot (on the cpu: the branch-free form).
+    the index, a loaded value and a value computed from the slot.
     Exact against numpy, nothing written outside the slots."""
     rng = np.random.default_rng(seed)
     n = int(rng.choice([1, 9, 200, 4099, 70001]))

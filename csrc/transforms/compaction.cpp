@@ -21,7 +21,7 @@
 // Why: an atomic per batch instead of per element or subgroup means little contention between
 // cores; and on lavapipe, which runs every memory access of a subgroup lane by lane, stores under
 // a random mask mispredict a branch per lane, while here the stores' mask is a prefix of the
-// lanes. On the cpu a thread's batch (4096 elements) runs in two loops instead, without a branch
+// lanes. On the cpu a thread's batch (1024 elements) runs in two loops instead, without a branch
 // per element: the indices of the passing elements are listed, then the body runs for each
 // (Batcher::batch_in_loops).
 // Off with qd.init(subgroup_aggregation=False).
@@ -38,7 +38,7 @@ namespace {
 
 using B = BinaryOp;
 constexpr int kGpuBatch = 16;        // GPUs: elements per thread and batch
-constexpr int kCpuBatch = 4096;      // cpu: elements per batch (one atomic each), in loops
+constexpr int kCpuBatch = 1024;      // cpu: elements per batch (one atomic each), in loops
 
 // Evaluated for every element of a batch, including the ones that do not pass the condition and,
 // with a clamped index, past the end of the range: no side effects, no control flow.

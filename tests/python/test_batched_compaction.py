@@ -25,10 +25,10 @@ def _check_slots(slots, keep, init, step, final, sub=False):
     assert final == (init - step * len(k) if sub else init + step * len(k))
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 63, 64, 65, 127, 128, 129, 1000, 4095, 4096, 4097, 10007, (1 << 21) + 5])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 63, 64, 65, 127, 128, 129, 1000, 1023, 1024, 1025, 4097, 10007, (1 << 21) + 5])
 @test(arch=[qd.cpu, qd.vulkan])
 def test_compaction_every_length(n):
-    """Lengths around the subgroup (8 on lavapipe) and batch sizes (128 elements on lavapipe, 4096
+    """Lengths around the subgroup (8 on lavapipe) and batch sizes (128 elements on lavapipe, 1024
     on the cpu), empty included."""
     xs = np.random.default_rng(n).random(max(n, 1)).astype(np.float32)[:n]
     x = qd.field(qd.f32, shape=max(n, 1))
@@ -151,7 +151,7 @@ def test_moved_values_of_every_type():
         assert (osum.to_numpy()[:count] == ks[order] + order.astype(np.int32) * 3).all()
 
 
-@pytest.mark.parametrize("n", [1, 4095, 4097, 20000])
+@pytest.mark.parametrize("n", [1, 1023, 1025, 20000])
 @test(arch=qd.cpu)
 def test_cpu_loops_load_only_what_the_loop_loads(n):
     """The cpu's loops list the passing elements' indices, then run the body for each: it runs for

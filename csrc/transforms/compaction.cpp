@@ -6,9 +6,9 @@
 //           slot = qd.atomic_add(c[None], v)        (v the same for every thread: `1`)
 //           out[slot] = value; ...                  (stores, arithmetic)
 //
-// takes one atomic per batch of B * S elements (S lanes per subgroup) instead of one per element (or per subgroup and element, after subgroup
-// aggregation). Thread t handles B elements, the subgroup's lanes consecutive ones: element
-// (t / S) * S * B + j * S + t % S, j < B. For each j the lanes evaluate the condition; the masks
+// takes one atomic per batch of B * S elements (S lanes per subgroup) instead of one per element
+// (or per subgroup and element, after subgroup aggregation). Thread t handles B elements, the
+// subgroup's lanes consecutive ones: element (t / S) * S * B + j * S + t % S, j < B. For each j the lanes evaluate the condition; the masks
 // of the passing lanes come from subgroup reductions (or ballots); one elected lane does the atomic
 // for the batch's total. Then, for each j, the passing lanes' values are moved in registers to the
 // first active lanes (the one of rank r takes those of the r-th passing lane: a shuffle), and the
@@ -285,12 +285,11 @@ class Batcher {
   }
 
   // The cpu: thread iteration t takes the kCpuBatch elements from begin + t * kCpuBatch in two
-  // inner loops without a branch per element (one on random data
-  // mispredicts half the time). The first writes the indices of the passing elements to a
-  // per-thread list (each index is written at the list's end, which only a passing element moves
-  // on); after one atomic for their count, the second runs the body for each listed element, in
-  // order, at slot old + step * (its place in the list). The body runs for exactly the passing
-  // elements, as before.
+  // inner loops without a branch per element (one on random data mispredicts half the time). The
+  // first writes the indices of the passing elements to a per-thread list (each index is written at
+  // the list's end, which only a passing element moves on); after one atomic for their count, the
+  // second runs the body for each listed element, in order, at slot old + step * (its place in the
+  // list). The body runs for exactly the passing elements, as before.
   void batch_in_loops(const Match &m, IrEmitter &e, Stmt *t, Stmt *begin, Stmt *n_u) const {
     DataType it = begin->dtype, u32 = DataType::u32, type = m.atomic->dtype;
     BufferDesc d{BufferKind::Private, it, {kCpuBatch}};

@@ -8,12 +8,12 @@
 //
 // takes one atomic per batch of B * S elements (S lanes per subgroup) instead of one per element
 // (or per subgroup and element, after subgroup aggregation). Thread t handles B elements, the
-// subgroup's lanes consecutive ones: element (t / S) * S * B + j * S + t % S, j < B. For each j the lanes evaluate the condition; the masks
-// of the passing lanes come from subgroup reductions (or ballots); one elected lane does the atomic
-// for the batch's total. Then, for each j, the passing lanes' values are moved in registers to the
-// first active lanes (the one of rank r takes those of the r-th passing lane: a shuffle), and the
-// first count lanes run the `if` body with slot = old + v * (passing elements before it, in
-// (j, lane) order).
+// subgroup's lanes consecutive ones: element (t / S) * S * B + j * S + t % S, j < B. For each j
+// the lanes evaluate the condition; the masks of the passing lanes come from subgroup reductions
+// (or ballots); one elected lane does the atomic for the batch's total. Then, for each j, the
+// passing lanes' values are moved in registers to the first active lanes (the one of rank r takes
+// those of the r-th passing lane: a shuffle), and the first count lanes run the `if` body with
+// slot = old + v * (passing elements before it, in (j, lane) order).
 //
 // The slots are what the atomics would have returned one after another in that order; every
 // element is handled once, the condition and the body are evaluated for the same elements as

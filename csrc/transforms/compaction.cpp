@@ -6,15 +6,14 @@
 //           slot = qd.atomic_add(c[None], v)        (v the same for every thread: `1`)
 //           out[slot] = value; ...                  (stores, arithmetic)
 //
-// takes one atomic per batch of B * S elements (S lanes per subgroup; on the cpu a thread is a
-// subgroup of one lane) instead of one per element (or per subgroup and element, after subgroup
-// aggregation). Thread t handles B elements, the subgroup's lanes consecutive ones: element
-// (t / S) * S * B + j * S + t % S, j < B. For each j the lanes evaluate the condition; the masks
-// of the passing lanes come from subgroup reductions (or ballots); one elected lane does the atomic
-// for the batch's total. Then, for each j, the passing lanes' values are moved in registers to the
-// first active lanes (the one of rank r takes those of the r-th passing lane: a shuffle), and the
-// first count lanes run the `if` body with slot = old + v * (passing elements before it, in
-// (j, lane) order).
+// takes one atomic per batch of B * S elements (S lanes per subgroup) instead of one per element
+// (or per subgroup and element, after subgroup aggregation). Thread t handles B elements, the
+// subgroup's lanes consecutive ones: element (t / S) * S * B + j * S + t % S, j < B. For each j
+// the lanes evaluate the condition; the masks of the passing lanes come from subgroup reductions
+// (or ballots); one elected lane does the atomic for the batch's total. Then, for each j, the
+// passing lanes' values are moved in registers to the first active lanes (the one of rank r takes
+// those of the r-th passing lane: a shuffle), and the first count lanes run the `if` body with
+// slot = old + v * (passing elements before it, in (j, lane) order).
 //
 // The slots are what the atomics would have returned one after another in that order; every
 // element is handled once, the condition and the body are evaluated for the same elements as
@@ -22,7 +21,10 @@
 // Why: an atomic per batch instead of per element or subgroup means little contention between
 // cores; and on lavapipe, which runs every memory access of a subgroup lane by lane, stores under
 // a random mask mispredict a branch per lane, while here the stores' mask is a prefix of the
-// lanes. Off with qd.init(subgroup_aggregation=False).
+// lanes. On the cpu a thread's batch (1024 elements) runs in two loops instead, without a branch
+// per element: the indices of the passing elements are listed, then the body runs for each
+// (Batcher::batch_in_loops).
+// Off with qd.init(subgroup_aggregation=False).
 #include <algorithm>
 #include <map>
 #include <unordered_set>
@@ -35,7 +37,8 @@ namespace qd {
 namespace {
 
 using B = BinaryOp;
-constexpr int kGpuBatch = 16, kCpuBatch = 64;  // elements per thread and batch
+constexpr int kGpuBatch = 16;        // GPUs: elements per thread and batch
+constexpr int kCpuBatch = 1024;      // cpu: elements per batch (one atomic each), in loops
 
 // Evaluated for every element of a batch, including the ones that do not pass the condition and,
 // with a clamped index, past the end of the range: no side effects, no control flow.
@@ -61,9 +64,6 @@ struct Match {
   std::vector<Stmt *> pre;    // the statements before the `if`
   std::vector<Stmt *> moved;  // the lane-dependent values of `pre` that the `if` body uses
   std::vector<Stmt *> rebuilt;  // pointers of `pre` that the `if` body uses: made again from moved indices
-  // cpu: the body only stores at out[slot] (no loads): it runs for every element of the batch,
-  // branch-free (see Batcher::store_in_order)
-  bool in_order = false;
 };
 
 // A lane-independent value (constants, arguments, arithmetic on them), operands first, at e's point.
@@ -121,7 +121,7 @@ class Batcher {
  public:
   // The device's subgroup size, when known, lays the elements out and sizes the masks; otherwise
   // the layout assumes 32 lanes and the masks are 64-bit ballots (right for any size).
-  // On the cpu a thread is its own subgroup of one lane.
+  // On the cpu a thread is its own subgroup of one lane (and the batch runs in loops).
   Batcher(KernelIR &k, const Target &target, Task &t)
       : k_(k), target_(target), t_(t), cpu_(target.backend == Backend::Cpu),
         known_(cpu_ || target.features.subgroup_size > 0),
@@ -140,7 +140,7 @@ class Batcher {
     std::unordered_set<const Stmt *> pre, moved, rebuilt;
     auto move = [&](Stmt *o) {
       if (!pre.count(o) || thread_uniform(o) || moved.count(o)) return true;
-      if (!shuffles(o->dtype, target_)) return false;
+      if (!cpu_ && !shuffles(o->dtype, target_)) return false;
       moved.insert(o);
       m.moved.push_back(o);
       return true;
@@ -172,7 +172,6 @@ class Batcher {
       }
     }
     if (!atomic || !counter(*atomic)) return false;
-    m.in_order = cpu_ && m.rebuilt.empty() && stores_only_at_slot(*branch->body, atomic);
     m.loop = loop;
     m.branch = branch;
     m.atomic = atomic;
@@ -199,7 +198,11 @@ class Batcher {
     loop->body->owner = loop;
     IrEmitter e(*loop->body, m.branch->loc);
     Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
-    Stmt *lane = cpu_ ? e.ci(u32, 0) : e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
+    if (cpu_) {
+      loop->label = "batched compaction, in loops";
+      return batch_in_loops(m, e, t, begin, n_u);
+    }
+    Stmt *lane = e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
     int log2_lanes = 0;
     while ((1 << log2_lanes) < lanes_) log2_lanes++;
     // (t / S) * S * batch_ + t % S, unsigned: below n + S * batch_, so it does not overflow
@@ -213,10 +216,8 @@ class Batcher {
       Stmt *off = e.bin(B::Add, first, e.ci(u32, j * lanes_));
       Stmt *valid = e.bin(B::Lt, off, n_u);
       Stmt *index = e.sel(valid, e.bin(B::Add, begin, e.bitcast(off, it)), e.bin(B::Sub, end, e.ci(it, 1)));
-      for (Stmt *s : m.pre)
-        value[j][s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, value[j]);
-      Stmt *cond = mapped(value[j], m.branch->operands[0]);
-      passes[j] = e.both(valid, e.bin(B::Ne, cond, e.ci(cond->dtype, 0)));
+      value[j] = before_if(e, m, index);
+      passes[j] = e.both(valid, passes_at(e, m, value[j]));
     }
     // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
     // when every lane is there).
@@ -231,32 +232,17 @@ class Batcher {
       counts[j] = e.cast(e.un(UnaryOp::PopCount, masks[j]), u32);
       total = total ? e.bin(B::Add, total, counts[j]) : counts[j];
     }
-    // One atomic for the batch, by the lowest active lane; every lane reads its old value.
     DataType type = atomic->dtype;
-    CloneMap hoisted;
-    Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
-    copy_tree(e, atomic->operands[0], hoisted);
-    Stmt *old;
-    if (cpu_) {
-      hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
-      old = e.copy(*atomic, hoisted);
-    } else {
-      Stmt *old_var = e.var(type, e.ci(type, 0));
-      IrEmitter one = e.if_(e.simt(SimtOp::SubgroupElect, DataType::i32, {}));
-      hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
-      one.store(old_var, one.copy(*atomic, hoisted));
-      old = e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
-    }
+    Stmt *step = nullptr;
+    Stmt *old = take_slots(e, atomic, total, step);
     B combine = atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
-    if (m.in_order) return store_in_order(m, e, value, passes, total, old, step, combine);
     Stmt *before = e.ci(u32, 0);  // the passing elements of the earlier j
     for (int j = 0; j < batch_; j++) {
       // The active lane of rank r < count takes the values of the r-th passing lane (shuffled
       // before the branch, while every lane is there to be read).
       Stmt *src = nth_set_bit(e, masks[j], rank);
       CloneMap map = value[j];
-      if (!cpu_)
-        for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
+      for (Stmt *v : m.moved) map[v] = shuffle(e, value[j][v], src);
       map[atomic] = e.bin(combine, old, e.bin(B::Mul, step, e.cast(e.bin(B::Add, before, rank), type)));
       IrEmitter body = e.if_(e.bin(B::Lt, rank, counts[j]));
       for (Stmt *ptr : m.rebuilt) map[ptr] = body.copy(*ptr, map);
@@ -267,54 +253,78 @@ class Batcher {
   }
 
  private:
-  // Every store of the body is at buffer[slot] (the atomic's value itself as the only index), and
-  // the body reads no memory.
-  static bool stores_only_at_slot(const Block &body, const Stmt *atomic) {
-    for (auto &s : body.stmts) {
-      if (s->kind == StmtKind::GlobalLoad) return false;
-      if (s->kind != StmtKind::GlobalStore) continue;
-      const Stmt *ptr = s->operands[0];
-      if (ptr->kind != StmtKind::GlobalPtr || ptr->parent != &body || ptr->operands.size() != 1 ||
-          ptr->operands[0] != atomic)
-        return false;
-    }
-    return true;
+  // The statements before the `if`, evaluated at `index` (for the original loop index).
+  static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index) {
+    CloneMap v;
+    for (Stmt *s : m.pre) v[s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, v);
+    return v;
   }
 
-  // The cpu's batch without a branch per element (mispredicted half the time on random data): the
-  // body runs for every element in order; an element that does not pass stores, at the slot the
-  // next passing one will overwrite, the value last stored there by each store (after the last
-  // passing element: that element's slot and values again). Nothing outside the batch's slots is
-  // written, and each slot ends with its element's values.
-  void store_in_order(const Match &m, IrEmitter &e, std::vector<CloneMap> &value, const std::vector<Stmt *> &passes,
-                      Stmt *total, Stmt *old, Stmt *step, B combine) const {
-    DataType u32 = DataType::u32, type = old->dtype;
-    Stmt *last_slot = e.bin(B::Sub, total, e.ci(u32, 1));
-    IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
-    std::map<const Stmt *, Stmt *> last;  // store -> the variable holding its last value
-    for (auto &s : m.branch->body->stmts)
-      if (s->kind == StmtKind::GlobalStore) last[s.get()] = g.var(s->operands[1]->dtype, g.ci(s->operands[1]->dtype, 0));
-    Stmt *before = g.ci(u32, 0);
-    for (size_t j = 0; j < passes.size(); j++) {
-      CloneMap map = value[j];
-      map[m.atomic] = g.bin(combine, old, g.bin(B::Mul, step, g.cast(before, type)));
-      Stmt *at = g.sel(g.bin(B::Lt, before, total), before, last_slot);
-      Stmt *where = g.bin(combine, old, g.bin(B::Mul, step, g.cast(at, type)));
-      Stmt *pass = passes[j];
-      for (auto &s : m.branch->body->stmts) {
-        if (s.get() == m.atomic) continue;
-        if (s->kind == StmtKind::GlobalPtr && s->operands.size() == 1 && s->operands[0] == m.atomic) {
-          map[s.get()] = g.copy(*s, {{m.atomic, where}});
-        } else if (s->kind == StmtKind::GlobalStore) {
-          Stmt *v = g.sel(pass, mapped(map, s->operands[1]), g.load(last[s.get()]));
-          g.store(last[s.get()], v);
-          g.copy(*s, {{s->operands[0], map[s->operands[0]]}, {s->operands[1], v}});
-        } else {
-          map[s.get()] = g.copy(*s, map);
-        }
-      }
-      before = g.bin(B::Add, before, g.cast(pass, u32));
+  // Whether the element whose statements before the `if` are `v` passes its condition (i32 0 / 1).
+  static Stmt *passes_at(IrEmitter &e, const Match &m, const CloneMap &v) {
+    Stmt *cond = mapped(v, m.branch->operands[0]);
+    return e.bin(B::Ne, cond, e.ci(cond->dtype, 0));
+  }
+
+  // One atomic taking `total` elements' slots, by the lowest active lane; every lane gets its old
+  // value. `step` is set to the atomic's operand (the same for every element).
+  Stmt *take_slots(IrEmitter &e, Stmt *atomic, Stmt *total, Stmt *&step) const {
+    DataType type = atomic->dtype;
+    CloneMap hoisted;
+    step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
+    copy_tree(e, atomic->operands[0], hoisted);
+    if (cpu_) {
+      hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
+      return e.copy(*atomic, hoisted);
     }
+    Stmt *old_var = e.var(type, e.ci(type, 0));
+    IrEmitter one = e.if_(e.simt(SimtOp::SubgroupElect, DataType::i32, {}));
+    hoisted[atomic->operands[1]] = one.bin(B::Mul, step, one.cast(total, type));
+    one.store(old_var, one.copy(*atomic, hoisted));
+    return e.simt(SimtOp::SubgroupBroadcastFirst, type, {e.load(old_var)});
+  }
+
+  // The cpu: thread iteration t takes the kCpuBatch elements from begin + t * kCpuBatch in two
+  // inner loops without a branch per element (one on random data mispredicts half the time). The
+  // first writes the indices of the passing elements to a per-thread list (each index is written at
+  // the list's end, which only a passing element moves on); after one atomic for their count, the
+  // second runs the body for each listed element, in order, at slot old + step * (its place in the
+  // list). The body runs for exactly the passing elements, as before.
+  void batch_in_loops(const Match &m, IrEmitter &e, Stmt *t, Stmt *begin, Stmt *n_u) const {
+    DataType it = begin->dtype, u32 = DataType::u32, type = m.atomic->dtype;
+    BufferDesc d{BufferKind::Private, it, {kCpuBatch}};
+    d.name = "passing elements";
+    const int list = k_.add_buffer(std::move(d));
+    auto at = [&](IrEmitter &x, Stmt *index) {
+      Stmt *p = x.add(StmtKind::GlobalPtr, it, {index});
+      p->ival = list;
+      return p;
+    };
+    Stmt *first = e.bin(B::Mul, t, e.ci(u32, kCpuBatch));  // below n_u
+    Stmt *left = e.bin(B::Sub, n_u, first);
+    Stmt *len = e.sel(e.bin(B::Lt, left, e.ci(u32, kCpuBatch)), left, e.ci(u32, kCpuBatch));
+    Stmt *lo = e.bin(B::Add, begin, e.bitcast(first, it));
+    Stmt *hi = e.bin(B::Add, lo, e.bitcast(len, it));
+    Stmt *count = e.var(u32, e.ci(u32, 0));
+    Stmt *i = nullptr;
+    {
+      IrEmitter c = e.for_(lo, hi, i);
+      Stmt *pass = passes_at(c, m, before_if(c, m, i));
+      Stmt *k = c.load(count);  // below kCpuBatch
+      c.add(StmtKind::GlobalStore, DataType::none, {at(c, c.bitcast(k, it)), i});
+      c.store(count, c.bin(B::Add, k, c.cast(pass, u32)));
+    }
+    Stmt *total = e.load(count);
+    IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
+    Stmt *step = nullptr;
+    Stmt *old = take_slots(g, m.atomic, total, step);
+    B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
+    Stmt *r = nullptr;
+    IrEmitter b = g.for_(g.ci(it, 0), g.bitcast(total, it), r);
+    CloneMap map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}));
+    map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(r, type)));
+    for (auto &s : m.branch->body->stmts)
+      if (s.get() != m.atomic) map[s.get()] = b.copy(*s, map);
   }
 
   // A relaxed add / sub of a lane-independent operand on a lane-independent address.
@@ -330,11 +340,6 @@ class Batcher {
   // 32 / S predicates are packed in one word (bit k * S + lane) and or-reduced over the subgroup
   // (on lavapipe much cheaper than a ballot each); otherwise 64-bit ballots.
   std::vector<Stmt *> lane_masks(IrEmitter &e, const std::vector<Stmt *> &passes, Stmt *lane) const {
-    if (cpu_) {
-      std::vector<Stmt *> masks;
-      for (Stmt *p : passes) masks.push_back(e.cast(p, DataType::u32));
-      return masks;
-    }
     if (!known_ || lanes_ > 32) {
       std::vector<Stmt *> masks;
       for (Stmt *p : passes) masks.push_back(e.simt(SimtOp::SubgroupBallot, DataType::u64, {p}));

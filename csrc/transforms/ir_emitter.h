@@ -87,6 +87,15 @@ class IrEmitter {
     return nested(body_of(loop));
   }
   void break_() { add(StmtKind::Break, DataType::none, {}); }
+  // A serial range-for over [begin, end); `index` is set to its loop index, the first statement
+  // of the body the returned emitter writes.
+  IrEmitter for_(Stmt *begin, Stmt *end, Stmt *&index) {
+    Stmt *loop = add(StmtKind::RangeFor, DataType::none, {begin, end});
+    loop->serialize = true;
+    IrEmitter b = nested(body_of(loop));
+    index = b.add(StmtKind::LoopIndex, begin->dtype, {loop});
+    return b;
+  }
 
   const SourceLoc &loc() const { return loc_; }
 

@@ -150,18 +150,44 @@ def _publish_and_look_back(state: template(), c, tile, agg, op: template(), dtyp
 @top_level_func
 def scan_cpu(src: template(), src_slot: template(), dst: template(), count, state: template(), c,
              op: template(), dtype: template()):
+    # A full tile is scanned as two interleaved serial chains, one per half (the second starting
+    # from the first half's aggregate): two elements per combine's latency. The first half is 8
+    # elements longer, so that the chains' elements are not a multiple of 4 KiB apart (which the
+    # cpu's store-to-load forwarding would take for possible aliases).
     for _ in range(c):
         tile = _claim(state)
         lo = tile * tile_size()
         hi = qd.min(lo + tile_size(), count)
-        agg = identity_of(op, dtype)
-        for idx in range(lo, hi):
-            agg = reassoc_combine(op, agg, load(src, 0, src_slot, idx, dtype))
-        run = _publish_and_look_back(state, c, tile, agg, op, dtype)
-        for idx in range(lo, hi):
-            v = load(src, 0, src_slot, idx, dtype)
-            store(dst, 0, False, idx, run, dtype)
-            run = combine(op, run, v)
+        if hi - lo == tile_size():
+            h = tile_size() // 2 + 8
+            a0 = identity_of(op, dtype)
+            for idx in range(lo, lo + h):
+                a0 = reassoc_combine(op, a0, load(src, 0, src_slot, idx, dtype))
+            a1 = identity_of(op, dtype)
+            for idx in range(lo + h, hi):
+                a1 = reassoc_combine(op, a1, load(src, 0, src_slot, idx, dtype))
+            r0 = _publish_and_look_back(state, c, tile, combine(op, a0, a1), op, dtype)
+            r1 = combine(op, r0, a0)
+            for k in range(tile_size() - h):
+                v0 = load(src, 0, src_slot, lo + k, dtype)
+                v1 = load(src, 0, src_slot, lo + h + k, dtype)
+                store(dst, 0, False, lo + k, r0, dtype)
+                store(dst, 0, False, lo + h + k, r1, dtype)
+                r0 = combine(op, r0, v0)
+                r1 = combine(op, r1, v1)
+            for k in range(tile_size() - h, h):
+                v0 = load(src, 0, src_slot, lo + k, dtype)
+                store(dst, 0, False, lo + k, r0, dtype)
+                r0 = combine(op, r0, v0)
+        else:
+            agg = identity_of(op, dtype)
+            for idx in range(lo, hi):
+                agg = reassoc_combine(op, agg, load(src, 0, src_slot, idx, dtype))
+            run = _publish_and_look_back(state, c, tile, agg, op, dtype)
+            for idx in range(lo, hi):
+                v = load(src, 0, src_slot, idx, dtype)
+                store(dst, 0, False, idx, run, dtype)
+                run = combine(op, run, v)
 
 
 @top_level_func

@@ -7,13 +7,17 @@
      entry (d, tile) becomes where tile's first key of digit d goes;
   3. a stable scatter: each tile walks its keys in order and writes each key (and value) at its
      digit's counter, which then moves on by one.
-On the cpu a tile is one iteration of a loop of one-thread blocks, which counts and scatters
-serially (the bins / counters in the block's shared array). On GPUs a tile is one subgroup, which
+On the cpu only the most significant digit takes those phases (a tile is one iteration of a loop
+of one-thread blocks, which counts and scatters serially, the bins / counters in the block's shared
+array); the keys are then in RADIX buckets by that digit, and each bucket, one per iteration, is
+sorted by the digits below it: their counts in one read, then a stable pass per digit, inside the
+worker's cache for buckets of up to a few ten thousand keys. On GPUs a tile is one subgroup, which
 walks it in rounds of group_size() keys: shared atomics on the subgroup's own bins for the
 histogram; for the scatter the lanes holding the same digit find each other with one ballot per
 digit bit (match-any), take their ranks among them from the ballot, and the last of them moves the
 digit's shared counter.
-The keys ping-pong between keys and tmp_keys; an odd number of passes ends with a copy back.
+The keys ping-pong between keys and tmp_keys; an odd number of passes ends with a copy back (the
+cpu's buckets copy themselves back).
 
 The digits come from an order-preserving map of the key's bits to an unsigned integer (computed on
 the fly, the keys themselves move unchanged): unsigned keys as they are, signed ones with the sign
@@ -40,9 +44,7 @@ from quadrants.algorithms._phases import group_size, lane, num_tiles, rounds_per
 import os as _os
 RADIX_BITS = 8
 MIN_CPU_SORT_TILE = 65536
-MAX_CPU_RADIX_BITS = 8
 RADIX = 1 << RADIX_BITS
-CPU_RADIX_BITS = 8  # cpu digits (11-bit digits, 3 passes for 32-bit keys, measured slower: 2048 streams)
 SORT_BLOCK_DIM = 64  # GPU: threads of a block; each subgroup has RADIX shared counters
 
 
@@ -57,9 +59,8 @@ def sort_scratch_slots(N, log256_max_n=None):
     what = "sort_scratch_slots"
     n = k_count(what, N)
     depth = depth_arg(what, n, log256_max_n)
-    # the tile histograms: 256 bins per tile of >= 256 keys (GPUs), 2048 per tile of >= 65536 (cpu)
-    m = k_max(what, k_mul(what, k_cdiv(what, n, SIZING_TILE), RADIX),
-              k_mul(what, k_cdiv(what, n, MIN_CPU_SORT_TILE), 1 << MAX_CPU_RADIX_BITS))
+    # the tile histograms: 256 bins per tile of >= 256 keys (GPUs; the cpu's tiles are longer)
+    m = k_mul(what, k_cdiv(what, n, SIZING_TILE), RADIX)
     return k_max(what, k_add(what, m, staircase_slots(what, m, depth)), 1)
 
 
@@ -128,17 +129,16 @@ def digit(k, key_dtype, shift, width=RADIX_BITS):
 
 
 @top_level_func
-def _histogram_cpu(src: template(), n, tile_keys, scratch: template(), key_dtype: template(), shift: template(),
-                   width: template()):
+def _histogram_cpu(src: template(), n, tile_keys, scratch: template(), key_dtype: template(), shift: template()):
     nt = (n + tile_keys - 1) // tile_keys
     qd.loop_config(block_dim=1)  # a tile per iteration; the bins are the worker's
     for tile in range(nt):
-        hist = shared("digits", 1 << CPU_RADIX_BITS, qd.i32)
-        for d in range(1 << width):
+        hist = shared("digits", RADIX, qd.i32)
+        for d in range(RADIX):
             hist[d] = 0
         for idx in range(tile * tile_keys, qd.min(tile * tile_keys + tile_keys, n)):
-            hist[digit(src[idx], key_dtype, shift, width)] += 1
-        for d in range(1 << width):
+            hist[digit(src[idx], key_dtype, shift)] += 1
+        for d in range(RADIX):
             scratch[d * nt + tile] = qd.cast(hist[d], qd.u32)
 
 
@@ -179,21 +179,89 @@ def _histogram_gpu(src: template(), n, scratch: template(), key_dtype: template(
 
 @top_level_func
 def _scatter_cpu(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(), n,
-                 tile_keys, scratch: template(), key_dtype: template(), shift: template(), width: template()):
+                 tile_keys, scratch: template(), key_dtype: template(), shift: template()):
     nt = (n + tile_keys - 1) // tile_keys
     qd.loop_config(block_dim=1)
     for tile in range(nt):
-        off = shared("digits", 1 << CPU_RADIX_BITS, qd.i32)
-        for d in range(1 << width):
+        off = shared("digits", RADIX, qd.i32)
+        for d in range(RADIX):
             off[d] = qd.cast(scratch[d * nt + tile], qd.i32)
         for idx in range(tile * tile_keys, qd.min(tile * tile_keys + tile_keys, n)):  # in order: stable
             k = src[idx]
-            d = digit(k, key_dtype, shift, width)
+            d = digit(k, key_dtype, shift)
             pos = off[d]
             off[d] = pos + 1
             dst[pos] = k
             if qd.static(has_values):
                 dst_v[pos] = src_v[idx]
+
+
+def bucket_digits(bits):
+    """cpu: the (shift, width, first counter) of the digits a bucket is sorted by, for its keys' low
+    `bits` bits, and the number of counters: as few digits as ones of at most 12 bits allow (a
+    bucket's 4096 counters and its keys then stay in the worker's cache), of near-equal widths."""
+    k = -(-bits // 12)
+    widths = [bits // k + (1 if i < bits % k else 0) for i in range(k)]
+    digits = [(sum(widths[:i]), w, sum(1 << v for v in widths[:i])) for i, w in enumerate(widths)]
+    return digits, sum(1 << w for w in widths)
+
+
+@helper_func
+def _bucket_pass(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(),
+                 lo, hi, bins: template(), b0: template(), key_dtype: template(), shift: template(),
+                 width: template()):
+    """cpu: one stable pass over keys[lo:hi] (one bucket) by the digit at (shift, width), src -> dst;
+    the digit counts at bins[b0:b0 + 2^width] become the digits' next positions."""
+    pos = lo
+    for d in range(1 << width):
+        cnt = bins[b0 + d]
+        bins[b0 + d] = pos
+        pos += cnt
+    for idx in range(lo, hi):  # in order: stable
+        k = src[idx]
+        d = digit(k, key_dtype, shift, width)
+        p = bins[b0 + d]
+        bins[b0 + d] = p + 1
+        dst[p] = k
+        if qd.static(has_values):
+            dst_v[p] = src_v[idx]
+
+
+@top_level_func
+def _buckets_cpu(keys: template(), tmp_keys: template(), values: template(), tmp_values: template(),
+                 has_values: template(), n, nt, scratch: template(), key_dtype: template(), low_bits: template()):
+    """cpu, after the pass by the most significant digit (keys -> tmp_keys, which the scan's
+    offsets in scratch split into RADIX buckets): each bucket sorted by its keys' `low_bits` bits
+    below that digit, one bucket per iteration (it stays in the worker's cache): the counts of every
+    digit (bucket_digits) in one read, then a stable pass per digit, tmp_keys -> keys -> tmp_keys
+    ...; ending in keys."""
+    digits, counters = qd.static(bucket_digits(low_bits))
+    qd.loop_config(block_dim=1)
+    for b in range(RADIX):
+        lo = qd.cast(scratch[b * nt], qd.i32)
+        hi = n
+        if b + 1 < RADIX:
+            hi = qd.cast(scratch[(b + 1) * nt], qd.i32)
+        if hi > lo:
+            bins = shared("bucket_digits", counters, qd.i32)
+            for i in range(counters):
+                bins[i] = 0
+            for idx in range(lo, hi):
+                k = tmp_keys[idx]
+                for p in qd.static(range(len(digits))):
+                    bins[digits[p][2] + digit(k, key_dtype, digits[p][0], digits[p][1])] += 1
+            for p in qd.static(range(len(digits))):
+                if qd.static(p % 2 == 0):
+                    _bucket_pass(tmp_keys, keys, tmp_values, values, has_values, lo, hi, bins, digits[p][2], key_dtype,
+                                 digits[p][0], digits[p][1])
+                else:
+                    _bucket_pass(keys, tmp_keys, values, tmp_values, has_values, lo, hi, bins, digits[p][2], key_dtype,
+                                 digits[p][0], digits[p][1])
+            if qd.static(len(digits) % 2 == 0):
+                for idx in range(lo, hi):
+                    keys[idx] = tmp_keys[idx]
+                    if qd.static(has_values):
+                        values[idx] = tmp_values[idx]
 
 
 @builtin
@@ -315,27 +383,33 @@ def _sort(keys, tmp_keys, values, tmp_values, scratch, n, key_dtype, has_values,
     check_array(what, "scratch", scratch, T.u32)
     n = count_of(n)
     cpu = ctx.arch.name == "cpu"
-    tile_keys = ctx.scalar(cpu_sort_tile(n)) if cpu else sort_tile()
-    nt = ctx.scalar(num_tiles(n, tile_keys))
-    bits = CPU_RADIX_BITS if cpu else RADIX_BITS
-    m = ctx.binary("mul", nt, 1 << bits)
-    bufs = [(keys, values), (tmp_keys, tmp_values)]
-    passes = -(-end_bit // bits)
-    for p in range(passes):
-        (src, src_v), (dst, dst_v) = bufs[p % 2], bufs[(p + 1) % 2]
-        shift = p * bits
-        width = min(bits, end_bit - shift)
-        if cpu:
-            _histogram_cpu.inline(ctx, [src, n, tile_keys, scratch, key_dtype, shift, width], {})
-            mw = ctx.binary("mul", nt, 1 << width)
-            scan_staircase(scratch, 0, True, scratch, 0, True, scratch, mw, mw, "add", T.u32, depth)
-            _scatter_cpu.inline(ctx, [src, dst, src_v, dst_v, has_values, n, tile_keys, scratch, key_dtype, shift,
-                                      width], {})
-        else:
+    passes = end_bit // RADIX_BITS
+    if cpu:
+        # the most significant digit first (a stable pass over tiles of the keys, keys -> tmp_keys),
+        # then the digits below it inside each of its buckets
+        tile_keys = ctx.scalar(cpu_sort_tile(n))
+        nt = ctx.scalar(num_tiles(n, tile_keys))
+        shift = (passes - 1) * RADIX_BITS
+        _histogram_cpu.inline(ctx, [keys, n, tile_keys, scratch, key_dtype, shift], {})
+        m = ctx.binary("mul", nt, RADIX)
+        scan_staircase(scratch, 0, True, scratch, 0, True, scratch, m, m, "add", T.u32, depth)
+        _scatter_cpu.inline(ctx, [keys, tmp_keys, values, tmp_values, has_values, n, tile_keys, scratch, key_dtype,
+                                  shift], {})
+        if passes > 1:
+            _buckets_cpu.inline(ctx, [keys, tmp_keys, values, tmp_values, has_values, n, nt, scratch, key_dtype,
+                                      shift], {})
+            return None
+    else:
+        nt = ctx.scalar(num_tiles(n, sort_tile()))
+        m = ctx.binary("mul", nt, RADIX)
+        bufs = [(keys, values), (tmp_keys, tmp_values)]
+        for p in range(passes):
+            (src, src_v), (dst, dst_v) = bufs[p % 2], bufs[(p + 1) % 2]
+            shift = p * RADIX_BITS
             _histogram_gpu.inline(ctx, [src, n, scratch, key_dtype, shift], {})
             scan_staircase(scratch, 0, True, scratch, 0, True, scratch, m, m, "add", T.u32, depth)
             _scatter_gpu.inline(ctx, [src, dst, src_v, dst_v, has_values, n, scratch, key_dtype, shift], {})
-    if passes % 2:
+    if passes % 2:  # the keys (and values) end in tmp_keys
         _copy.inline(ctx, [tmp_keys, keys, n], {})
         if has_values:
             _copy.inline(ctx, [tmp_values, values, n], {})

@@ -178,6 +178,9 @@ class CpuRuntime : public Runtime {
       switch (k.buffers[i].kind) {
         case BufferKind::Temps: table[i] = k.temps.data(); break;
         case BufferKind::Result: table[i] = k.result.data(); break;
+        // on the task's stack (codegen): nothing bound, and the caller need not pass a handle for
+        // one a transform added (a compaction's index list, a privatized field copy)
+        case BufferKind::Private: case BufferKind::Shared: table[i] = nullptr; break;
         default: table[i] = reinterpret_cast<void *>(buffers.at(i));
       }
     }

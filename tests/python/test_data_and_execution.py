@@ -259,3 +259,24 @@ def test_numpy_argument_for_a_vector_ndarray():
         k(np.ones((4, 2), np.float32))
     with pytest.raises(qd.QuadrantsTypeError, match=r"elements of shape \(3,\)"):
         k(qd.Vector.ndarray(2, qd.f32, 4))
+
+
+@test(arch=qd.cpu)
+def test_large_ndarrays_are_zero_and_freed():
+    """Buffers of 1 MiB and more are mapped from the OS (their fresh pages are zero, nothing is
+    written at allocation): each new one reads as zeros even where the previous one was written,
+    and dropping one unmaps it."""
+    @qd.kernel
+    def fill(a: qd.types.ndarray(dtype=qd.f32, ndim=2), v: qd.f32):
+        for i, j in a:
+            a[i, j] = v
+
+    for k in range(60):
+        a = qd.ndarray(qd.f32, (4096, 4096))
+        if k % 20 == 0:
+            assert not a.to_numpy().any()
+            fill(a, 1.5 + k)
+            assert (a.to_numpy() == 1.5 + k).all()
+        del a
+    small = qd.ndarray(qd.i32, (7,))
+    assert (small.to_numpy() == 0).all()

@@ -249,6 +249,36 @@ def test_rounding_and_special_values(init):
         assert (np.isnan(got) and np.isnan(want)) or _bits(got) == _bits(want), (name, got, want)
 
 
+@pytest.mark.parametrize("size", [64, 3000, 70000])
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_rounding_and_special_values_at_computed_indices(size):
+    """Every case of CASES into its own element of a field, each case's values spread over the
+    iterations: a field small enough for the cpu's private copies (64), one whose flags are only
+    updated when they change (3000), and a large one (70000); the smallest and largest magnitudes
+    reach the limbs kept outside an element's row."""
+    y = qd.field(qd.f32, shape=size)
+    names = list(CASES)
+    xs = np.concatenate([np.array(CASES[n], np.float32) for n in names])
+    where = np.concatenate([np.full(len(CASES[n]), (k * 7919) % size, np.int32) for k, n in enumerate(names)])
+    order = np.random.default_rng(size).permutation(len(xs))
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), w: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[w[i]] += x[i]
+
+    for init in (0.0, -0.0, 1.0):
+        y.fill(init)
+        k(xs[order], where[order])
+        got = y.to_numpy()
+        for j, name in enumerate(names):
+            want = f32_sum(np.concatenate([[np.float32(init)], np.array(CASES[name], np.float32)]))
+            g = got[(j * 7919) % size]
+            assert (np.isnan(g) and np.isnan(want)) or _bits(g) == _bits(want), (name, init, g, want)
+        untouched = np.setdiff1d(np.arange(size), where)
+        assert (_bits(got[untouched]) == _bits(np.float32(init))).all()
+
+
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():
     xs = _data(7, 3001)

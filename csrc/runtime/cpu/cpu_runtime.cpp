@@ -49,7 +49,13 @@ struct CpuKernel : CompiledKernel {
     if (code) jit->remove(*code);
   }
   std::vector<CpuTask> tasks;
-  std::vector<int64_t> temps;    // 8-byte slots
+  std::vector<int64_t> temps;    // 8-byte slots, from temps_base()
+  // The temps from a 64-byte boundary (deterministic sums keep a field element's slots in one
+  // cache line); the vector has 8 slots more than the kernel's.
+  int64_t *temps_base() {
+    auto p = reinterpret_cast<uintptr_t>(temps.data());
+    return reinterpret_cast<int64_t *>((p + 63) & ~uintptr_t(63));
+  }
   std::vector<uint64_t> result;  // 8-byte slots
   // Scratch memory, kept between launches (grown when a launch needs more) and freed with the kernel.
   std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
@@ -145,7 +151,7 @@ class CpuRuntime : public Runtime {
     auto g = generate(*k, features_);
     auto out = std::make_shared<CpuKernel>();
     out->describe(*k);
-    out->temps.assign(k->temps_bytes / 8, 0);
+    out->temps.assign(k->temps_bytes / 8 + 8, 0);
     out->result.assign(k->returns.size(), 0);
     // The object code is a function of the generated module and the host (in the cache's salt).
     std::string key = cache_.enabled() ? cache_.key(module_text(*g.module)) : "";
@@ -175,7 +181,7 @@ class CpuRuntime : public Runtime {
     std::vector<void *> table(k.buffers.size());
     for (size_t i = 0; i < k.buffers.size(); i++) {
       switch (k.buffers[i].kind) {
-        case BufferKind::Temps: table[i] = k.temps.data(); break;
+        case BufferKind::Temps: table[i] = k.temps_base(); break;
         case BufferKind::Result: table[i] = k.result.data(); break;
         default: table[i] = reinterpret_cast<void *>(buffers.at(i));
       }

@@ -23,6 +23,7 @@
 //   operations, block-shared arrays) is a QuadrantsTypeError naming the line.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -42,12 +43,13 @@ using T = DataType;
 
 constexpr int kLimbs = 9;           // limb k holds bits [32k, 32k + 32) of the value / 2^-149
 constexpr int kSlots = kLimbs + 1;  // and a flags word
-constexpr int kRow = 8;             // a field element's flags and limbs 1..7 (field_sum)
-constexpr int64_t kFlagsCheckElements = 65536;  // fields up to this size: flags updated only when they change
+constexpr int kRow = 8;             // a large field element's flags and limbs 1..7 (Layout)
+constexpr int64_t kCachedElements = 65536;  // fields up to this size: their slots stay in the caches
 constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
 constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
 constexpr int64_t kChunkAdds = 256;  // same-address sums: unsplit addends (< 2^55) per i64 accumulator
-constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private limbs (80 KiB per thread) up to this many elements
+constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
+constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
@@ -192,6 +194,23 @@ class Determinizer {
   }
 
  private:
+  // Where a field's n elements keep their ten slots (i32 slot indices from the region's first).
+  // A field the caches hold: element el's flags, then its limbs 0..8, at 10 el. A larger one
+  // (cache misses): el's flags and limbs 1..7 are its row of kRow slots (8 el .. 8 el + 7, one
+  // 64-byte line: an update of a magnitude between 2^-94 and 2^75 touches one line), limbs 0 and 8
+  // (the smallest and largest magnitudes) at 8n + 2 el and 8n + 2 el + 1.
+  struct Layout {
+    int64_t n;
+    bool rows() const { return n > kCachedElements; }
+    Stmt *flags(IrEmitter &e, Stmt *el) const { return e.bin(B::Mul, el, e.ci(T::i32, rows() ? kRow : kSlots)); }
+    Stmt *limb(IrEmitter &e, Stmt *el, Stmt *k) const {  // k: i32
+      if (!rows()) return e.bin(B::Add, flags(e, el), e.bin(B::Add, k, e.ci(T::i32, 1)));
+      Stmt *in_row = e.both(e.bin(B::Ge, k, e.ci(T::i32, 1)), e.bin(B::Lt, k, e.ci(T::i32, kRow)));
+      Stmt *side = e.bin(B::Add, e.ci(T::i32, kRow * n), e.bin(B::Add, e.bin(B::Mul, el, e.ci(T::i32, 2)), e.bin(B::Shr, k, e.ci(T::i32, 3))));
+      return e.sel(in_row, e.bin(B::Add, flags(e, el), k), side);
+    }
+  };
+
   struct Target {
     std::vector<Stmt *> atomics;
     bool dynamic = false;  // an array of slots per element of a field
@@ -479,6 +498,7 @@ class Determinizer {
     int64_t n = numel(d);
     if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
     int64_t first = reserve(n * kSlots, loc, /*align=*/kRow);  // (the runtime zeroes the temps at launch)
+    const Layout lay{n};
     auto load = [&](IrEmitter &e, Stmt *ptr, bool atomic) {
       Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
       s->is_atomic = atomic;
@@ -487,11 +507,12 @@ class Determinizer {
     // SPIR-V reaches the temps array atomically only (by element index); the cpu's final pass reads
     // it plainly (after the loop's task).
     const bool gpu = !cpu_;
-    // cpu, a small field (a histogram): the slots' updates go to a private copy per thread (in its
-    // stack), applied with one atomic per touched slot when the thread's share of the loop ends.
+    // cpu, a small field (a histogram): the updates go to a private copy per thread (in its stack),
+    // applied with atomics when the thread's share of the loop ends (flush_private). Element el's
+    // slot el * kPrivSlots + k sums the unsplit values sw of limb k (k < 8), its last one the flags.
     int priv = -1;
     if (cpu_ && n <= kMaxPrivateElements) {
-      BufferDesc copy{BufferKind::Private, T::i64, {n * kSlots}};
+      BufferDesc copy{BufferKind::Private, T::i64, {n * kPrivSlots}};
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
@@ -506,32 +527,42 @@ class Determinizer {
       Stmt *el = flat ? flat : e.ci(T::i32, 0);
       Parts q = decode(e, addend(e, a));
       Stmt *k = e.cast(q.limb, T::i32);
-      Stmt *limb = limb_slot(e, n, el, k), *next = limb_slot(e, n, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
-      Stmt *flags = e.bin(B::Mul, el, e.ci(T::i32, kRow));
+      Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
+      Stmt *flags = lay.flags(e, el);
       if (priv >= 0) {  // plain read-modify-writes of this thread's copy
-        auto update = [&](Stmt *i, B op, Stmt *x) {
-          Stmt *p = e.add(StmtKind::GlobalPtr, T::i64, {i});
+        auto at = [&](IrEmitter &x, Stmt *i) {
+          Stmt *p = x.add(StmtKind::GlobalPtr, T::i64, {i});
           p->ival = priv;
-          e.add(StmtKind::GlobalStore, T::none, {p, e.bin(op, e.add(StmtKind::GlobalLoad, T::i64, {p}), x)});
+          return p;
         };
-        update(limb, B::Add, q.lo);
-        update(next, B::Add, q.hi);
-        update(flags, B::BitOr, q.flags);
+        Stmt *row = e.bin(B::Mul, el, e.ci(T::i32, kPrivSlots));
+        Stmt *sp = at(e, e.bin(B::Add, row, k));
+        Stmt *sum = e.var(T::i64, e.add(StmtKind::GlobalLoad, T::i64, {sp}));
+        // Past +-2^62 (after 128 adds or more) the slot goes to the shared limbs first: adding
+        // |sw| < 2^55 to what is left cannot overflow.
+        Stmt *biased = e.bin(B::Add, e.bitcast(e.load(sum), T::u64), u64(e, int64_t(1) << 62));
+        IrEmitter spill = e.if_(e.bin(B::Gt, biased, u64(e, std::numeric_limits<int64_t>::min())));
+        Stmt *v = spill.load(sum);
+        atomic(spill, AtomicOp::Add, slot(spill, first, limb), spill.bin(B::BitAnd, v, i64(spill, 0xFFFFFFFF)));
+        atomic(spill, AtomicOp::Add, slot(spill, first, next), spill.bin(B::Shr, v, i64(spill, 32)));
+        spill.store(sum, i64(spill, 0));
+        e.add(StmtKind::GlobalStore, T::none, {sp, e.bin(B::Add, e.load(sum), q.sw)});
+        Stmt *fp = at(e, e.bin(B::Add, row, e.ci(T::i32, kPrivSlots - 1)));
+        e.add(StmtKind::GlobalStore, T::none, {fp, e.bin(B::BitOr, e.add(StmtKind::GlobalLoad, T::i64, {fp}), q.flags)});
       } else {
         atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
         atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
-        // A small field (a histogram, on a GPU): most updates find their flags set already.
-        if (n <= kFlagsCheckElements) {
+        if (lay.rows()) {
+          atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
+        } else {  // a field the caches hold (a histogram): most updates find their flags set already
           Stmt *set = load(e, slot(e, first, flags), true);
           IrEmitter then = e.if_(e.bin(B::Ne, e.bin(B::BitAnd, set, q.flags), q.flags));
           atomic(then, AtomicOp::Or, slot(then, first, flags), q.flags);
-        } else {
-          atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
         }
       }
       drop_atomic(a);
     }
-    if (priv >= 0) flush_private(t, priv, first, n, loc);
+    if (priv >= 0) flush_private(t, priv, first, lay, loc);
     Stmt *loop;
     Task fin = parallel_task(n, loc, loop);
     IrEmitter f(*loop->body, loc);
@@ -553,27 +584,16 @@ class Determinizer {
     Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
     std::vector<Stmt *> limbs;
     for (int k = 0; k < kLimbs; k++)
-      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, limb_slot(f, n, el, f.ci(T::i32, k))), gpu), contribution(f, init, k)));
-    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, f.bin(B::Mul, el, f.ci(T::i32, kRow))), gpu), init.flags);
+      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu), contribution(f, init, k)));
+    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     after.push_back(std::move(fin));
   }
 
-  // A field element's slot of limb k (i32) in the layout of its n elements' slots (from the
-  // region's first): element el's flags and limbs 1..7 are its row of kRow slots (el * 8 ..
-  // el * 8 + 7, one 64-byte cache line: an addend between 2^-94 and 2^75 touches one line), limbs
-  // 0 and 8 (the smallest and largest magnitudes) are at 8n + 2el and 8n + 2el + 1.
-  static Stmt *limb_slot(IrEmitter &e, int64_t n, Stmt *el, Stmt *k) {
-    Stmt *in_row = e.both(e.bin(B::Ge, k, e.ci(T::i32, 1)), e.bin(B::Lt, k, e.ci(T::i32, kRow)));
-    Stmt *row = e.bin(B::Add, e.bin(B::Mul, el, e.ci(T::i32, kRow)), k);
-    Stmt *side = e.bin(B::Add, e.ci(T::i32, kRow * n), e.bin(B::Add, e.bin(B::Mul, el, e.ci(T::i32, 2)), e.bin(B::Shr, k, e.ci(T::i32, 3))));
-    return e.sel(in_row, row, side);
-  }
-
-  // Zeroes the private copy (n elements' slots) before the thread's share of the loop; after it,
-  // adds (ors, for the flags) each non-zero slot into the shared one.
-  void flush_private(Task &t, int priv, int64_t first, int64_t n, const SourceLoc &loc) {
-    const int64_t count = n * kSlots;
+  // Zeroes the private copy (field_sum) before the thread's share of the loop; after it, adds each
+  // non-zero sum, split, into the shared limbs (ors the flags into the shared flags).
+  void flush_private(Task &t, int priv, int64_t first, const Layout &lay, const SourceLoc &loc) {
+    const int64_t count = lay.n * kPrivSlots;
     t.min_chunk += (4 * count + chunk_ - 1) / chunk_;  // iterations per chunk that amortise zeroing and flushing
     auto each = [&](Block &b, const std::function<void(IrEmitter &, Stmt *, Stmt *)> &body) {
       IrEmitter e(b, loc);
@@ -587,13 +607,16 @@ class Determinizer {
     each(t.pre_loop, [&](IrEmitter &e, Stmt *, Stmt *p) { e.add(StmtKind::GlobalStore, T::none, {p, i64(e, 0)}); });
     each(t.post_loop, [&](IrEmitter &e, Stmt *i, Stmt *p) {
       Stmt *v = e.add(StmtKind::GlobalLoad, T::i64, {p});
-      Stmt *is_flags = e.both(e.bin(B::Lt, i, e.ci(T::i32, kRow * n)),
-                              e.bin(B::Eq, e.bin(B::BitAnd, i, e.ci(T::i32, kRow - 1)), e.ci(T::i32, 0)));
+      Stmt *el = e.bin(B::Div, i, e.ci(T::i32, kPrivSlots));
+      Stmt *k = e.bin(B::Sub, i, e.bin(B::Mul, el, e.ci(T::i32, kPrivSlots)));
+      Stmt *is_flags = e.bin(B::Eq, k, e.ci(T::i32, kPrivSlots - 1));
       Stmt *nz = e.bin(B::Ne, v, i64(e, 0));
       IrEmitter limb = e.if_(e.both(nz, e.not_(is_flags)));
-      atomic(limb, AtomicOp::Add, slot(limb, first, i), v);
+      atomic(limb, AtomicOp::Add, slot(limb, first, lay.limb(limb, el, k)), limb.bin(B::BitAnd, v, i64(limb, 0xFFFFFFFF)));
+      atomic(limb, AtomicOp::Add, slot(limb, first, lay.limb(limb, el, limb.bin(B::Add, k, limb.ci(T::i32, 1)))),
+             limb.bin(B::Shr, v, i64(limb, 32)));
       IrEmitter flag = e.if_(e.both(nz, is_flags));
-      atomic(flag, AtomicOp::Or, slot(flag, first, i), v);
+      atomic(flag, AtomicOp::Or, slot(flag, first, lay.flags(flag, el)), v);
     });
   }
 

@@ -280,6 +280,34 @@ def test_rounding_and_special_values_at_computed_indices(size):
 
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_many_addends_with_the_widest_limb_values():
+    """Values in [2, 4) have the widest limb values (24 significant bits shifted by 31): thousands of
+    them per element overflow any i64 that sums them unsplit for long (the cpu's private copies spill
+    past 2^62; a same-address chunk stops at 256 such adds)."""
+    rng = np.random.default_rng(11)
+    n = 20000
+    xs = (rng.uniform(3, 4, n) * np.where(rng.random(n) < 0.98, 1, -1)).astype(np.float32)
+    bins = rng.integers(0, 3, n).astype(np.int32)
+    total = qd.field(qd.f32, shape=())
+    small = qd.field(qd.f32, shape=3)
+    large = qd.field(qd.f32, shape=70000)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+            small[b[i]] += x[i]
+            large[b[i] * 30000] -= x[i]
+
+    k(xs, bins)
+    assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    for j in range(3):
+        want = f32_sum(np.concatenate([[np.float32(0)], xs[bins == j]]))
+        assert _bits(small.to_numpy()[j]) == _bits(want), j
+        assert _bits(large.to_numpy()[j * 30000]) == _bits(-want), j
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():
     xs = _data(7, 3001)
     v = qd.Vector.field(2, qd.f32, shape=())

@@ -186,7 +186,11 @@ class CpuRuntime : public Runtime {
         default: table[i] = reinterpret_cast<void *>(buffers.at(i));
       }
     }
-    std::fill(k.temps.begin(), k.temps.end(), 0);
+    // (Large temps, deterministic sums' accumulators: zeroed by the workers, in parallel.)
+    auto zero = [&](int64_t lo, int64_t hi) { std::fill(k.temps.begin() + lo, k.temps.begin() + hi, 0); };
+    int64_t slots = static_cast<int64_t>(k.temps.size());
+    if (slots >= (int64_t(1) << 20)) pool_.parallel_for(0, slots, int64_t(1) << 17, zero);
+    else zero(0, slots);
     std::fill(k.result.begin(), k.result.end(), 0);
     void **bufs = table.data();
     int64_t *a = const_cast<int64_t *>(args.data());

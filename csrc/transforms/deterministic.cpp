@@ -66,22 +66,23 @@ struct Parts {
   Stmt *limb, *sw, *lo, *hi, *flags;
 };
 
-Parts decode(IrEmitter &e, Stmt *v) {
-  Stmt *b = e.cast(e.bitcast(v, T::u32), T::i64);
-  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, i64(e, 23)), i64(e, 255));
-  Stmt *frac = e.bin(B::BitAnd, b, i64(e, 0x7FFFFF));
-  Stmt *neg = e.bin(B::Ne, e.bin(B::Shr, b, i64(e, 31)), i64(e, 0));
-  Stmt *special = e.bin(B::Eq, exp, i64(e, 255));
-  Stmt *mant = e.sel(e.bin(B::Eq, exp, i64(e, 0)), frac, e.bin(B::BitOr, frac, i64(e, 0x800000)));
-  mant = e.sel(special, i64(e, 0), mant);
-  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, i64(e, 1)), i64(e, 1));  // value = mant << shift
-  Stmt *w = e.bin(B::Shl, mant, e.bin(B::BitAnd, shift, i64(e, 31)));    // < 2^55
+Parts decode(IrEmitter &e, Stmt *v) {  // (in i32 up to the shift: twice the SIMD lanes of i64)
+  auto i32 = [&](int64_t x) { return e.ci(T::i32, x); };
+  Stmt *b = e.bitcast(v, T::i32);
+  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, i32(23)), i32(255));
+  Stmt *frac = e.bin(B::BitAnd, b, i32(0x7FFFFF));
+  Stmt *neg = e.bin(B::Lt, b, i32(0));
+  Stmt *special = e.bin(B::Eq, exp, i32(255));
+  Stmt *mant = e.sel(e.bin(B::Eq, exp, i32(0)), frac, e.bin(B::BitOr, frac, i32(0x800000)));
+  mant = e.sel(special, i32(0), mant);
+  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, i32(1)), i32(1));  // value = mant << shift
+  Stmt *w = e.bin(B::Shl, e.cast(mant, T::i64), e.cast(e.bin(B::BitAnd, shift, i32(31)), T::i64));  // < 2^55
   Stmt *sw = e.sel(neg, e.un(UnaryOp::Neg, w), w);
   Stmt *lo = e.bin(B::BitAnd, sw, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, sw, i64(e, 32));  // (arithmetic)
-  Stmt *inf = e.sel(neg, i64(e, kNegInf), i64(e, kPosInf));
-  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, i64(e, 0)), i64(e, kNaN), inf), i64(e, 0));
-  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, i64(e, 0x80000000LL)), i64(e, kNotNegZero), i64(e, 0)));
-  return {e.bin(B::Shr, shift, i64(e, 5)), sw, lo, hi, flags};
+  Stmt *inf = e.sel(neg, i32(kNegInf), i32(kPosInf));
+  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, i32(0)), i32(kNaN), inf), i32(0));
+  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, i32(std::numeric_limits<int32_t>::min())), i32(kNotNegZero), i32(0)));
+  return {e.cast(e.bin(B::Shr, shift, i32(5)), T::i64), sw, lo, hi, e.cast(flags, T::i64)};
 }
 
 // What limb k receives from p.
@@ -406,8 +407,10 @@ class Determinizer {
     return a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
   }
 
-  // The parallel loop as chunks of `size` consecutive iterations (the last one shorter): a new
-  // parallel loop over the chunks, each running the original loop over its chunk, serially.
+  // The parallel loop as chunks of at most `size` iterations: a new parallel loop over the chunks,
+  // each running the original loop over its chunk, serially. On the cpu chunk c is `size`
+  // consecutive iterations (one thread's vectorised run); on a GPU it is every count-th iteration
+  // from begin + c (count chunks), so that neighbouring threads read neighbouring elements.
   void chunk_loop(Task &t, int64_t size) {
     Stmt *loop = t.loop();
     const SourceLoc loc = loop->loc;
@@ -423,10 +426,24 @@ class Determinizer {
     t.prologue.stmts.pop_back();
     IrEmitter e(*outer->body, loc);
     Stmt *c = e.cast(e.add(StmtKind::LoopIndex, T::i32, {outer}), T::i64);
-    Stmt *lo = e.bin(B::Add, begin, e.bin(B::Mul, c, i64(e, size)));
-    Stmt *hi = e.bin(B::Min, e.bin(B::Add, lo, i64(e, size)), end);
     DataType it = inner->operands[0]->dtype;
-    inner->operands = {e.cast(lo, it), e.cast(hi, it)};
+    if (cpu_) {
+      Stmt *lo = e.bin(B::Add, begin, e.bin(B::Mul, c, i64(e, size)));
+      Stmt *hi = e.bin(B::Min, e.bin(B::Add, lo, i64(e, size)), end);
+      inner->operands = {e.cast(lo, it), e.cast(hi, it)};
+    } else {  // trips j = 0 .. (n - c - 1) / count, iteration begin + c + j * count
+      Stmt *count64 = e.cast(count, T::i64);
+      Stmt *trips = e.bin(B::Div, e.bin(B::Add, e.bin(B::Sub, n, c), e.bin(B::Sub, count64, i64(e, 1))), count64);
+      inner->operands = {e.ci(it, 0), e.cast(trips, it)};
+      std::vector<Stmt *> indices;
+      for_each_stmt(*inner->body, [&](Stmt &x) {
+        if (x.kind == StmtKind::LoopIndex && x.operands[0] == inner.get()) indices.push_back(&x);
+      });
+      IrEmitter in(inner->body->stmts[0].get());  // (the body has the sums' atomics)
+      Stmt *j = in.cast(in.add(StmtKind::LoopIndex, T::i32, {inner.get()}), T::i64);
+      Stmt *i = in.cast(in.bin(B::Add, in.bin(B::Add, begin, c), in.bin(B::Mul, j, count64)), it);
+      for (Stmt *x : indices) replace_uses(*inner->body, x, i);
+    }
     inner->serialize = true;
     inner->block_dim = 0;
     inner->label = "deterministic chunk";

@@ -388,9 +388,11 @@ class Determinizer {
       field_targets.emplace_back(buffer, atomics);
     }
     // Same-address sums whose atomics run at most once per iteration each (not in an inner loop):
-    // the loop runs in chunks that their accumulators cannot overflow (uniform_sum).
+    // the loop runs in chunks that their accumulators cannot overflow (uniform_sum). Not with
+    // barriers: every thread of a block must reach them equally often.
     size_t most = 0;
     bool once = true;
+    for_each_stmt(*loop_body_, [&](Stmt &s) { once = once && s.kind != StmtKind::Simt; });
     for (const auto &list : uniform_targets) {
       most = std::max(most, list.size());
       for (Stmt *a : list)

@@ -308,6 +308,40 @@ def test_many_addends_with_the_widest_limb_values():
 
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
+    """A same-address sum's loop runs as chunks of at most 256 additions per accumulator (the IR's
+    `deterministic chunk`); with a block barrier in the loop, or the sum in an inner loop, it keeps
+    the per-addend limb atomics. The bits are the reference's either way."""
+    xs = _data(13, 3001)
+    total = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+
+    @qd.kernel
+    def barrier(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=64)
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+            qd.simt.block.sync()
+
+    @qd.kernel
+    def inner(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0] // 3):
+            for j in range(3):
+                total[None] += x[3 * i + j]
+
+    want = _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    for k, chunked in ((plain, True), (barrier, False), (inner, False)):
+        assert ("deterministic chunk" in qd.compile(k, xs).ir) == chunked, k
+        total[None] = 0
+        k(xs)
+        assert _bits(total[None]) == want, k
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():
     xs = _data(7, 3001)
     v = qd.Vector.field(2, qd.f32, shape=())

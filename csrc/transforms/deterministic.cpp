@@ -13,7 +13,11 @@
 //   old value, propagates the carries and rounds once into the target.
 //   Same-address targets (constant / argument indices, kernel-scope variables) use static slots of
 //   the temps buffer, one per limb, so privatization and subgroup aggregation still combine them;
-//   other targets must be fields (a static size): an array of 10 slots per element.
+//   their loop runs in chunks of at most 256 additions per target, each chunk summing an addend's
+//   unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the slots
+//   once. Other targets must be fields (a static size): 10 slots per element (Layout); on the cpu
+//   a small field's updates go to a private copy per thread, one unsplit sum per limb position.
+//   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
 //   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
@@ -66,23 +70,27 @@ struct Parts {
   Stmt *limb, *sw, *lo, *hi, *flags;
 };
 
-Parts decode(IrEmitter &e, Stmt *v) {  // (in i32 up to the shift: twice the SIMD lanes of i64)
-  auto i32 = [&](int64_t x) { return e.ci(T::i32, x); };
-  Stmt *b = e.bitcast(v, T::i32);
-  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, i32(23)), i32(255));
-  Stmt *frac = e.bin(B::BitAnd, b, i32(0x7FFFFF));
-  Stmt *neg = e.bin(B::Lt, b, i32(0));
-  Stmt *special = e.bin(B::Eq, exp, i32(255));
-  Stmt *mant = e.sel(e.bin(B::Eq, exp, i32(0)), frac, e.bin(B::BitOr, frac, i32(0x800000)));
-  mant = e.sel(special, i32(0), mant);
-  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, i32(1)), i32(1));  // value = mant << shift
-  Stmt *w = e.bin(B::Shl, e.cast(mant, T::i64), e.cast(e.bin(B::BitAnd, shift, i32(31)), T::i64));  // < 2^55
+// `it`: the integer type of the work up to the shift. i32 (the scalar paths: narrower operations)
+// or i64 (the vectorised chunk sums: their limb compares then select i64 lanes directly, without
+// widening each i32 mask).
+Parts decode(IrEmitter &e, Stmt *v, DataType it = T::i32) {
+  auto c = [&](int64_t x) { return e.ci(it, x); };
+  Stmt *b = it == T::i32 ? e.bitcast(v, T::i32) : e.cast(e.bitcast(v, T::u32), T::i64);  // (i64: zero-extended)
+  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, c(23)), c(255));
+  Stmt *frac = e.bin(B::BitAnd, b, c(0x7FFFFF));
+  Stmt *neg = e.bin(B::Ne, e.bin(B::BitAnd, e.bin(B::Shr, b, c(31)), c(1)), c(0));
+  Stmt *special = e.bin(B::Eq, exp, c(255));
+  Stmt *mant = e.sel(e.bin(B::Eq, exp, c(0)), frac, e.bin(B::BitOr, frac, c(0x800000)));
+  mant = e.sel(special, c(0), mant);
+  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, c(1)), c(1));  // value = mant << shift
+  Stmt *w = e.bin(B::Shl, e.cast(mant, T::i64), e.cast(e.bin(B::BitAnd, shift, c(31)), T::i64));  // < 2^55
   Stmt *sw = e.sel(neg, e.un(UnaryOp::Neg, w), w);
   Stmt *lo = e.bin(B::BitAnd, sw, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, sw, i64(e, 32));  // (arithmetic)
-  Stmt *inf = e.sel(neg, i32(kNegInf), i32(kPosInf));
-  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, i32(0)), i32(kNaN), inf), i32(0));
-  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, i32(std::numeric_limits<int32_t>::min())), i32(kNotNegZero), i32(0)));
-  return {e.cast(e.bin(B::Shr, shift, i32(5)), T::i64), sw, lo, hi, e.cast(flags, T::i64)};
+  Stmt *inf = e.sel(neg, c(kNegInf), c(kPosInf));
+  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, c(0)), c(kNaN), inf), c(0));
+  Stmt *neg_zero = it == T::i32 ? c(std::numeric_limits<int32_t>::min()) : c(0x80000000LL);
+  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, neg_zero), c(kNotNegZero), c(0)));
+  return {e.cast(e.bin(B::Shr, shift, c(5)), T::i64), sw, lo, hi, e.cast(flags, T::i64)};
 }
 
 // What limb k receives from p.
@@ -198,7 +206,7 @@ class Determinizer {
   // Where a field's n elements keep their ten slots (i32 slot indices from the region's first).
   // A field the caches hold: element el's flags, then its limbs 0..8, at 10 el. A larger one
   // (cache misses): el's flags and limbs 1..7 are its row of kRow slots (8 el .. 8 el + 7, one
-  // 64-byte line: an update of a magnitude between 2^-94 and 2^75 touches one line), limbs 0 and 8
+  // 64-byte line: an update of a magnitude in [2^-94, 2^98) touches one line), limbs 0 and 8
   // (the smallest and largest magnitudes) at 8n + 2 el and 8n + 2 el + 1.
   struct Layout {
     int64_t n;
@@ -470,7 +478,7 @@ class Determinizer {
       Stmt *flags = pre.var(T::i64, i64(pre, 0));
       for (Stmt *a : atomics) {
         IrEmitter e(a);
-        Parts p = decode(e, addend(e, a));
+        Parts p = decode(e, addend(e, a), T::i64);
         for (int k = 0; k < kLimbs - 1; k++)
           e.store(acc[k], e.bin(B::Add, e.load(acc[k]), e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.sw, i64(e, 0))));
         e.store(flags, e.bin(B::BitOr, e.load(flags), p.flags));

@@ -342,8 +342,9 @@ class Determinizer {
     std::vector<Stmt *> floats, counters;
     steps_.clear();
     loop_body_ = t.loop()->body.get();
-    chunk_outer_ = chunk_inner_ = nullptr;
+    chunk_outer_ = chunk_inner_ = chunk_lo_ = chunk_trips_ = nullptr;
     chunk_ = 1;
+    chunk_sums_ = false;
     check(t, used, floats, counters);
     if (!floats.empty() && !counters.empty())
       reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
@@ -398,15 +399,21 @@ class Determinizer {
     // Same-address sums whose atomics run at most once per iteration each (not in an inner loop):
     // the loop runs in chunks that their accumulators cannot overflow (uniform_sum). Not with
     // barriers: every thread of a block must reach them equally often.
+    // On the cpu a small field's updates in the loop body itself (not in an if or an inner loop)
+    // are decoded a chunk at a time into arrays (a vectorised loop) and applied to the thread's
+    // private copy after the chunk (field_sum).
     size_t most = 0;
-    bool once = true;
-    for_each_stmt(*loop_body_, [&](Stmt &s) { once = once && s.kind != StmtKind::Simt; });
+    bool barrier = false, once = true, staged = false;
+    for_each_stmt(*loop_body_, [&](Stmt &s) { barrier = barrier || s.kind == StmtKind::Simt; });
     for (const auto &list : uniform_targets) {
       most = std::max(most, list.size());
       for (Stmt *a : list)
         for (Block *b = a->parent; b != loop_body_; b = b->owner->parent) once = once && b->owner->kind == StmtKind::If;
     }
-    if (most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds) chunk_loop(t, kChunkAdds / static_cast<int64_t>(most));
+    for (const auto &[buffer, atomics] : field_targets)
+      for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
+    chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
+    if (chunk_sums_ || (!barrier && staged)) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
     for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
@@ -441,6 +448,8 @@ class Determinizer {
       Stmt *lo = e.bin(B::Add, begin, e.bin(B::Mul, c, i64(e, size)));
       Stmt *hi = e.bin(B::Min, e.bin(B::Add, lo, i64(e, size)), end);
       inner->operands = {e.cast(lo, it), e.cast(hi, it)};
+      chunk_lo_ = e.cast(lo, T::i32);
+      chunk_trips_ = e.cast(e.bin(B::Sub, hi, lo), T::i32);
     } else {  // trips j = 0 .. (n - c - 1) / count, iteration begin + c + j * count
       Stmt *count64 = e.cast(count, T::i64);
       Stmt *trips = e.bin(B::Div, e.bin(B::Add, e.bin(B::Sub, n, c), e.bin(B::Sub, count64, i64(e, 1))), count64);
@@ -471,7 +480,7 @@ class Determinizer {
     const SourceLoc loc = atomics[0]->loc;
     const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
     int64_t first = reserve(kSlots, loc);  // (zeroed by the runtime at launch)
-    if (chunk_inner_) {
+    if (chunk_sums_) {
       IrEmitter pre(chunk_inner_);
       std::vector<Stmt *> acc;
       for (int k = 0; k < kLimbs - 1; k++) acc.push_back(pre.var(T::i64, i64(pre, 0)));
@@ -556,26 +565,20 @@ class Determinizer {
       Stmt *k = e.cast(q.limb, T::i32);
       Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
       Stmt *flags = lay.flags(e, el);
-      if (priv >= 0) {  // plain read-modify-writes of this thread's copy
-        auto at = [&](IrEmitter &x, Stmt *i) {
-          Stmt *p = x.add(StmtKind::GlobalPtr, T::i64, {i});
-          p->ival = priv;
-          return p;
-        };
-        Stmt *row = e.bin(B::Mul, el, e.ci(T::i32, kPrivSlots));
-        Stmt *sp = at(e, e.bin(B::Add, row, k));
-        Stmt *sum = e.var(T::i64, e.add(StmtKind::GlobalLoad, T::i64, {sp}));
-        // Past +-2^62 (after 128 adds or more) the slot goes to the shared limbs first: adding
-        // |sw| < 2^55 to what is left cannot overflow.
-        Stmt *biased = e.bin(B::Add, e.bitcast(e.load(sum), T::u64), u64(e, int64_t(1) << 62));
-        IrEmitter spill = e.if_(e.bin(B::Gt, biased, u64(e, std::numeric_limits<int64_t>::min())));
-        Stmt *v = spill.load(sum);
-        atomic(spill, AtomicOp::Add, slot(spill, first, limb), spill.bin(B::BitAnd, v, i64(spill, 0xFFFFFFFF)));
-        atomic(spill, AtomicOp::Add, slot(spill, first, next), spill.bin(B::Shr, v, i64(spill, 32)));
-        spill.store(sum, i64(spill, 0));
-        e.add(StmtKind::GlobalStore, T::none, {sp, e.bin(B::Add, e.load(sum), q.sw)});
-        Stmt *fp = at(e, e.bin(B::Add, row, e.ci(T::i32, kPrivSlots - 1)));
-        e.add(StmtKind::GlobalStore, T::none, {fp, e.bin(B::BitOr, e.add(StmtKind::GlobalLoad, T::i64, {fp}), q.flags)});
+      if (priv >= 0 && chunk_lo_ && a->parent == loop_body_) {  // staged: decoded here, applied after the chunk
+        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".limb", T::i32), stage(d.name + ".sw", T::i64),
+                  stage(d.name + ".flags", T::i64)};
+        for (auto [b, x] : {std::pair{st.el, el}, {st.k, k}, {st.sw, q.sw}, {st.flags, q.flags}})
+          e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, j), x});
+        IrEmitter post(*chunk_outer_->body, loc);
+        Stmt *apply = range_for(post, post.ci(T::i32, 0), chunk_trips_, true);
+        IrEmitter in(*apply->body, loc);
+        Stmt *i = in.add(StmtKind::LoopIndex, T::i32, {apply});
+        auto get = [&](int b, DataType dt) { return in.add(StmtKind::GlobalLoad, dt, {private_ptr(in, b, i)}); };
+        private_update(in, priv, first, lay, get(st.el, T::i32), get(st.k, T::i32), get(st.sw, T::i64), get(st.flags, T::i64));
+      } else if (priv >= 0) {
+        private_update(e, priv, first, lay, el, k, q.sw, q.flags);
       } else {
         atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
         atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
@@ -615,6 +618,43 @@ class Determinizer {
     Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     after.push_back(std::move(fin));
+  }
+
+  Stmt *private_ptr(IrEmitter &e, int buffer, Stmt *i) {
+    Stmt *p = e.add(StmtKind::GlobalPtr, k_.buffers[buffer].dtype, {i});
+    p->ival = buffer;
+    return p;
+  }
+
+  // A chunk's decoded updates of one atomic (field_sum), one entry per iteration of the chunk.
+  struct Staged {
+    int el, k, sw, flags;
+  };
+  int stage(const std::string &name, DataType dt) {
+    BufferDesc b{BufferKind::Private, dt, {chunk_}};
+    b.name = name;
+    return k_.add_buffer(b);
+  }
+
+  // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit
+  // values, its flags; plain read-modify-writes.
+  void private_update(IrEmitter &e, int priv, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw,
+                      Stmt *flags) {
+    Stmt *row = e.bin(B::Mul, el, e.ci(T::i32, kPrivSlots));
+    Stmt *sp = private_ptr(e, priv, e.bin(B::Add, row, k));
+    Stmt *sum = e.var(T::i64, e.add(StmtKind::GlobalLoad, T::i64, {sp}));
+    // Past +-2^62 (after 128 adds or more) the slot goes to the shared limbs first: adding
+    // |sw| < 2^55 to what is left cannot overflow.
+    Stmt *biased = e.bin(B::Add, e.bitcast(e.load(sum), T::u64), u64(e, int64_t(1) << 62));
+    IrEmitter spill = e.if_(e.bin(B::Gt, biased, u64(e, std::numeric_limits<int64_t>::min())));
+    Stmt *v = spill.load(sum);
+    Stmt *limb = lay.limb(spill, el, k), *next = lay.limb(spill, el, spill.bin(B::Add, k, spill.ci(T::i32, 1)));
+    atomic(spill, AtomicOp::Add, slot(spill, first, limb), spill.bin(B::BitAnd, v, i64(spill, 0xFFFFFFFF)));
+    atomic(spill, AtomicOp::Add, slot(spill, first, next), spill.bin(B::Shr, v, i64(spill, 32)));
+    spill.store(sum, i64(spill, 0));
+    e.add(StmtKind::GlobalStore, T::none, {sp, e.bin(B::Add, e.load(sum), sw)});
+    Stmt *fp = private_ptr(e, priv, e.bin(B::Add, row, e.ci(T::i32, kPrivSlots - 1)));
+    e.add(StmtKind::GlobalStore, T::none, {fp, e.bin(B::BitOr, e.add(StmtKind::GlobalLoad, T::i64, {fp}), flags)});
   }
 
   // Zeroes the private copy (field_sum) before the thread's share of the loop; after it, adds each
@@ -831,6 +871,8 @@ class Determinizer {
   // chunk_loop: the loop over the chunks, the original loop inside it, and the chunk's iterations
   Stmt *chunk_outer_ = nullptr, *chunk_inner_ = nullptr;
   int64_t chunk_ = 1;
+  bool chunk_sums_ = false;  // the same-address sums use the chunks
+  Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 
 }  // namespace

@@ -342,6 +342,35 @@ def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
 
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_histogram_updates_staged_per_chunk_on_the_cpu():
+    """On the cpu a small field's updates in the loop body itself are decoded a chunk at a time into
+    per-chunk arrays (`.el`, `.sw`, ... in the IR) and applied after the chunk; one under an if keeps
+    the direct update. Both give the reference's bits, next to each other in one loop."""
+    xs = _data(17, 5003)
+    bins = np.random.default_rng(17).integers(0, 40, len(xs)).astype(np.int32)
+    h = qd.field(qd.f32, shape=40)
+    g = qd.field(qd.f32, shape=40)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            h[b[i]] += x[i]
+            if x[i] > 0:
+                g[b[i]] -= x[i]
+
+    ir = qd.compile(k, xs, bins).ir
+    cpu = qd.lang.impl.current_cfg().arch == qd.cpu
+    assert ("deterministic chunk" in ir) == cpu and (".sw[" in ir) == cpu
+    h.fill(0.5)
+    g.fill(-0.0)
+    k(xs, bins)
+    for j in range(40):
+        assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], xs[bins == j]]))), j
+        sel = xs[(bins == j) & (xs > 0)]
+        assert _bits(g.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], -sel]))), j
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():
     xs = _data(7, 3001)
     v = qd.Vector.field(2, qd.f32, shape=())

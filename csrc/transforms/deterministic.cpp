@@ -16,7 +16,8 @@
 //   their loop runs in chunks of at most 256 additions per target, each chunk summing an addend's
 //   unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the slots
 //   once. Other targets must be fields (a static size): 10 slots per element (Layout); on the cpu
-//   a small field's updates go to a private copy per thread, one unsplit sum per limb position.
+//   a small field's updates go to a private copy per thread, one unsplit sum per limb position
+//   (those in the loop body itself decoded a chunk at a time, vectorised, then applied).
 //   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's

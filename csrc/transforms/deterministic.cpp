@@ -345,7 +345,7 @@ class Determinizer {
     loop_body_ = t.loop()->body.get();
     chunk_outer_ = chunk_inner_ = chunk_lo_ = chunk_trips_ = nullptr;
     chunk_ = 1;
-    chunk_sums_ = false;
+    chunk_sums_ = staged_ = false;
     check(t, used, floats, counters);
     if (!floats.empty() && !counters.empty())
       reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
@@ -404,8 +404,11 @@ class Determinizer {
     // are decoded a chunk at a time into arrays (a vectorised loop) and applied to the thread's
     // private copy after the chunk (field_sum).
     size_t most = 0;
-    bool barrier = false, once = true, staged = false;
-    for_each_stmt(*loop_body_, [&](Stmt &s) { barrier = barrier || s.kind == StmtKind::Simt; });
+    bool barrier = false, once = true, staged = false, skips = false;  // skips: an update may not run
+    for_each_stmt(*loop_body_, [&](Stmt &s) {
+      barrier = barrier || s.kind == StmtKind::Simt;
+      skips = skips || s.kind == StmtKind::Continue || s.kind == StmtKind::Break || s.kind == StmtKind::Return;
+    });
     for (const auto &list : uniform_targets) {
       most = std::max(most, list.size());
       for (Stmt *a : list)
@@ -413,8 +416,10 @@ class Determinizer {
     }
     for (const auto &[buffer, atomics] : field_targets)
       for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
+    staged = staged && !skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
-    if (chunk_sums_ || (!barrier && staged)) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
+    staged_ = !barrier && staged;
+    if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
     for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
@@ -566,7 +571,7 @@ class Determinizer {
       Stmt *k = e.cast(q.limb, T::i32);
       Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
       Stmt *flags = lay.flags(e, el);
-      if (priv >= 0 && chunk_lo_ && a->parent == loop_body_) {  // staged: decoded here, applied after the chunk
+      if (priv >= 0 && staged_ && a->parent == loop_body_) {  // staged: decoded here, applied after the chunk
         Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
         Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".limb", T::i32), stage(d.name + ".sw", T::i64),
                   stage(d.name + ".flags", T::i64)};
@@ -873,6 +878,7 @@ class Determinizer {
   Stmt *chunk_outer_ = nullptr, *chunk_inner_ = nullptr;
   int64_t chunk_ = 1;
   bool chunk_sums_ = false;  // the same-address sums use the chunks
+  bool staged_ = false;      // a small field's updates in the loop body are staged per chunk (cpu)
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 

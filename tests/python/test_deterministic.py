@@ -345,7 +345,7 @@ def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
 def test_histogram_updates_staged_per_chunk_on_the_cpu():
     """On the cpu a small field's updates in the loop body itself are decoded a chunk at a time into
     per-chunk arrays (`.el`, `.sw`, ... in the IR) and applied after the chunk; one under an if keeps
-    the direct update. Both give the reference's bits, next to each other in one loop."""
+    the direct update, and so does a loop with a `continue`. All give the reference's bits."""
     xs = _data(17, 5003)
     bins = np.random.default_rng(17).integers(0, 40, len(xs)).astype(np.int32)
     h = qd.field(qd.f32, shape=40)
@@ -358,9 +358,17 @@ def test_histogram_updates_staged_per_chunk_on_the_cpu():
             if x[i] > 0:
                 g[b[i]] -= x[i]
 
-    ir = qd.compile(k, xs, bins).ir
+    @qd.kernel
+    def skipping(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            if x[i] < 0:
+                continue  # (an iteration may skip the update: not staged)
+            h[b[i]] += x[i]
+
     cpu = qd.lang.impl.current_cfg().arch == qd.cpu
+    ir = qd.compile(k, xs, bins).ir
     assert ("deterministic chunk" in ir) == cpu and (".sw[" in ir) == cpu
+    assert ".sw[" not in qd.compile(skipping, xs, bins).ir
     h.fill(0.5)
     g.fill(-0.0)
     k(xs, bins)
@@ -368,6 +376,11 @@ def test_histogram_updates_staged_per_chunk_on_the_cpu():
         assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], xs[bins == j]]))), j
         sel = xs[(bins == j) & (xs > 0)]
         assert _bits(g.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], -sel]))), j
+    h.fill(0.0)
+    skipping(xs, bins)
+    for j in range(40):
+        sel = xs[(bins == j) & (xs >= 0)]
+        assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.0)], sel]))), j
 
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)

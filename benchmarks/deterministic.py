@@ -4,6 +4,7 @@
 on Vulkan (lavapipe).
 
     python3 benchmarks/deterministic.py [--log2n-cpu 22] [--log2n-vulkan 20] [--repeat 5] [--archs cpu,vulkan]
+                                        [--cpu-time]
 
 Patterns, n elements (fields, filled once before timing):
   same-address sum  qd.atomic_add(total[None], x[i])                  f32
@@ -12,7 +13,9 @@ Patterns, n elements (fields, filled once before timing):
   compaction        if x[i] > .5: out[qd.atomic_add(c[None], 1)] = i
 
 Cells: ns per element, the best of --repeat synchronised calls after a warm-up (benchmarks/timing.py),
-and on / off. Checked: the deterministic results are the same bits on two runs, and the counter
+and on / off. --cpu-time counts CPU seconds instead of wall time, which other work on a shared
+machine disturbs less: on the cpu with one thread (cpu_max_num_threads=1, the calling thread's
+time), on Vulkan the whole process's (lavapipe's threads included). Checked: the deterministic results are the same bits on two runs, and the counter
 and the sum agree with numpy.
 """
 import argparse
@@ -27,11 +30,14 @@ PATTERNS = ["same-address sum", "histogram", "scatter-add", "compaction"]
 GOALS = {"same-address sum": 1.5, "histogram": 2.0, "scatter-add": 3.0, "compaction": 2.0}
 
 
-def worker(arch, log2n, repeat):
+def worker(arch, log2n, repeat, cpu_time):
+    import time
     import numpy as np
     import quadrants as qd
 
-    qd.init(arch=getattr(qd, arch), offline_cache=False, enable_fallback=False)
+    qd.init(arch=getattr(qd, arch), offline_cache=False, enable_fallback=False,
+            **({"cpu_max_num_threads": 1} if cpu_time and arch == "cpu" else {}))
+    clock = (time.thread_time if arch == "cpu" else time.process_time) if cpu_time else time.perf_counter
     n = 1 << log2n
     rng = np.random.default_rng(0)
     xs = rng.random(n, dtype=np.float32)
@@ -76,7 +82,7 @@ def worker(arch, log2n, repeat):
     for det in (False, True):
         for name, (k, reset) in make(det).items():
             reset()  # (the warm-up call too: a compaction's counter must start at 0)
-            res[(name, det)] = best_of(k, repeat, qd.sync, reset) / n * 1e9
+            res[(name, det)] = best_of(k, repeat, qd.sync, reset, clock) / n * 1e9
         if det:  # the same bits twice, and sane
             snaps = []
             for _ in range(2):
@@ -98,17 +104,19 @@ def main():
     ap.add_argument("--log2n-vulkan", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--archs", default="cpu,vulkan")
-    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--cpu-time", action="store_true", help="CPU seconds (cpu: one thread) instead of wall time")
+    ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         import json
-        print("RESULT " + json.dumps(worker(a.worker[0], int(a.worker[1]), int(a.worker[2]))))
+        print("RESULT " + json.dumps(worker(a.worker[0], int(a.worker[1]), int(a.worker[2]), a.worker[3] == "1")))
         return
     import json
     rows = {}
     for arch in a.archs.split(","):
         log2n = a.log2n_cpu if arch == "cpu" else a.log2n_vulkan
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", arch, str(log2n), str(a.repeat)],
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", arch, str(log2n), str(a.repeat),
+                            str(int(a.cpu_time))],
                            capture_output=True, text=True, cwd=HERE)
         line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
         if r.returncode or not line:

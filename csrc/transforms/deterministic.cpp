@@ -13,7 +13,12 @@
 //   old value, propagates the carries and rounds once into the target.
 //   Same-address targets (constant / argument indices, kernel-scope variables) use static slots of
 //   the temps buffer, one per limb, so privatization and subgroup aggregation still combine them;
-//   other targets must be fields (a static size): an array of 10 slots per element.
+//   their loop runs in chunks of at most 256 additions per target, each chunk summing an addend's
+//   unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the slots
+//   once. Other targets must be fields (a static size): 10 slots per element (Layout); on the cpu
+//   a small field's updates go to a private copy per thread, one unsplit sum per limb position
+//   (those in the loop body itself decoded a chunk at a time, vectorised, then applied).
+//   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
 //   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
@@ -21,7 +26,9 @@
 // - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
 //   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
 //   operations, block-shared arrays) is a QuadrantsTypeError naming the line.
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -41,9 +48,13 @@ using T = DataType;
 
 constexpr int kLimbs = 9;           // limb k holds bits [32k, 32k + 32) of the value / 2^-149
 constexpr int kSlots = kLimbs + 1;  // and a flags word
+constexpr int kRow = 8;             // a large field element's flags and limbs 1..7 (Layout)
+constexpr int64_t kCachedElements = 65536;  // fields up to this size: their slots stay in the caches
 constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
 constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
-constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private limbs (80 KiB per thread) up to this many elements
+constexpr int64_t kChunkAdds = 256;  // same-address sums: unsplit addends (< 2^55) per i64 accumulator
+constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
+constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
@@ -53,29 +64,34 @@ enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
 Stmt *i64(IrEmitter &e, int64_t v) { return e.ci(T::i64, v); }
 Stmt *u64(IrEmitter &e, int64_t v) { return e.ci(T::u64, v); }
 
-// An f32 operand as limb contributions: lo to limb `limb`, hi to limb `limb + 1` (both signed), and
-// its flags.
+// An f32 operand as limb contributions: the signed value sw (|sw| < 2^55) at limb `limb`, split
+// as lo (its low 32 bits, in [0, 2^32)) to limb `limb` and hi (sw >> 32, signed) to limb
+// `limb + 1`, and its flags.
 struct Parts {
-  Stmt *limb, *lo, *hi, *flags;
+  Stmt *limb, *sw, *lo, *hi, *flags;
 };
 
-Parts decode(IrEmitter &e, Stmt *v) {
-  Stmt *b = e.cast(e.bitcast(v, T::u32), T::i64);
-  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, i64(e, 23)), i64(e, 255));
-  Stmt *frac = e.bin(B::BitAnd, b, i64(e, 0x7FFFFF));
-  Stmt *neg = e.bin(B::Ne, e.bin(B::Shr, b, i64(e, 31)), i64(e, 0));
-  Stmt *special = e.bin(B::Eq, exp, i64(e, 255));
-  Stmt *mant = e.sel(e.bin(B::Eq, exp, i64(e, 0)), frac, e.bin(B::BitOr, frac, i64(e, 0x800000)));
-  mant = e.sel(special, i64(e, 0), mant);
-  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, i64(e, 1)), i64(e, 1));  // value = mant << shift
-  Stmt *w = e.bin(B::Shl, mant, e.bin(B::BitAnd, shift, i64(e, 31)));    // < 2^55
-  Stmt *lo = e.bin(B::BitAnd, w, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, w, i64(e, 32));
-  lo = e.sel(neg, e.un(UnaryOp::Neg, lo), lo);
-  hi = e.sel(neg, e.un(UnaryOp::Neg, hi), hi);
-  Stmt *inf = e.sel(neg, i64(e, kNegInf), i64(e, kPosInf));
-  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, i64(e, 0)), i64(e, kNaN), inf), i64(e, 0));
-  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, i64(e, 0x80000000LL)), i64(e, kNotNegZero), i64(e, 0)));
-  return {e.bin(B::Shr, shift, i64(e, 5)), lo, hi, flags};
+// `it`: the integer type of the work up to the shift. i32 (the scalar paths: narrower operations)
+// or i64 (the vectorised chunk sums: their limb compares then select i64 lanes directly, without
+// widening each i32 mask).
+Parts decode(IrEmitter &e, Stmt *v, DataType it = T::i32) {
+  auto c = [&](int64_t x) { return e.ci(it, x); };
+  Stmt *b = it == T::i32 ? e.bitcast(v, T::i32) : e.cast(e.bitcast(v, T::u32), T::i64);  // (i64: zero-extended)
+  Stmt *exp = e.bin(B::BitAnd, e.bin(B::Shr, b, c(23)), c(255));
+  Stmt *frac = e.bin(B::BitAnd, b, c(0x7FFFFF));
+  Stmt *neg = e.bin(B::Ne, e.bin(B::BitAnd, e.bin(B::Shr, b, c(31)), c(1)), c(0));
+  Stmt *special = e.bin(B::Eq, exp, c(255));
+  Stmt *mant = e.sel(e.bin(B::Eq, exp, c(0)), frac, e.bin(B::BitOr, frac, c(0x800000)));
+  mant = e.sel(special, c(0), mant);
+  Stmt *shift = e.bin(B::Sub, e.bin(B::Max, exp, c(1)), c(1));  // value = mant << shift
+  Stmt *w = e.bin(B::Shl, e.cast(mant, T::i64), e.cast(e.bin(B::BitAnd, shift, c(31)), T::i64));  // < 2^55
+  Stmt *sw = e.sel(neg, e.un(UnaryOp::Neg, w), w);
+  Stmt *lo = e.bin(B::BitAnd, sw, i64(e, 0xFFFFFFFF)), *hi = e.bin(B::Shr, sw, i64(e, 32));  // (arithmetic)
+  Stmt *inf = e.sel(neg, c(kNegInf), c(kPosInf));
+  Stmt *code = e.sel(special, e.sel(e.bin(B::Ne, frac, c(0)), c(kNaN), inf), c(0));
+  Stmt *neg_zero = it == T::i32 ? c(std::numeric_limits<int32_t>::min()) : c(0x80000000LL);
+  Stmt *flags = e.bin(B::BitOr, code, e.sel(e.bin(B::Ne, b, neg_zero), c(kNotNegZero), c(0)));
+  return {e.cast(e.bin(B::Shr, shift, c(5)), T::i64), sw, lo, hi, e.cast(flags, T::i64)};
 }
 
 // What limb k receives from p.
@@ -188,15 +204,33 @@ class Determinizer {
   }
 
  private:
+  // Where a field's n elements keep their ten slots (i32 slot indices from the region's first).
+  // A field the caches hold: element el's flags, then its limbs 0..8, at 10 el. A larger one
+  // (cache misses): el's flags and limbs 1..7 are its row of kRow slots (8 el .. 8 el + 7, one
+  // 64-byte line: an update of a magnitude in [2^-94, 2^98) touches one line), limbs 0 and 8
+  // (the smallest and largest magnitudes) at 8n + 2 el and 8n + 2 el + 1.
+  struct Layout {
+    int64_t n;
+    bool rows() const { return n > kCachedElements; }
+    Stmt *flags(IrEmitter &e, Stmt *el) const { return e.bin(B::Mul, el, e.ci(T::i32, rows() ? kRow : kSlots)); }
+    Stmt *limb(IrEmitter &e, Stmt *el, Stmt *k) const {  // k: i32
+      if (!rows()) return e.bin(B::Add, flags(e, el), e.bin(B::Add, k, e.ci(T::i32, 1)));
+      Stmt *in_row = e.both(e.bin(B::Ge, k, e.ci(T::i32, 1)), e.bin(B::Lt, k, e.ci(T::i32, kRow)));
+      Stmt *side = e.bin(B::Add, e.ci(T::i32, kRow * n), e.bin(B::Add, e.bin(B::Mul, el, e.ci(T::i32, 2)), e.bin(B::Shr, k, e.ci(T::i32, 3))));
+      return e.sel(in_row, e.bin(B::Add, flags(e, el), k), side);
+    }
+  };
+
   struct Target {
     std::vector<Stmt *> atomics;
     bool dynamic = false;  // an array of slots per element of a field
   };
 
   // A slot region of the temps buffer: `count` i64 slots from slot `first`.
-  int64_t reserve(int64_t count, const SourceLoc &loc) {
+  // (The runtimes zero the temps before every launch.) `align`: first is a multiple of it.
+  int64_t reserve(int64_t count, const SourceLoc &loc, int64_t align = 1) {
     if (k_.temps_buffer < 0) k_.temps_buffer = k_.add_buffer(BufferDesc{BufferKind::Temps, T::u8});
-    int64_t first = k_.temps_bytes / 8;
+    int64_t first = (k_.temps_bytes / 8 + align - 1) / align * align;
     if (first + count > kMaxTempsSlots)
       reject("the f32 sums' exact accumulators would take more than 1 GiB (10 x 8 bytes per element of the "
              "target fields)", loc);
@@ -309,6 +343,9 @@ class Determinizer {
     std::vector<Stmt *> floats, counters;
     steps_.clear();
     loop_body_ = t.loop()->body.get();
+    chunk_outer_ = chunk_inner_ = chunk_lo_ = chunk_trips_ = nullptr;
+    chunk_ = 1;
+    chunk_sums_ = staged_ = false;
     check(t, used, floats, counters);
     if (!floats.empty() && !counters.empty())
       reject("a float atomic sum and a slot counter in one parallel loop; put them in separate loops", counters[0]->loc);
@@ -335,7 +372,9 @@ class Determinizer {
       by_buffer[p.ival].push_back(a);
     }
     check_exclusive(t, floats, targets);
-    Task serial_before, serial_after;
+    Task serial_after;
+    std::vector<std::vector<Stmt *>> uniform_targets;
+    std::vector<std::pair<int64_t, std::vector<Stmt *>>> field_targets;
     for (auto &[buffer, atomics] : by_buffer) {
       const BufferDesc d = k_.buffers[buffer];
       std::map<Key, std::vector<Stmt *>> keys;
@@ -349,33 +388,137 @@ class Determinizer {
       // Same-address slots need distinct keys to be distinct elements: constants only, or one key.
       bool uniform = all_invariant && (keys.size() == 1 || !any_arg || d.kind == BufferKind::Temps);
       if (uniform) {
-        for (auto &[key, list] : keys) uniform_sum(list, serial_before, serial_after);
+        for (auto &[key, list] : keys) uniform_targets.push_back(list);
         continue;
       }
       if (d.kind != BufferKind::Field)
         reject("qd.atomic_add of f32 into '" + d.name + "' at a computed index: deterministic sums into an ndarray "
                    "need the same element in every iteration (constant indices); use a field for a scatter",
                atomics[0]->loc);
-      field_sum(t, buffer, atomics, before, after);
+      field_targets.emplace_back(buffer, atomics);
     }
-    if (!serial_before.body.stmts.empty()) before.insert(before.begin(), std::move(serial_before));
+    // Same-address sums whose atomics run at most once per iteration each (not in an inner loop):
+    // the loop runs in chunks that their accumulators cannot overflow (uniform_sum). Not with
+    // barriers: every thread of a block must reach them equally often.
+    // On the cpu a small field's updates in the loop body itself (not in an if or an inner loop)
+    // are decoded a chunk at a time into arrays (a vectorised loop) and applied to the thread's
+    // private copy after the chunk (field_sum).
+    size_t most = 0;
+    bool barrier = false, once = true, staged = false, skips = false;  // skips: an update may not run
+    for_each_stmt(*loop_body_, [&](Stmt &s) {
+      barrier = barrier || s.kind == StmtKind::Simt;
+      skips = skips || s.kind == StmtKind::Continue || s.kind == StmtKind::Break || s.kind == StmtKind::Return;
+    });
+    for (const auto &list : uniform_targets) {
+      most = std::max(most, list.size());
+      for (Stmt *a : list)
+        for (Block *b = a->parent; b != loop_body_; b = b->owner->parent) once = once && b->owner->kind == StmtKind::If;
+    }
+    for (const auto &[buffer, atomics] : field_targets)
+      for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
+    staged = staged && !skips;
+    chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
+    staged_ = !barrier && staged;
+    if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
+    for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
+    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
   }
 
+  // An atomic's addend (sub adds the negation).
+  static Stmt *addend(IrEmitter &e, Stmt *a) {
+    return a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
+  }
+
+  // The parallel loop as chunks of at most `size` iterations: a new parallel loop over the chunks,
+  // each running the original loop over its chunk, serially. On the cpu chunk c is `size`
+  // consecutive iterations (one thread's vectorised run); on a GPU it is every count-th iteration
+  // from begin + c (count chunks), so that neighbouring threads read neighbouring elements.
+  void chunk_loop(Task &t, int64_t size) {
+    Stmt *loop = t.loop();
+    const SourceLoc loc = loop->loc;
+    IrEmitter pe(t.prologue, loc);
+    Stmt *begin = pe.cast(loop->operands[0], T::i64), *end = pe.cast(loop->operands[1], T::i64);
+    Stmt *n = pe.bin(B::Max, pe.bin(B::Sub, end, begin), i64(pe, 0));
+    Stmt *count = pe.cast(pe.bin(B::Div, pe.bin(B::Add, n, i64(pe, size - 1)), i64(pe, size)), T::i32);
+    Stmt *outer = range_for(pe, pe.ci(T::i32, 0), count, false);
+    outer->block_dim = loop->block_dim;
+    std::unique_ptr<Stmt> inner = std::move(t.body.stmts[0]);
+    t.body.stmts.clear();
+    t.body.push(std::move(t.prologue.stmts.back()));
+    t.prologue.stmts.pop_back();
+    IrEmitter e(*outer->body, loc);
+    Stmt *c = e.cast(e.add(StmtKind::LoopIndex, T::i32, {outer}), T::i64);
+    DataType it = inner->operands[0]->dtype;
+    if (cpu_) {
+      Stmt *lo = e.bin(B::Add, begin, e.bin(B::Mul, c, i64(e, size)));
+      Stmt *hi = e.bin(B::Min, e.bin(B::Add, lo, i64(e, size)), end);
+      inner->operands = {e.cast(lo, it), e.cast(hi, it)};
+      chunk_lo_ = e.cast(lo, T::i32);
+      chunk_trips_ = e.cast(e.bin(B::Sub, hi, lo), T::i32);
+    } else {  // trips j = 0 .. (n - c - 1) / count, iteration begin + c + j * count
+      Stmt *count64 = e.cast(count, T::i64);
+      Stmt *trips = e.bin(B::Div, e.bin(B::Add, e.bin(B::Sub, n, c), e.bin(B::Sub, count64, i64(e, 1))), count64);
+      inner->operands = {e.ci(it, 0), e.cast(trips, it)};
+      std::vector<Stmt *> indices;
+      for_each_stmt(*inner->body, [&](Stmt &x) {
+        if (x.kind == StmtKind::LoopIndex && x.operands[0] == inner.get()) indices.push_back(&x);
+      });
+      IrEmitter in(inner->body->stmts[0].get());  // (the body has the sums' atomics)
+      Stmt *j = in.cast(in.add(StmtKind::LoopIndex, T::i32, {inner.get()}), T::i64);
+      Stmt *i = in.cast(in.bin(B::Add, in.bin(B::Add, begin, c), in.bin(B::Mul, j, count64)), it);
+      for (Stmt *x : indices) replace_uses(*inner->body, x, i);
+    }
+    inner->serialize = true;
+    inner->block_dim = 0;
+    inner->label = "deterministic chunk";
+    chunk_inner_ = outer->body->push(std::move(inner));
+    chunk_outer_ = outer;
+    chunk_ = size;
+  }
+
   // Atomics on one element: ten static slots (privatized and aggregated as any kernel variable).
-  void uniform_sum(const std::vector<Stmt *> &atomics, Task &setup, Task &finish) {
+  // In a chunked loop (chunk_loop) an addend is its unsplit signed value sw added to one of eight
+  // i64 accumulators of the chunk (the one of its limb: 256 adds of |sw| < 2^55 cannot overflow),
+  // and each accumulator goes to the slots, split, after the chunk: four operations per limb
+  // fewer per addend, the same integers in the slots.
+  void uniform_sum(const std::vector<Stmt *> &atomics, Task &finish) {
     const SourceLoc loc = atomics[0]->loc;
     const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
-    int64_t first = reserve(kSlots, loc);
-    IrEmitter z(setup.body, loc);
-    for (int s = 0; s < kSlots; s++) z.add(StmtKind::GlobalStore, T::none, {slot(z, first + s), i64(z, 0)});
-    for (Stmt *a : atomics) {
-      IrEmitter e(a);
-      Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
-      Parts p = decode(e, v);
-      for (int k = 0; k < kLimbs; k++) atomic(e, AtomicOp::Add, slot(e, first + k), contribution(e, p, k));
-      atomic(e, AtomicOp::Or, slot(e, first + kLimbs), p.flags);
-      drop_atomic(a);
+    int64_t first = reserve(kSlots, loc);  // (zeroed by the runtime at launch)
+    if (chunk_sums_) {
+      IrEmitter pre(chunk_inner_);
+      std::vector<Stmt *> acc;
+      for (int k = 0; k < kLimbs - 1; k++) acc.push_back(pre.var(T::i64, i64(pre, 0)));
+      Stmt *flags = pre.var(T::i64, i64(pre, 0));
+      for (Stmt *a : atomics) {
+        IrEmitter e(a);
+        Parts p = decode(e, addend(e, a), T::i64);
+        for (int k = 0; k < kLimbs - 1; k++)
+          e.store(acc[k], e.bin(B::Add, e.load(acc[k]), e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.sw, i64(e, 0))));
+        e.store(flags, e.bin(B::BitOr, e.load(flags), p.flags));
+        drop_atomic(a);
+      }
+      IrEmitter post(*chunk_outer_->body, loc);
+      Stmt *hi = i64(post, 0);  // the previous accumulator's high part
+      for (int k = 0; k < kLimbs; k++) {
+        Stmt *v = hi;
+        if (k < kLimbs - 1) {
+          Stmt *x = post.load(acc[k]);
+          v = post.bin(B::Add, post.bin(B::BitAnd, x, i64(post, 0xFFFFFFFF)), hi);
+          hi = post.bin(B::Shr, x, i64(post, 32));
+        }
+        atomic(post, AtomicOp::Add, slot(post, first + k), v);
+      }
+      atomic(post, AtomicOp::Or, slot(post, first + kLimbs), post.load(flags));
+    } else {
+      for (Stmt *a : atomics) {
+        IrEmitter e(a);
+        Parts p = decode(e, addend(e, a));
+        for (int k = 0; k < kLimbs; k++) atomic(e, AtomicOp::Add, slot(e, first + k), contribution(e, p, k));
+        atomic(e, AtomicOp::Or, slot(e, first + kLimbs), p.flags);
+        drop_atomic(a);
+      }
     }
     // After the loop: the target's value joins the sum, which is rounded into it.
     IrEmitter f(finish.body, loc);
@@ -391,34 +534,27 @@ class Determinizer {
   }
 
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
-  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before,
-                 std::vector<Task> &after) {
+  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &after) {
     const BufferDesc d = k_.buffers[buffer];
     const SourceLoc loc = atomics[0]->loc;
     int64_t n = numel(d);
     if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
-    int64_t first = reserve(n * kSlots, loc);
-    auto store = [&](IrEmitter &e, Stmt *ptr, Stmt *v) {
-      Stmt *s = e.add(StmtKind::GlobalStore, T::none, {ptr, v});
-      s->is_atomic = true;  // the temps array is reached atomically only (SPIR-V: by element index)
-    };
-    auto load = [&](IrEmitter &e, Stmt *ptr) {
+    int64_t first = reserve(n * kSlots, loc, /*align=*/kRow);  // (the runtime zeroes the temps at launch)
+    const Layout lay{n};
+    auto load = [&](IrEmitter &e, Stmt *ptr, bool atomic) {
       Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
-      s->is_atomic = true;
+      s->is_atomic = atomic;
       return s;
     };
-    {
-      Stmt *loop;
-      Task z = parallel_task(n * kSlots, loc, loop);
-      IrEmitter e(*loop->body, loc);
-      store(e, slot(e, first, e.add(StmtKind::LoopIndex, T::i32, {loop})), i64(e, 0));
-      before.push_back(std::move(z));
-    }
-    // cpu, a small field (a histogram): the slots' updates go to a private copy per thread (in its
-    // stack), applied with one atomic per touched slot when the thread's share of the loop ends.
+    // SPIR-V reaches the temps array atomically only (by element index); the cpu's final pass reads
+    // it plainly (after the loop's task).
+    const bool gpu = !cpu_;
+    // cpu, a small field (a histogram): the updates go to a private copy per thread (in its stack),
+    // applied with atomics when the thread's share of the loop ends (flush_private). Element el's
+    // slot el * kPrivSlots + k sums the unsplit values sw of limb k (k < 8), its last one the flags.
     int priv = -1;
     if (cpu_ && n <= kMaxPrivateElements) {
-      BufferDesc copy{BufferKind::Private, T::i64, {n * kSlots}};
+      BufferDesc copy{BufferKind::Private, T::i64, {n * kPrivSlots}};
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
@@ -430,28 +566,39 @@ class Determinizer {
         Stmt *x = e.cast(p.operands[i], T::i32);
         flat = flat ? e.bin(B::Add, e.bin(B::Mul, flat, e.ci(T::i32, d.shape[i])), x) : x;
       }
-      Stmt *row = e.bin(B::Mul, flat ? flat : e.ci(T::i32, 0), e.ci(T::i32, kSlots));
-      Stmt *v = a->atomic_op() == AtomicOp::Sub ? e.un(UnaryOp::Neg, a->operands[1]) : a->operands[1];
-      Parts q = decode(e, v);
-      Stmt *limb = e.bin(B::Add, row, e.cast(q.limb, T::i32));
-      Stmt *next = e.bin(B::Add, limb, e.ci(T::i32, 1)), *flags = e.bin(B::Add, row, e.ci(T::i32, kLimbs));
-      if (priv >= 0) {  // plain read-modify-writes of this thread's copy
-        auto update = [&](Stmt *i, B op, Stmt *x) {
-          Stmt *p = e.add(StmtKind::GlobalPtr, T::i64, {i});
-          p->ival = priv;
-          e.add(StmtKind::GlobalStore, T::none, {p, e.bin(op, e.add(StmtKind::GlobalLoad, T::i64, {p}), x)});
-        };
-        update(limb, B::Add, q.lo);
-        update(next, B::Add, q.hi);
-        update(flags, B::BitOr, q.flags);
+      Stmt *el = flat ? flat : e.ci(T::i32, 0);
+      Parts q = decode(e, addend(e, a));
+      Stmt *k = e.cast(q.limb, T::i32);
+      Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
+      Stmt *flags = lay.flags(e, el);
+      if (priv >= 0 && staged_ && a->parent == loop_body_) {  // staged: decoded here, applied after the chunk
+        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".limb", T::i32), stage(d.name + ".sw", T::i64),
+                  stage(d.name + ".flags", T::i64)};
+        for (auto [b, x] : {std::pair{st.el, el}, {st.k, k}, {st.sw, q.sw}, {st.flags, q.flags}})
+          e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, j), x});
+        IrEmitter post(*chunk_outer_->body, loc);
+        Stmt *apply = range_for(post, post.ci(T::i32, 0), chunk_trips_, true);
+        IrEmitter in(*apply->body, loc);
+        Stmt *i = in.add(StmtKind::LoopIndex, T::i32, {apply});
+        auto get = [&](int b, DataType dt) { return in.add(StmtKind::GlobalLoad, dt, {private_ptr(in, b, i)}); };
+        private_update(in, priv, first, lay, get(st.el, T::i32), get(st.k, T::i32), get(st.sw, T::i64), get(st.flags, T::i64));
+      } else if (priv >= 0) {
+        private_update(e, priv, first, lay, el, k, q.sw, q.flags);
       } else {
         atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
         atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
-        atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
+        if (lay.rows()) {
+          atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
+        } else {  // a field the caches hold (a histogram): most updates find their flags set already
+          Stmt *set = load(e, slot(e, first, flags), true);
+          IrEmitter then = e.if_(e.bin(B::Ne, e.bin(B::BitAnd, set, q.flags), q.flags));
+          atomic(then, AtomicOp::Or, slot(then, first, flags), q.flags);
+        }
       }
       drop_atomic(a);
     }
-    if (priv >= 0) flush_private(t, priv, first, n * kSlots, loc);
+    if (priv >= 0) flush_private(t, priv, first, lay, loc);
     Stmt *loop;
     Task fin = parallel_task(n, loc, loop);
     IrEmitter f(*loop->body, loc);
@@ -471,19 +618,56 @@ class Determinizer {
     Stmt *tp = f.add(StmtKind::GlobalPtr, T::f32, idx);
     tp->ival = buffer;
     Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
-    Stmt *row = f.bin(B::Mul, el, f.ci(T::i32, kSlots));
     std::vector<Stmt *> limbs;
     for (int k = 0; k < kLimbs; k++)
-      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, k)))), contribution(f, init, k)));
-    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, f.bin(B::Add, row, f.ci(T::i32, kLimbs)))), init.flags);
+      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu), contribution(f, init, k)));
+    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     after.push_back(std::move(fin));
   }
 
-  // Zeroes the private copy before the thread's share of the loop; after it, adds (ors, for the
-  // flags) each non-zero slot into the shared one.
-  void flush_private(Task &t, int priv, int64_t first, int64_t count, const SourceLoc &loc) {
-    t.min_chunk += 4 * count;  // iterations per chunk that amortise zeroing and flushing
+  Stmt *private_ptr(IrEmitter &e, int buffer, Stmt *i) {
+    Stmt *p = e.add(StmtKind::GlobalPtr, k_.buffers[buffer].dtype, {i});
+    p->ival = buffer;
+    return p;
+  }
+
+  // A chunk's decoded updates of one atomic (field_sum), one entry per iteration of the chunk.
+  struct Staged {
+    int el, k, sw, flags;
+  };
+  int stage(const std::string &name, DataType dt) {
+    BufferDesc b{BufferKind::Private, dt, {chunk_}};
+    b.name = name;
+    return k_.add_buffer(b);
+  }
+
+  // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit
+  // values, its flags; plain read-modify-writes.
+  void private_update(IrEmitter &e, int priv, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw,
+                      Stmt *flags) {
+    Stmt *row = e.bin(B::Mul, el, e.ci(T::i32, kPrivSlots));
+    Stmt *sp = private_ptr(e, priv, e.bin(B::Add, row, k));
+    Stmt *sum = e.var(T::i64, e.add(StmtKind::GlobalLoad, T::i64, {sp}));
+    // Past +-2^62 (after 128 adds or more) the slot goes to the shared limbs first: adding
+    // |sw| < 2^55 to what is left cannot overflow.
+    Stmt *biased = e.bin(B::Add, e.bitcast(e.load(sum), T::u64), u64(e, int64_t(1) << 62));
+    IrEmitter spill = e.if_(e.bin(B::Gt, biased, u64(e, std::numeric_limits<int64_t>::min())));
+    Stmt *v = spill.load(sum);
+    Stmt *limb = lay.limb(spill, el, k), *next = lay.limb(spill, el, spill.bin(B::Add, k, spill.ci(T::i32, 1)));
+    atomic(spill, AtomicOp::Add, slot(spill, first, limb), spill.bin(B::BitAnd, v, i64(spill, 0xFFFFFFFF)));
+    atomic(spill, AtomicOp::Add, slot(spill, first, next), spill.bin(B::Shr, v, i64(spill, 32)));
+    spill.store(sum, i64(spill, 0));
+    e.add(StmtKind::GlobalStore, T::none, {sp, e.bin(B::Add, e.load(sum), sw)});
+    Stmt *fp = private_ptr(e, priv, e.bin(B::Add, row, e.ci(T::i32, kPrivSlots - 1)));
+    e.add(StmtKind::GlobalStore, T::none, {fp, e.bin(B::BitOr, e.add(StmtKind::GlobalLoad, T::i64, {fp}), flags)});
+  }
+
+  // Zeroes the private copy (field_sum) before the thread's share of the loop; after it, adds each
+  // non-zero sum, split, into the shared limbs (ors the flags into the shared flags).
+  void flush_private(Task &t, int priv, int64_t first, const Layout &lay, const SourceLoc &loc) {
+    const int64_t count = lay.n * kPrivSlots;
+    t.min_chunk += (4 * count + chunk_ - 1) / chunk_;  // iterations per chunk that amortise zeroing and flushing
     auto each = [&](Block &b, const std::function<void(IrEmitter &, Stmt *, Stmt *)> &body) {
       IrEmitter e(b, loc);
       Stmt *loop = range_for(e, e.ci(T::i32, 0), e.ci(T::i32, static_cast<int64_t>(count)), true);
@@ -496,13 +680,16 @@ class Determinizer {
     each(t.pre_loop, [&](IrEmitter &e, Stmt *, Stmt *p) { e.add(StmtKind::GlobalStore, T::none, {p, i64(e, 0)}); });
     each(t.post_loop, [&](IrEmitter &e, Stmt *i, Stmt *p) {
       Stmt *v = e.add(StmtKind::GlobalLoad, T::i64, {p});
-      Stmt *q = e.bin(B::Div, i, e.ci(T::i32, kSlots));
-      Stmt *is_flags = e.bin(B::Eq, e.bin(B::Sub, i, e.bin(B::Mul, q, e.ci(T::i32, kSlots))), e.ci(T::i32, kLimbs));
+      Stmt *el = e.bin(B::Div, i, e.ci(T::i32, kPrivSlots));
+      Stmt *k = e.bin(B::Sub, i, e.bin(B::Mul, el, e.ci(T::i32, kPrivSlots)));
+      Stmt *is_flags = e.bin(B::Eq, k, e.ci(T::i32, kPrivSlots - 1));
       Stmt *nz = e.bin(B::Ne, v, i64(e, 0));
       IrEmitter limb = e.if_(e.both(nz, e.not_(is_flags)));
-      atomic(limb, AtomicOp::Add, slot(limb, first, i), v);
+      atomic(limb, AtomicOp::Add, slot(limb, first, lay.limb(limb, el, k)), limb.bin(B::BitAnd, v, i64(limb, 0xFFFFFFFF)));
+      atomic(limb, AtomicOp::Add, slot(limb, first, lay.limb(limb, el, limb.bin(B::Add, k, limb.ci(T::i32, 1)))),
+             limb.bin(B::Shr, v, i64(limb, 32)));
       IrEmitter flag = e.if_(e.both(nz, is_flags));
-      atomic(flag, AtomicOp::Or, slot(flag, first, i), v);
+      atomic(flag, AtomicOp::Or, slot(flag, first, lay.flags(flag, el)), v);
     });
   }
 
@@ -687,6 +874,12 @@ class Determinizer {
   bool cpu_;
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
   Block *loop_body_ = nullptr;  // the parallel loop being rewritten
+  // chunk_loop: the loop over the chunks, the original loop inside it, and the chunk's iterations
+  Stmt *chunk_outer_ = nullptr, *chunk_inner_ = nullptr;
+  int64_t chunk_ = 1;
+  bool chunk_sums_ = false;  // the same-address sums use the chunks
+  bool staged_ = false;      // a small field's updates in the loop body are staged per chunk (cpu)
+  Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 
 }  // namespace

@@ -249,6 +249,140 @@ def test_rounding_and_special_values(init):
         assert (np.isnan(got) and np.isnan(want)) or _bits(got) == _bits(want), (name, got, want)
 
 
+@pytest.mark.parametrize("size", [64, 3000, 70000])
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_rounding_and_special_values_at_computed_indices(size):
+    """Every case of CASES into its own element of a field, each case's values spread over the
+    iterations: a field small enough for the cpu's private copies (64), one whose flags are only
+    updated when they change (3000), and a large one (70000); the smallest and largest magnitudes
+    reach the limbs kept outside an element's row."""
+    y = qd.field(qd.f32, shape=size)
+    names = list(CASES)
+    xs = np.concatenate([np.array(CASES[n], np.float32) for n in names])
+    where = np.concatenate([np.full(len(CASES[n]), (k * 7919) % size, np.int32) for k, n in enumerate(names)])
+    order = np.random.default_rng(size).permutation(len(xs))
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), w: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[w[i]] += x[i]
+
+    for init in (0.0, -0.0, 1.0):
+        y.fill(init)
+        k(xs[order], where[order])
+        got = y.to_numpy()
+        for j, name in enumerate(names):
+            want = f32_sum(np.concatenate([[np.float32(init)], np.array(CASES[name], np.float32)]))
+            g = got[(j * 7919) % size]
+            assert (np.isnan(g) and np.isnan(want)) or _bits(g) == _bits(want), (name, init, g, want)
+        untouched = np.setdiff1d(np.arange(size), where)
+        assert (_bits(got[untouched]) == _bits(np.float32(init))).all()
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_many_addends_with_the_widest_limb_values():
+    """Values in [2, 4) have the widest limb values (24 significant bits shifted by 31): thousands of
+    them per element overflow any i64 that sums them unsplit for long (the cpu's private copies spill
+    past 2^62; a same-address chunk stops at 256 such adds)."""
+    rng = np.random.default_rng(11)
+    n = 20000
+    xs = (rng.uniform(3, 4, n) * np.where(rng.random(n) < 0.98, 1, -1)).astype(np.float32)
+    bins = rng.integers(0, 3, n).astype(np.int32)
+    total = qd.field(qd.f32, shape=())
+    small = qd.field(qd.f32, shape=3)
+    large = qd.field(qd.f32, shape=70000)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+            small[b[i]] += x[i]
+            large[b[i] * 30000] -= x[i]
+
+    k(xs, bins)
+    assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    for j in range(3):
+        want = f32_sum(np.concatenate([[np.float32(0)], xs[bins == j]]))
+        assert _bits(small.to_numpy()[j]) == _bits(want), j
+        assert _bits(large.to_numpy()[j * 30000]) == _bits(-want), j
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
+    """A same-address sum's loop runs as chunks of at most 256 additions per accumulator (the IR's
+    `deterministic chunk`); with a block barrier in the loop, or the sum in an inner loop, it keeps
+    the per-addend limb atomics. The bits are the reference's either way."""
+    xs = _data(13, 3001)
+    total = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+
+    @qd.kernel
+    def barrier(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        qd.loop_config(block_dim=64)
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+            qd.simt.block.sync()
+
+    @qd.kernel
+    def inner(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0] // 3):
+            for j in range(3):
+                total[None] += x[3 * i + j]
+
+    want = _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
+    for k, chunked in ((plain, True), (barrier, False), (inner, False)):
+        assert ("deterministic chunk" in qd.compile(k, xs).ir) == chunked, k
+        total[None] = 0
+        k(xs)
+        assert _bits(total[None]) == want, k
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_histogram_updates_staged_per_chunk_on_the_cpu():
+    """On the cpu a small field's updates in the loop body itself are decoded a chunk at a time into
+    per-chunk arrays (`.el`, `.sw`, ... in the IR) and applied after the chunk; one under an if keeps
+    the direct update, and so does a loop with a `continue`. All give the reference's bits."""
+    xs = _data(17, 5003)
+    bins = np.random.default_rng(17).integers(0, 40, len(xs)).astype(np.int32)
+    h = qd.field(qd.f32, shape=40)
+    g = qd.field(qd.f32, shape=40)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            h[b[i]] += x[i]
+            if x[i] > 0:
+                g[b[i]] -= x[i]
+
+    @qd.kernel
+    def skipping(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            if x[i] < 0:
+                continue  # (an iteration may skip the update: not staged)
+            h[b[i]] += x[i]
+
+    cpu = qd.lang.impl.current_cfg().arch == qd.cpu
+    ir = qd.compile(k, xs, bins).ir
+    assert ("deterministic chunk" in ir) == cpu and (".sw[" in ir) == cpu
+    assert ".sw[" not in qd.compile(skipping, xs, bins).ir
+    h.fill(0.5)
+    g.fill(-0.0)
+    k(xs, bins)
+    for j in range(40):
+        assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], xs[bins == j]]))), j
+        sel = xs[(bins == j) & (xs > 0)]
+        assert _bits(g.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], -sel]))), j
+    h.fill(0.0)
+    skipping(xs, bins)
+    for j in range(40):
+        sel = xs[(bins == j) & (xs >= 0)]
+        assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.0)], sel]))), j
+
+
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():
     xs = _data(7, 3001)

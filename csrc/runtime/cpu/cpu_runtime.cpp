@@ -53,7 +53,13 @@ struct CpuKernel : CompiledKernel {
     if (code) jit->remove(*code);
   }
   std::vector<CpuTask> tasks;
-  std::vector<int64_t> temps;    // 8-byte slots
+  std::vector<int64_t> temps;    // 8-byte slots, from temps_base()
+  // The temps from a 64-byte boundary (deterministic sums keep a field element's slots in one
+  // cache line); the vector has 8 slots more than the kernel's.
+  int64_t *temps_base() {
+    auto p = reinterpret_cast<uintptr_t>(temps.data());
+    return reinterpret_cast<int64_t *>((p + 63) & ~uintptr_t(63));
+  }
   std::vector<uint64_t> result;  // 8-byte slots
   // Scratch memory, kept between launches (grown when a launch needs more) and freed with the kernel.
   std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
@@ -172,7 +178,7 @@ class CpuRuntime : public Runtime {
     auto g = generate(*k, features_);
     auto out = std::make_shared<CpuKernel>();
     out->describe(*k);
-    out->temps.assign(k->temps_bytes / 8, 0);
+    out->temps.assign(k->temps_bytes / 8 + 8, 0);
     out->result.assign(k->returns.size(), 0);
     // The object code is a function of the generated module and the host (in the cache's salt).
     std::string key = cache_.enabled() ? cache_.key(module_text(*g.module)) : "";
@@ -202,7 +208,7 @@ class CpuRuntime : public Runtime {
     std::vector<void *> table(k.buffers.size());
     for (size_t i = 0; i < k.buffers.size(); i++) {
       switch (k.buffers[i].kind) {
-        case BufferKind::Temps: table[i] = k.temps.data(); break;
+        case BufferKind::Temps: table[i] = k.temps_base(); break;
         case BufferKind::Result: table[i] = k.result.data(); break;
         // on the task's stack (codegen): nothing bound, and the caller need not pass a handle for
         // one a transform added (a compaction's index list, a privatized field copy)
@@ -210,7 +216,11 @@ class CpuRuntime : public Runtime {
         default: table[i] = reinterpret_cast<void *>(buffers.at(i));
       }
     }
-    std::fill(k.temps.begin(), k.temps.end(), 0);
+    // (Large temps, deterministic sums' accumulators: zeroed by the workers, in parallel.)
+    auto zero = [&](int64_t lo, int64_t hi) { std::fill(k.temps.begin() + lo, k.temps.begin() + hi, 0); };
+    int64_t slots = static_cast<int64_t>(k.temps.size());
+    if (slots >= (int64_t(1) << 20)) pool_.parallel_for(0, slots, int64_t(1) << 17, zero);
+    else zero(0, slots);
     std::fill(k.result.begin(), k.result.end(), 0);
     void **bufs = table.data();
     int64_t *a = const_cast<int64_t *>(args.data());

@@ -142,7 +142,7 @@ constexpr int64_t kMaxLongLoopPrivateElements = int64_t(1) << 16;  // 256 KiB of
 // The largest field a loop privatizes: a loop of known length affords a copy of up to 2^16
 // elements when each thread's share of it is at least 8 times the copy, so that setting the copy
 // up and flushing it cost little next to the loop (a reverse pass's scatter-add into a gathered
-// input of 65536 elements: backward 5.9x -> 2.8-4.0x its forward on a loaded 2-core host,
+// input of 65536 elements: backward 5.9x -> 2.3-3.7x its forward on a 2-core host,
 // benchmarks/autodiff.py "gather n/16").
 int64_t max_private_elements(const Task &t) {
   const Stmt *begin = t.loop()->operands[0], *end = t.loop()->operands[1];
@@ -182,7 +182,7 @@ void privatize_array(KernelIR &k, Task &t, int field, const std::vector<Stmt *> 
   int priv = k.add_buffer(copy);
   int64_t size = 1;
   for (int64_t n : d.shape) size *= n;
-  t.min_chunk += 4 * size;
+  t.min_chunk += (size > kMaxPrivateElements ? 8 : 4) * size;  // (a long loop: one share per thread)
   auto ptr = [&](IrEmitter &e, int buffer, const std::vector<Stmt *> &idx) {
     Stmt *p = e.add(StmtKind::GlobalPtr, dtype, idx);
     p->ival = buffer;

@@ -783,20 +783,22 @@ class Kernel:
             if _crumb.on:
                 _crumb.end()
             staging.release()
+        failed = 0  # the first failing assert (debug=True), reset for the next launch
+        if getattr(entry, "assert_messages", None):
+            word = context.assert_word(prog)
+            failed, word[0] = int(word[0]), 0
+        if getattr(entry, "print_formats", None):  # what the kernel printed, whatever failed
+            printing.flush(prog, entry.print_formats)
+        # A failed assert is reported before an out-of-bounds access: a BufferView's own range check
+        # (an assert) precedes the access into its ndarray that the bounds check also catches.
+        if failed:
+            what = entry.assert_messages[failed - 1]
+            exc, message = what if isinstance(what, tuple) else (QuadrantsAssertionError, what)
+            raise exc(message)
         if entry.error_slot >= 0 and ret[entry.error_slot]:
             index = _from_slot(ret[entry.error_slot + 1], T.i64)
             raise QuadrantsOutOfBoundsError(
                 out_of_bound_text(entry.error_messages[ret[entry.error_slot] - 1].replace("{}", str(index))))
-        if getattr(entry, "print_formats", None):
-            printing.flush(prog, entry.print_formats)
-        if getattr(entry, "assert_messages", None):
-            word = context.assert_word(prog)
-            failed = int(word[0])
-            if failed:
-                word[0] = 0
-                what = entry.assert_messages[failed - 1]
-                exc, message = what if isinstance(what, tuple) else (QuadrantsAssertionError, what)
-                raise exc(message)
         if entry.returns:
             out = [_from_slot(r, t) for r, t in zip(ret, entry.returns)]
             result, k = [], 0

@@ -355,3 +355,43 @@ def test_needs_grad_on_bare_fields_and_ndarrays():
 
     k(f, a)
     assert f.grad.to_numpy().tolist() == [[0, 1, 2], [10, 11, 12]] and a.grad.to_numpy().tolist() == [0.5, 1.5, 2.5]
+
+
+@test(arch=[qd.cpu, qd.vulkan], debug=True)
+def test_buffer_view_ranges_checked_in_debug_mode():
+    """debug=True checks a view's own range: an index outside [0, size) of the view (inside its
+    ndarray or not), a subview past the view, a kernel-made view past its ndarray: each a
+    QuadrantsAssertionError naming the line; in range, the same kernels run."""
+    data = qd.ndarray(qd.f32, shape=(32,))
+
+    @qd.kernel
+    def put(v: qd.BufferView[qd.f32], i: qd.i32):
+        for _ in range(1):
+            v[i] = 1.0
+
+    @qd.kernel
+    def sub(v: qd.BufferView[qd.f32], lo: qd.i32, n: qd.i32):
+        for _ in range(1):
+            w = v.subview(lo, n)
+            w[0] = 2.0
+
+    @qd.kernel
+    def make(a: qd.types.ndarray(qd.f32, ndim=1), lo: qd.i32, n: qd.i32):
+        for _ in range(1):
+            w = qd.BufferView(a, lo, n)
+            w[0] = 3.0
+
+    for i in (16, -1):
+        with pytest.raises(qd.QuadrantsAssertionError, match="BufferView Out Of Range"):
+            put(data[:16], i)
+    with pytest.raises(qd.QuadrantsAssertionError, match=r"v\[i\] = 1.0[\s\S]*BufferView Out Of Range"):
+        put(data[8:24], 16)
+    with pytest.raises(qd.QuadrantsAssertionError, match="BufferView subview Out Of Range"):
+        sub(data[:16], 12, 8)
+    with pytest.raises(qd.QuadrantsAssertionError, match="BufferView construction out of range"):
+        make(data, 28, 8)
+    put(data[8:24], 15)
+    sub(data[:16], 12, 4)
+    make(data, 24, 8)
+    out = data.to_numpy()  # (what a failed launch wrote is unspecified, as after a bounds error)
+    assert (out[23], out[12], out[24]) == (1.0, 2.0, 3.0)

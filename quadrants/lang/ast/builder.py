@@ -1279,6 +1279,9 @@ class FunctionWalker(ast.NodeVisitor):
         i = ctx.rvalue(self.visit(index))
         if isinstance(i, (tuple, MatrixValue)):
             ctx.syntax_error("a BufferView takes one index")
+        if ctx.config.debug:  # the view's own range, not only its ndarray's
+            inside = ctx.binary("and", ctx.binary("ge", i, 0), ctx.binary("lt", i, view.size))
+            ctx.kernel_assert(inside, self.located("BufferView Out Of Range: the index is outside [0, size) of the view"))
         return ctx.element(view.array, [ctx.binary("add", view.offset, i)])
 
     def visit_Slice(self, node):

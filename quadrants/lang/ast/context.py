@@ -462,14 +462,24 @@ class KernelContext:
         if not isinstance(array, NdarrayArg) or array.ndim - len(array.element_shape) != 1:
             self.type_error(f"qd.BufferView(...) in a kernel takes a 1D ndarray argument, got {type(array).__name__}")
         offset = self.cast(self.rvalue(offset), T.i32)
-        size = self.binary("sub", self.ndarray_sizes(array)[0], offset) if size is None else \
-            self.cast(self.rvalue(size), T.i32)
+        length = self.ndarray_sizes(array)[0]
+        size = self.binary("sub", length, offset) if size is None else self.cast(self.rvalue(size), T.i32)
+        self._check_range(offset, size, length, "BufferView construction out of range: offset and size outside the ndarray")
         return ViewValue(array, offset, size)
 
     def subview(self, view, offset, size):
         """view.subview(offset, size) / view[lo:hi] in a kernel."""
-        return ViewValue(view.array, self.binary("add", view.offset, self.cast(self.rvalue(offset), T.i32)),
-                         self.cast(self.rvalue(size), T.i32))
+        offset, size = self.cast(self.rvalue(offset), T.i32), self.cast(self.rvalue(size), T.i32)
+        self._check_range(offset, size, view.size, "BufferView subview Out Of Range: offset and size outside the view")
+        return ViewValue(view.array, self.binary("add", view.offset, offset), size)
+
+    def _check_range(self, offset, size, length, message):
+        """debug=True: 0 <= offset, 0 <= size, offset + size <= length, checked at run time."""
+        if not self.config.debug:
+            return
+        ok = self.binary("and", self.binary("ge", offset, 0), self.binary("ge", size, 0))
+        ok = self.binary("and", ok, self.binary("le", self.binary("add", offset, size), length))
+        self.kernel_assert(ok, self.walker.located(message) if self.walker else message)
 
     def ndarray_sizes(self, arg):
         """The canonical shape of an ndarray argument, as run-time values (the launch passes the stored shape)."""

@@ -138,6 +138,7 @@ namespace {
 
 constexpr int64_t kMaxPrivateElements = 4096;  // 16 KiB of i32 per thread: stays in L1
 constexpr int64_t kMaxLongLoopPrivateElements = int64_t(1) << 16;  // 256 KiB of f32: the L2
+constexpr int64_t kMaxLargePrivateBytes = int64_t(1) << 20;        // all such copies of one loop
 
 // The largest field a loop privatizes: a loop of known length affords a copy of up to 2^16
 // elements when each thread's share of it is at least 8 times the copy, so that setting the copy
@@ -250,8 +251,20 @@ void privatize_arrays(KernelIR &k, Task &t) {
       }
     });
   });
-  for (auto &[buffer, u] : uses)
-    if (u.ok && !u.atomics.empty()) privatize_array(k, t, static_cast<int>(buffer), u.atomics);
+  // The copies live on the worker's stack (8 MiB): copies past kMaxPrivateElements take at most
+  // 1 MiB in all (fields in buffer order).
+  int64_t large_bytes = 0;
+  for (auto &[buffer, u] : uses) {
+    if (!u.ok || u.atomics.empty()) continue;
+    int64_t size = 1;
+    for (int64_t n : k.buffers[buffer].shape) size *= n;
+    if (size > kMaxPrivateElements) {
+      int64_t bytes = size * byte_size(u.atomics.front()->dtype);
+      if (large_bytes + bytes > kMaxLargePrivateBytes) continue;
+      large_bytes += bytes;
+    }
+    privatize_array(k, t, static_cast<int>(buffer), u.atomics);
+  }
 }
 
 }  // namespace

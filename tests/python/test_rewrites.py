@@ -428,6 +428,21 @@ def test_long_loops_privatize_larger_fields():
     assert private == (n // (8 * threads) >= m), qd.compile(known).ir[:2000]
     assert "private" not in qd.compile(unknown, 5).ir
 
+    zs = [qd.field(qd.f32, shape=m) for _ in range(5)]  # 5 x 256 KiB: the copies take 1 MiB at most
+
+    @qd.kernel
+    def five():
+        for i in p:
+            for z in qd.static(zs):
+                qd.atomic_add(z[p[i]], 1.0)
+
+    five()
+    want = np.bincount(idx, minlength=m).astype(np.float32)
+    assert all((z.to_numpy() == want).all() for z in zs)
+    if private:
+        names = set(re.findall(r"private copy of (\w+)\[", qd.compile(five).ir))
+        assert len(names) == 4, names
+
 
 @test(arch=qd.vulkan)
 def test_vulkan_launches_are_asynchronous_and_ordered():

@@ -27,7 +27,7 @@ import re
 import subprocess
 import sys
 
-from peers import PEERS, ensure_venv, run_worker
+from peers import PEERS, peer_python, run_worker
 from timing import best_of
 
 WORKLOADS = ["gather 4096", "gather n/16", "loss x*x", "broadcast s"]
@@ -215,22 +215,17 @@ def main():
         print("RESULT " + json.dumps(worker(a.worker, a.arch, 2 ** a.log2n, a.repeat)))
         return
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     sizes = {"cpu": a.log2n_cpu, "vulkan": a.log2n_vulkan}
     archs = a.archs.split(",")
     results, notes, device = {}, [], None  # (arch, peer) -> workload -> {fwd, bwd[, rewrite]}
-    for peer, (req, _) in PEERS.items():
+    for peer in PEERS:
         if peer not in a.peers.split(","):
             continue
-        if req is None:
-            python, env = sys.executable, dict(base_env, PYTHONPATH=root)
-        else:
-            python, why = ensure_venv(a.venvs, peer, req, not a.no_install)
-            env = base_env
-            if python is None:
-                notes.append(f"{peer}: left out ({why})")
-                continue
+        python, env, why = peer_python(peer, a.venvs, not a.no_install, base_env)
+        if python is None:
+            notes.append(f"{peer}: left out ({why})")
+            continue
         for arch in archs:
             print(f"running {peer} on {arch} (n = 2^{sizes[arch]}) ...", file=sys.stderr, flush=True)
             res, why = run_worker(python, peer, arch, sizes[arch], a.repeat, env, a.timeout, os.path.abspath(__file__))

@@ -35,7 +35,7 @@ import time
 import traceback
 import types
 
-from peers import PEERS, ensure_venv, run_worker
+from peers import PEERS, peer_python, run_worker
 from timing import best_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -223,15 +223,10 @@ def main():
     ms, notes = {}, []  # (arch, example, peer) -> ms per frame
     load_start = os.getloadavg()[0]
     for peer in peers:
-        req = PEERS[peer][0]
-        if req is None:
-            python, env = sys.executable, dict(base_env, PYTHONPATH=ROOT)
-        else:
-            python, why = ensure_venv(a.venvs, peer, req, not a.no_install)
-            env = base_env
-            if python is None:
-                notes.append(f"{peer}: left out ({why})")
-                continue
+        python, env, why = peer_python(peer, a.venvs, not a.no_install, base_env)
+        if python is None:
+            notes.append(f"{peer}: left out ({why})")
+            continue
         for arch in archs:
             print(f"running {peer} on {arch} ...", file=sys.stderr, flush=True)
             res, why = run_worker(python, peer, arch, 0, a.repeat, env, a.timeout, os.path.abspath(__file__))

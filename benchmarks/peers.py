@@ -161,6 +161,17 @@ def ensure_venv(venvs, name, requirement, install):
     return python, None
 
 
+def peer_python(peer, venvs, install, base_env):
+    """(python, env, None) to run `peer` with: ours is this interpreter with this checkout on
+    PYTHONPATH, another peer its venv's (made with pip unless install is False); or (None, None,
+    why) when it cannot be had."""
+    req = PEERS[peer][0]
+    if req is None:
+        return sys.executable, dict(base_env, PYTHONPATH=ROOT), None
+    python, why = ensure_venv(venvs, peer, req, install)
+    return (python, base_env, None) if python else (None, None, why)
+
+
 def run_worker(python, peer, arch, log2n, repeat, env, timeout, script=None):
     """Runs `script --worker peer ...` (default this file) under `python`; its last "RESULT {json}"
     line, or None with the reason."""
@@ -221,15 +232,11 @@ def main():
         columns.append(("NumPy", res))
     else:
         notes.append(f"NumPy: {why}")
-    for peer, (req, _) in PEERS.items():
-        if req is None:
-            python, env = sys.executable, dict(base_env, PYTHONPATH=ROOT)
-        else:
-            python, why = ensure_venv(a.venvs, peer, req, not a.no_install)
-            env = base_env
-            if python is None:
-                notes.append(f"{peer}: left out ({why})")
-                continue
+    for peer in PEERS:
+        python, env, why = peer_python(peer, a.venvs, not a.no_install, base_env)
+        if python is None:
+            notes.append(f"{peer}: left out ({why})")
+            continue
         for arch, log2n in (("cpu", a.log2n_cpu), ("vulkan", a.log2n_vulkan)):
             print(f"running {peer} on {arch} (n = 2^{log2n}) ...", file=sys.stderr, flush=True)
             res, why = run_worker(python, peer, arch, log2n, a.repeat, env, a.timeout)

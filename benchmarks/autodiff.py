@@ -68,7 +68,8 @@ def reverse_rewrites(ir, grads):
         if raw in private:
             how = "private copy per thread, flushed after the loop"
         elif in_loop.get(raw):
-            how = "atomic per iteration"
+            how = "atomic per iteration" + (", combined per subgroup among lanes sharing a target"
+                                            if "subgroup.broadcast_first" in ir else "")
         elif after.get(raw):
             how = "per-thread sum, " + ("subgroup reduce, one atomic per subgroup" if subgroup else "one atomic per thread")
         else:

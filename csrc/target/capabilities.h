@@ -37,6 +37,10 @@ namespace qd {
   /* The driver runs an ordered atomic like a workgroup control barrier: a loop around one stops    \
      early once part of the workgroup has finished (llvmpipe): Target::can_wait_on_other_workgroups. */ \
   CAP(ordered_atomics_act_as_barriers)                                                              \
+  /* The driver runs a subgroup's atomics lane by lane on CPU cores, where an uncontended atomic is \
+     cheaper than the subgroup operations that would combine them (llvmpipe: scattered adjoints    \
+     pre-aggregated ran 1.05-1.5x slower): Target::aggregates_scattered_atomics. */                  \
+  CAP(cheap_scattered_atomics)                                                                      \
   CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
   CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
   CAP(subgroup_extended_types) /* shaderSubgroupExtendedTypes: 8/16/64-bit ints, f16 in subgroup ops */ \

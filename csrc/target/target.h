@@ -67,6 +67,11 @@ struct Target {
     return word || t == DataType::f64 || (wide && features.has(Cap::subgroup_extended_types));
   }
 
+  // The reverse pass's scattered adjoint atomics (`x.grad[p[i]] += ...`) are combined per subgroup
+  // among the lanes that share a target (transforms/subgroup_atomics.cpp): on GPUs, where atomics
+  // on one address serialize; not where the driver runs them lane by lane on CPU cores.
+  bool aggregates_scattered_atomics() const { return !features.has(Cap::cheap_scattered_atomics); }
+
   // A workgroup may spin on a flag that another workgroup of the same dispatch publishes with a
   // Release atomic (read with Acquire): the decoupled look-back of qd.algorithms' scan and select.
   // It needs both forward progress for a workgroup that started before the waiting one (tile ids

@@ -20,6 +20,19 @@
 // unordered atomics could have had; float sums are added in another order, integers are exact.
 // Runs after privatize_reductions, so a privatized flush is aggregated too, and before
 // legalization, which expands the elected lane's atomic if it is a CAS loop.
+//
+// In a reverse-mode kernel, on a target that Target::aggregates_scattered_atomics, a scattered
+// address (`x.grad[p[i]]`, the reverse pass of a gather) whose result is unused is aggregated over the active lanes that share the first active lane's address (its indices
+// broadcast and compared), the others keep their own atomic:
+//
+//   same = all_k(idx_k == broadcast_first(idx_k))
+//   if same:  r = subgroup.reduce op v;  if subgroup.elect: atomic op(x[idx], r)
+//   if !same: atomic op(x[idx], v)
+//
+// One round: when neighbouring lanes share a target (sorted or blocked indices, `p[i] = i // k`)
+// most of a subgroup's atomics become one; when every lane's target differs, the cost is one
+// broadcast, a compare and a one-lane reduce per atomic.
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -77,7 +90,10 @@ class Aggregator {
       for_each_stmt(*b, [&](Stmt &s) {
         if (eligible(s, used.count(&s) > 0)) work.push_back(&s);
       });
-    for (Stmt *a : work) aggregate(t, a, used.count(a) > 0);
+    for (Stmt *a : work) {
+      if (thread_uniform_address(k_, *a->operands[0])) aggregate(t, a, used.count(a) > 0);
+      else aggregate_scattered(t, a);
+    }
   }
 
  private:
@@ -91,7 +107,7 @@ class Aggregator {
     if (branch && branch->kind == StmtKind::If && branch->operands[0]->kind == StmtKind::Simt &&
         branch->operands[0]->op == static_cast<int>(SimtOp::SubgroupElect))
       return false;
-    if (!thread_uniform_address(k_, *s.operands[0])) return false;
+    if (!thread_uniform_address(k_, *s.operands[0]) && !(!used && scattered_address(*s.operands[0]))) return false;
     switch (s.atomic_op()) {
       case AtomicOp::Add: case AtomicOp::Sub: case AtomicOp::Min: case AtomicOp::Max:
       case AtomicOp::And: case AtomicOp::Or: case AtomicOp::Xor: break;
@@ -99,6 +115,38 @@ class Aggregator {
     }
     if (used && is_real(s.dtype)) return false;  // a float prefix sum rounds as no lane order would
     return s.dtype != DataType::u1 && s.dtype != DataType::f16 && target_.has_subgroup_reduce(wide(s.dtype));
+  }
+
+  // A global buffer's element whose indices are per-lane integers (broadcast and compared; 64-bit
+  // ones only where shuffles move 64 bits).
+  bool scattered_address(const Stmt &ptr) const {
+    if (k_.autodiff != KernelIR::Autodiff::Reverse || !target_.aggregates_scattered_atomics()) return false;
+    if (ptr.kind != StmtKind::GlobalPtr || ptr.operands.empty()) return false;
+    BufferKind kind = k_.buffers[ptr.ival].kind;
+    if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
+    for (const Stmt *i : ptr.operands)
+      if (!is_integral(i->dtype) || (bit_width(i->dtype) != 32 && (target_.is_spirv() || bit_width(i->dtype) != 64)))
+        return false;
+    return true;
+  }
+
+  // The atomic runs under `if same` as a uniform-address atomic, and a copy of it under `if !same`.
+  void aggregate_scattered(Task &t, Stmt *atomic) {
+    IrEmitter e(atomic);
+    Stmt *same = nullptr;
+    for (Stmt *i : atomic->operands[0]->operands) {
+      Stmt *eq = e.bin(B::Eq, i, simt(e, SimtOp::SubgroupBroadcastFirst, i->dtype, {i}));
+      same = same ? e.both(same, eq) : eq;
+    }
+    IrEmitter others = e.if_(e.not_(same));
+    others.insert(clone_leaf(*atomic));
+    IrEmitter group = e.if_(same);
+    auto &stmts = atomic->parent->stmts;
+    auto it = std::find_if(stmts.begin(), stmts.end(), [&](auto &s) { return s.get() == atomic; });
+    std::unique_ptr<Stmt> moved = std::move(*it);
+    stmts.erase(it);
+    group.insert(std::move(moved));
+    aggregate(t, atomic, false);
   }
 
   void aggregate(Task &t, Stmt *atomic, bool used) {

@@ -310,6 +310,62 @@ def test_adjoint_accumulation_takes_the_atomic_rewrites():
     np.testing.assert_array_equal(w.grad.to_numpy(), x.to_numpy()[p.to_numpy()])
 
 
+def _gather_with_scatter_adjoint(n):
+    x = qd.field(qd.f32, shape=n, needs_grad=True)
+    y = qd.field(qd.f32, shape=n, needs_grad=True)
+    p = qd.field(qd.i32, shape=n)
+
+    @qd.kernel
+    def gather():
+        for i in range(n):
+            y[i] = x[p[i]] * 2.0
+
+    return x, y, p, gather
+
+
+@pytest.mark.parametrize("pattern", ["blocks of 16", "blocks of 3", "distinct", "random"])
+@test(arch=qd.vulkan)
+def test_scattered_adjoints_are_aggregated_per_subgroup(pattern):
+    """A gather's adjoint `x.grad[p[i]] += 2 * y.grad[i]` on a GPU: the lanes sharing the first
+    active lane's target combine their adds (one subgroup reduce, one atomic), the others keep
+    theirs. Forced on lavapipe (whose cap cheap_scattered_atomics turns it off): every target's sum
+    exact (small integers), whichever lanes share targets, with the grid-stride loop's ragged tail."""
+    qd.init(arch=qd.vulkan, vulkan_disable_caps=["cheap_scattered_atomics"])
+    n = 5003
+    x, y, p, gather = _gather_with_scatter_adjoint(n)
+    rng = np.random.default_rng(3)
+    idx = {"blocks of 16": np.arange(n) // 16, "blocks of 3": np.arange(n) // 3, "distinct": (np.arange(n) * 7) % n,
+           "random": rng.integers(0, 40, n)}[pattern].astype(np.int32)
+    p.from_numpy(idx)
+    yg = rng.integers(-8, 9, n).astype(np.float32)
+    y.grad.from_numpy(yg)
+    gather.grad()
+    want = np.zeros(n)
+    np.add.at(want, idx, 2.0 * yg)
+    np.testing.assert_array_equal(x.grad.to_numpy(), want)
+    ir = _ir(gather.grad)
+    assert "subgroup.broadcast_first" in ir and "subgroup.reduce add" in ir and "subgroup.elect" in ir
+
+
+@test(arch=qd.cpu)
+def test_scattered_adjoint_aggregation_only_where_it_pays():
+    """Emitted for CUDA (ptxas) and AMDGPU in the reverse kernel only; not on lavapipe (its cap
+    cheap_scattered_atomics: atomics run lane by lane there), not in forward kernels, not on the cpu."""
+    from test_gpu_codegen import ptxas
+    x, y, p, gather = _gather_with_scatter_adjoint(4096)
+    for sm in ("sm_75", "sm_90"):
+        art = qd.compile(gather.grad, arch="cuda", features=[sm])
+        assert "subgroup.broadcast_first" in art.ir and "shfl.sync.idx.b32" in art.ptx
+        ptxas(art.ptx, sm)
+    art = qd.compile(gather.grad, arch="amdgpu")
+    assert "subgroup.broadcast_first" in art.ir and "v_readfirstlane_b32" in art.amdgcn
+    gpu = ["subgroup_basic", "subgroup_vote", "subgroup_arithmetic", "subgroup_ballot"]
+    assert "subgroup.broadcast_first" in qd.compile(gather.grad, arch="vulkan", features=gpu).ir
+    assert "subgroup" not in qd.compile(gather.grad, arch="vulkan", features=gpu + ["cheap_scattered_atomics"]).ir
+    assert "subgroup" not in qd.compile(gather, arch="cuda").ir
+    assert "subgroup" not in qd.compile(gather.grad, arch="cpu").ir
+
+
 @test(arch=ARCHS, debug=True)
 def test_tape_validation_reports_read_then_write():
     """Tape(validation=True) under debug: writing an element that the tape's kernels read before (in

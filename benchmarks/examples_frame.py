@@ -4,6 +4,7 @@
 
     python3 benchmarks/examples_frame.py [--archs cpu,vulkan] [--frames 50] [--repeat 7] [--no-install]
                                          [--peers "ours,reference 1.3.3,taichi"] [--init KEY=VALUE,...]
+                                         [--examples mpm2d,pbf2d,nbody,fem2d,particles,rasterizer]
 
 A frame is one simulation step of the example (its `step()`), then a sync. Every peer runs the
 example's own source file, unchanged, at the size its main() uses: the reference imports it as
@@ -14,7 +15,7 @@ run (one using something that peer lacks) is left out for that peer, with the er
 Each peer runs in its own process (the reference and Taichi in their venvs under --venvs), through
 benchmarks/peers.py's venv / worker machinery. A worker first runs CHECK_STEPS frames from the
 example's initial state and saves the state: ours is compared with the numpy versions of the
-steps in tests/python/test_simulation_examples.py (particles: the example's own numpy
+steps in tests/python/test_simulation_examples.py (particles, rasterizer: the example's own numpy
 reference(), for every peer) at that test's tolerances, and every peer's state with ours at twice
 them; a peer that disagrees is left out, so no broken code is timed. Then the state is reloaded
 and the time is the best of --repeat batches of --frames synchronised frames (after one warm-up
@@ -40,7 +41,7 @@ from timing import best_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-EXAMPLES = ["mpm2d", "pbf2d", "nbody", "fem2d", "particles"]
+EXAMPLES = ["mpm2d", "pbf2d", "nbody", "fem2d", "particles", "rasterizer"]
 CHECK_STEPS = 5
 # Each state array's tolerance (absolute), from tests/python/test_simulation_examples.py and
 # tests/python/test_examples.py (those are f32 against numpy f64; two f32 peers: twice it).
@@ -50,6 +51,7 @@ TOLERANCE = {
     "nbody": {"x": 2e-6, "v": 2e-6, "a": 2e-5},
     "fem2d": {"x": 1e-6, "v": 1e-3, "f": 1e-2},
     "particles": {"x": 1e-5, "v": 1e-5, "density": 1e-3},
+    "rasterizer": {"v": 0, "vel": 0, "key": 0, "image": 0},  # integer geometry: the same pixels
 }
 
 
@@ -126,6 +128,15 @@ def setup(name, m):
             x, v = m.reference(x0, v0, mass, steps)
             return {"x": x, "v": v, "density": m.density_of(x, mass)}
         return (lambda: sim.load(x0, v0, mass)), (lambda: sim.step(m.DT)), fields, ref
+    if name == "rasterizer":
+        n, size = 2000, 256
+        sim = m.Rasterizer(n, size)
+        state = m.initial_state(n, size)
+        fields = {"v": sim.v, "vel": sim.vel, "key": sim.key, "image": sim.image}
+
+        def ref(t, steps):
+            return dict(zip(fields, m.reference(*state, size, steps)))
+        return (lambda: sim.load(*state)), sim.step, fields, ref
     raise ValueError(name)
 
 
@@ -146,7 +157,7 @@ def init_options(text):
     return {k.strip(): ast.literal_eval(v.strip()) for k, v in (kv.split("=", 1) for kv in text.split(",") if kv)}
 
 
-def worker(peer, arch, frames, repeat, state_dir, init):
+def worker(peer, arch, frames, repeat, state_dir, init, examples):
     import numpy as np
     if peer == "taichi":
         qd = taichi_as_quadrants()
@@ -158,7 +169,7 @@ def worker(peer, arch, frames, repeat, state_dir, init):
         sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "python")]
         import test_simulation_examples as tests
     res = {}
-    for name in EXAMPLES:
+    for name in examples:
         try:
             m = load_example(name)
             load, step, fields, ref = setup(name, m)
@@ -172,7 +183,7 @@ def worker(peer, arch, frames, repeat, state_dir, init):
                 frame()
             state = {k: f.to_numpy() for k, f in fields.items()}
             np.savez(os.path.join(state_dir, f"{peer.split()[0]}-{arch}-{name}.npz"), **state)
-            if tests is not None or name == "particles":
+            if tests is not None or name in ("particles", "rasterizer"):
                 bad = compare(state, ref(tests, CHECK_STEPS), TOLERANCE[name])
                 if bad:
                     res[name] = {"error": f"differs from numpy after {CHECK_STEPS} frames: {bad}"}
@@ -205,6 +216,7 @@ def main():
     p.add_argument("--no-install", action="store_true", help="use existing venvs only")
     p.add_argument("--peers", default=",".join(PEERS), help="a subset of: " + ", ".join(PEERS))
     p.add_argument("--timeout", type=int, default=900, help="seconds per peer and arch")
+    p.add_argument("--examples", default=",".join(EXAMPLES), help="a subset of: " + ", ".join(EXAMPLES))
     p.add_argument("--init", default="", help="extra init options for every peer: KEY=VALUE,...")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
@@ -212,13 +224,14 @@ def main():
     a = p.parse_args()
     if a.worker:
         res = worker(a.worker, a.arch, int(os.environ["QD_FRAMES"]), a.repeat, os.environ["QD_STATE_DIR"],
-                     os.environ.get("QD_INIT", ""))
+                     os.environ.get("QD_INIT", ""), os.environ["QD_EXAMPLES"].split(","))
         print("RESULT " + json.dumps(res))
         return
 
     state_dir = tempfile.mkdtemp(prefix="examples_frame-")
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    base_env.update(QD_FRAMES=str(a.frames), QD_STATE_DIR=state_dir, QD_INIT=a.init)
+    examples = [e for e in EXAMPLES if e in a.examples.split(",")]
+    base_env.update(QD_FRAMES=str(a.frames), QD_STATE_DIR=state_dir, QD_INIT=a.init, QD_EXAMPLES=",".join(examples))
     archs, peers = a.archs.split(","), [p_ for p_ in PEERS if p_ in a.peers.split(",")]
     ms, notes = {}, []  # (arch, example, peer) -> ms per frame
     load_start = os.getloadavg()[0]
@@ -262,7 +275,7 @@ def main():
         return "-" if v is None else format(v, fmt)
 
     for arch in archs:
-        for name in EXAMPLES:
+        for name in examples:
             o, r, t = (ms.get((arch, name, p_)) for p_ in ("ours", ref_name, "taichi"))
             if o is None and r is None and t is None:
                 continue

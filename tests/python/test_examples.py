@@ -1,5 +1,6 @@
 """examples/particles.py (a dataclass, qd.math vectors, a data-oriented class, atomics into a density
-grid) against its numpy reference, on every available arch."""
+grid), mass_spring_fit.py (autodiff) and rasterizer.py (atomic_min depth buffer) against numpy, on
+every available arch."""
 import importlib.util
 import os
 
@@ -7,10 +8,17 @@ import numpy as np
 
 from test_utils import test
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "particles.py")
-_spec = importlib.util.spec_from_file_location("particles_example", _PATH)
-particles = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(particles)
+def _example(name):
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+particles = _example("particles")
+mass_spring_fit = _example("mass_spring_fit")
+rasterizer = _example("rasterizer")
 
 
 @test()
@@ -30,12 +38,6 @@ def test_particles_example_matches_numpy():
     assert np.allclose(density, particles.density_of(x, m), rtol=1e-5, atol=1e-3)
     assert np.isclose(density.sum(), m.sum(), rtol=1e-5)
     assert np.isclose(sim.kinetic_energy(), 0.5 * (m * (rv ** 2).sum(axis=1)).sum(), rtol=1e-4)
-
-
-_FIT_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "mass_spring_fit.py")
-_fit_spec = importlib.util.spec_from_file_location("mass_spring_fit_example", _FIT_PATH)
-mass_spring_fit = importlib.util.module_from_spec(_fit_spec)
-_fit_spec.loader.exec_module(mass_spring_fit)
 
 
 @test()
@@ -60,3 +62,25 @@ def test_mass_spring_fit_gradient_and_convergence():
     np.testing.assert_allclose(g, numeric, rtol=2e-2, atol=1e-4)
     losses = M.fit(chain, target, 60, log=None)
     assert losses[0] > 0.01 and min(losses) < losses[0] * 1e-3
+
+
+@test()
+def test_rasterizer_example_draws_the_same_pixels_as_numpy():
+    """examples/rasterizer.py: after 4 frames (moving, bouncing triangles, some degenerate or
+    clockwise, overlapping at equal depths), every pixel's key (nearest depth, then lowest index)
+    and colour exactly as numpy draws them."""
+    n, size, frames = 300, 64, 4
+    r = rasterizer.Rasterizer(n, size)
+    state = list(rasterizer.initial_state(n, size, seed=5))
+    state[2][1::7] = state[2][0]  # ties in depth: the lower index wins
+    state[0][3] = state[0][3, 0]  # a degenerate triangle draws nothing
+    r.load(*state)
+    for _ in range(frames):
+        r.step()
+    v, vel, key, image = rasterizer.reference(*state, size, frames)
+    np.testing.assert_array_equal(r.v.to_numpy(), v)
+    np.testing.assert_array_equal(r.vel.to_numpy(), vel)
+    np.testing.assert_array_equal(r.key.to_numpy(), key)
+    np.testing.assert_array_equal(r.image.to_numpy(), image)
+    covered = key != rasterizer.EMPTY
+    assert 0.1 < covered.mean() < 1 and not (key & 0xFFFF == 3)[covered].any()

@@ -41,6 +41,10 @@ namespace qd {
      cheaper than the subgroup operations that would combine them (llvmpipe: scattered adjoints    \
      pre-aggregated ran 1.05-1.5x slower): Target::aggregates_scattered_atomics. */                  \
   CAP(cheap_scattered_atomics)                                                                      \
+  /* The driver's GLSL.std.450 f16 / f32 asin acos atan atan2 tanh log are within the Vulkan      \
+     spec's loose bounds but far from the C library (llvmpipe, max ulp over [-8, 8]: asin / acos   \
+     3800, tanh 1855, log 380 near 1, atan / atan2 330): needs_math_library builds those from f64. */ \
+  CAP(inexact_float_math)                                                                           \
   CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
   CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
   CAP(subgroup_extended_types) /* shaderSubgroupExtendedTypes: 8/16/64-bit ints, f16 in subgroup ops */ \

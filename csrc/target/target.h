@@ -42,7 +42,8 @@ struct Target {
   bool has_native_fns() const { return backend == Backend::Cuda; }
 
   // sin cos tan exp log tanh asin acos atan atan2 pow on this float type: the cpu calls the C
-  // library, SPIR-V has GLSL.std.450 for 16 / 32-bit floats; NVPTX and AMDGPU have neither, so
+  // library, SPIR-V has GLSL.std.450 for 16 / 32-bit floats (needs_math_library replaces the few
+  // a driver with Cap::inexact_float_math gets far wrong); NVPTX and AMDGPU have neither, so
   // legalization builds them (transforms/math_library.cpp). A cpu without Cap::libm
   // (RuntimeOptions::disabled_caps) uses the built ones too: that is how they are tested.
   bool has_native_math(DataType t) const {

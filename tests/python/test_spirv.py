@@ -482,6 +482,69 @@ def test_f64_math_within_a_few_ulp():
         assert np.all(same | close), (name, x[keep][~(same | close)][:5], g[~(same | close)][:5])
 
 
+F32_MATH = ["sin", "cos", "tan", "exp", "log", "tanh", "atan", "asin", "acos", "atan2", "pow"]
+
+
+def _f32_math_kernel(out):
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(a.shape[0]):
+            v = a[i]
+            out[0, i] = qd.sin(v)
+            out[1, i] = qd.cos(v)
+            out[2, i] = qd.tan(v)
+            out[3, i] = qd.exp(v)
+            out[4, i] = qd.log(qd.abs(v))
+            out[5, i] = qd.tanh(v)
+            out[6, i] = qd.atan(v)
+            out[7, i] = qd.asin(v / 8)
+            out[8, i] = qd.acos(v / 8)
+            out[9, i] = qd.atan2(v, b[i])
+            out[10, i] = qd.pow(qd.abs(v), b[i])
+
+    return k
+
+
+@test()
+def test_f32_math_close_to_the_c_library():
+    """f32 transcendentals over [-8, 8] against numpy in f64: the C library's on the cpu, the
+    driver's GLSL.std.450 on Vulkan but, where the driver's are thousands of ulp off (lavapipe: cap
+    inexact_float_math), asin acos atan atan2 tanh log from the core's f64 library, rounded once."""
+    rng = np.random.default_rng(2)
+    n = 4000
+    x = np.concatenate([rng.uniform(-8, 8, n), rng.uniform(-0.01, 0.01, n)]).astype(np.float32)
+    y = rng.uniform(-3, 3, x.size).astype(np.float32)
+    out = qd.field(qd.f32, shape=(len(F32_MATH), x.size))
+    _f32_math_kernel(out)(x, y)
+    got = out.to_numpy().astype(np.float64)
+    d, e = x.astype(np.float64), y.astype(np.float64)
+    with np.errstate(all="ignore"):
+        refs = [np.sin(d), np.cos(d), np.tan(d), np.exp(d), np.log(np.abs(d)), np.tanh(d), np.arctan(d),
+                np.arcsin((x / np.float32(8)).astype(np.float64)), np.arccos((x / np.float32(8)).astype(np.float64)),
+                np.arctan2(d, e), np.power(np.abs(d), e)]
+    # The driver's sin cos tan exp pow: Vulkan allows them more (lavapipe: up to 9 ulp; pow, which
+    # Vulkan defines as exp2(y * log2(x)), 27 ulp where |y log2 x| is large).
+    rebuilt = {"log", "tanh", "atan", "asin", "acos", "atan2"}
+    for name, g, r in zip(F32_MATH, got, refs):
+        ulps = np.abs(g - r) / np.spacing(np.abs(r).astype(np.float32)).astype(np.float64)
+        limit = 2 if qd.lang.impl.current_cfg().arch == qd.cpu or name in rebuilt else 32 if name == "pow" else 16
+        assert ulps.max() <= limit, (name, ulps.max(), x[np.argmax(ulps)])
+
+
+@test(arch=qd.cpu)
+def test_f32_math_rebuilt_only_where_the_driver_is_inexact():
+    """SPIR-V: f32 asin acos atan atan2 tanh log are GLSL.std.450 instructions, unless the device
+    has inexact_float_math (and f64): then f64 arithmetic; sin cos tan exp pow stay the driver's."""
+    out = qd.field(qd.f32, shape=(len(F32_MATH), 4))
+    k = _f32_math_kernel(out)
+    a = np.ones(4, np.float32)
+    plain = qd.compile(k, a, a, arch=qd.vulkan, features=["shader_float64"]).spirv_asm
+    rebuilt = qd.compile(k, a, a, arch=qd.vulkan, features=["shader_float64", "inexact_float_math"]).spirv_asm
+    glsl = lambda asm: set(re.findall(r"OpExtInst %float %\w+ (\w+)", asm))
+    assert {"Asin", "Acos", "Atan", "Atan2", "Tanh", "Log", "Sin", "Exp", "Pow"} <= glsl(plain)
+    assert glsl(rebuilt) & {"Asin", "Acos", "Atan", "Atan2", "Tanh", "Log"} == set()
+    assert {"Sin", "Cos", "Tan", "Exp", "Pow"} <= glsl(rebuilt) and "OpTypeFloat 64" in rebuilt
+
 @test(arch=qd.cpu)
 def test_volatile_spin_wait_rereads_memory_in_spirv_and_msl():
     flag = qd.field(qd.i32, shape=())

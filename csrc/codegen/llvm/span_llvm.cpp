@@ -2,10 +2,11 @@
 // 256-bit vectors (AVX2's width; LLVM splits them on narrower targets and scalarizes what a target
 // lacks, so the code is right everywhere), then a scalar loop over the last n % lanes elements.
 //
-// Exclusive scan: per vector, an in-register inclusive scan by log2(lanes) shifts (each lane
-// combined with the one `shift` below it, the identity shifted in), the exclusive values from the
-// carry and the shifted vector, and the carry combined with the last lane. One combine per vector
-// on the loop-carried path instead of one per element.
+// Exclusive scan: per vector, an in-register inclusive scan by log2(lanes) steps (shifts within
+// 128-bit groups, then broadcasts of a group's last lane, the identity shifted in), the exclusive
+// values from the carry and the inclusive ones (add: less x; min / max: shifted by a lane), and the
+// carry combined with the last lane. One combine per vector on the loop-carried path instead of
+// one per element.
 //
 // Compress: per vector of flags, the mask of the set ones (one bit per lane) selects a table
 // entry listing, for each output word, the input word it takes (the set lanes' words first, in
@@ -52,10 +53,17 @@ Value *LlvmCodegen::span_scan(const Stmt &s) {
   const llvm::Align align(byte_size(t));
   Value *ident = llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(lanes),
                                                 llvm::ConstantInt::get(et, identity_bits(op, t)));
-  // lanes [0, shift) from the identity, lane i >= shift from lane i - shift of x
-  auto shifted = [&](Value *x, int shift) {
+  // The inclusive scan's steps: lane i combined with lane i - shift of the same 128-bit group
+  // (byte shifts within the group: cheap on x86), then, group by group, with the last lane of the
+  // block below it (a broadcast); the identity where there is no such lane.
+  const int group = 128 / bit_width(t);
+  auto step = [&](Value *x, int shift) {
     std::vector<int> mask(lanes);
-    for (int i = 0; i < lanes; i++) mask[i] = i < shift ? i : lanes + i - shift;
+    for (int i = 0; i < lanes; i++) {
+      int below = shift < group ? i - shift : i / (2 * shift) * (2 * shift) + shift - 1;
+      bool has = shift < group ? i % group >= shift : i % (2 * shift) >= shift;
+      mask[i] = has ? lanes + below : i;
+    }
     return b_.CreateShuffleVector(ident, x, mask);
   };
   auto combine = [&](Value *a, Value *c) { return arith(op, t, a, c); };
@@ -77,8 +85,17 @@ Value *LlvmCodegen::span_scan(const Stmt &s) {
   cv->addIncoming(carry_v, pre);
   Value *x = b_.CreateAlignedLoad(vt, at(src, k), align);
   Value *inclusive = x;
-  for (int shift = 1; shift < lanes; shift *= 2) inclusive = combine(inclusive, shifted(inclusive, shift));
-  b_.CreateAlignedStore(combine(cv, shifted(inclusive, 1)), at(dst, k), align);
+  for (int shift = 1; shift < lanes; shift *= 2) inclusive = combine(inclusive, step(inclusive, shift));
+  // exclusive: add's is the inclusive one less x (no shuffle); min / max take the lane below
+  Value *exclusive;
+  if (op == BinaryOp::Add) {
+    exclusive = b_.CreateSub(inclusive, x);
+  } else {
+    std::vector<int> mask(lanes);
+    for (int i = 0; i < lanes; i++) mask[i] = i == 0 ? 0 : lanes + i - 1;
+    exclusive = b_.CreateShuffleVector(ident, inclusive, mask);
+  }
+  b_.CreateAlignedStore(combine(cv, exclusive), at(dst, k), align);
   Value *next_cv = combine(cv, b_.CreateShuffleVector(inclusive, std::vector<int>(lanes, lanes - 1)));
   Value *next_k = b_.CreateAdd(k, b_.getInt32(lanes));
   k->addIncoming(next_k, vec);

@@ -220,6 +220,35 @@ Stmt *Builder::fns(Stmt *mask, Stmt *base, Stmt *offset) {
   return make(StmtKind::Fns, DataType::u32, {cast(mask, DataType::u32), cast(base, DataType::u32), cast(offset, DataType::i32)});
 }
 
+namespace {
+bool integer_of_width(DataType t, int bits) { return t != DataType::none && !is_real(t) && t != DataType::u1 && bit_width(t) == bits; }
+}  // namespace
+
+Stmt *Builder::span_exclusive_scan(BinaryOp op, Stmt *dst, Stmt *src, Stmt *n, Stmt *carry) {
+  DataType t = carry->dtype;
+  bool ok = (op == BinaryOp::Add || op == BinaryOp::Min || op == BinaryOp::Max) && dst->kind == StmtKind::GlobalPtr &&
+            src->kind == StmtKind::GlobalPtr && (integer_of_width(t, 32) || integer_of_width(t, 64)) &&
+            integer_of_width(dst->dtype, bit_width(t)) && integer_of_width(src->dtype, bit_width(t));
+  if (!ok) syntax_error("internal: a span scan takes element pointers and a carry of one 32 / 64-bit integer width", loc_);
+  Stmt *s = make(StmtKind::Span, t, {dst, src, cast(n, DataType::i32), carry});
+  s->op = static_cast<int>(SpanOp::ExclusiveScan);
+  s->ival = static_cast<int64_t>(op);
+  return s;
+}
+
+Stmt *Builder::span_compress(Stmt *out, Stmt *flags, Stmt *n, Stmt *room, Stmt *values) {
+  bool pointer = values->kind == StmtKind::GlobalPtr;
+  int bits = out->kind == StmtKind::GlobalPtr && out->dtype != DataType::none ? bit_width(out->dtype) : 0;
+  bool ok = bits && flags->kind == StmtKind::GlobalPtr && !is_real(flags->dtype) && flags->dtype != DataType::u1 &&
+            (pointer ? (bits == 32 || bits == 64) && bit_width(values->dtype) == bits
+                     : bits == 32 && !is_real(out->dtype) && !is_real(values->dtype));
+  if (!ok) syntax_error("internal: a span compress takes element pointers of one 32 / 64-bit width and integer flags", loc_);
+  Stmt *s = make(StmtKind::Span, DataType::i32,
+                 {out, flags, cast(n, DataType::i32), cast(room, DataType::i32), pointer ? values : cast(values, DataType::i32)});
+  s->op = static_cast<int>(SpanOp::Compress);
+  return s;
+}
+
 Stmt *Builder::atomic_load(Stmt *ptr, MemoryOrder order, MemScope scope) {
   if (auto why = memory_order_error(MemOpKind::Load, order)) type_error(*why, loc_);
   Stmt *s = global_load(ptr, true);

@@ -66,6 +66,9 @@ class Builder {
   Stmt *select(Stmt *cond, Stmt *a, Stmt *b);
   // qd.math.fns: operands cast to u32, u32, i32; a u32 value.
   Stmt *fns(Stmt *mask, Stmt *base, Stmt *offset);
+  // Span statements (ir/ops.h; internal, for qd.algorithms on the cpu): pointers are GlobalPtrs.
+  Stmt *span_exclusive_scan(BinaryOp op, Stmt *dst, Stmt *src, Stmt *n, Stmt *carry);
+  Stmt *span_compress(Stmt *out, Stmt *flags, Stmt *n, Stmt *room, Stmt *values);
   // `target` is a GlobalPtr or an Alloca; operands are cast to its dtype. Returns the old value.
   Stmt *atomic(AtomicOp op, Stmt *target, Stmt *value, Stmt *desired = nullptr,
                MemoryOrder order = MemoryOrder::Relaxed, MemScope scope = MemScope::Device);

@@ -218,6 +218,12 @@ class Printer {
         break;
       case StmtKind::Select: os_ << "select " << ops(); break;
       case StmtKind::Fns: os_ << "fns " << ops(); break;
+      case StmtKind::Span:
+        if (s.op == static_cast<int>(SpanOp::ExclusiveScan))
+          os_ << "span exclusive_scan " << binary_op_name(static_cast<BinaryOp>(s.ival)) << " " << ops();
+        else
+          os_ << "span compress " << ops();
+        break;
       case StmtKind::Atomic:
         os_ << (s.operands[0]->kind == StmtKind::Alloca ? "local atomic " : "global atomic ")
             << atomic_op_info(s.atomic_op()).name << order() << " " << ops();

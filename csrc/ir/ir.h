@@ -26,6 +26,9 @@ enum class StmtKind {
   // base if set; 0xFFFFFFFF if none. Native PTX fns.b32 on CUDA (base clamped by legalization),
   // a 32-step loop elsewhere.
   Fns,
+  // One operation over n contiguous elements (`op` a SpanOp, ir/ops.h), emitted as a vector loop
+  // (codegen/llvm/span_llvm.cpp). Made only for the cpu (qd.algorithms, transforms/compaction.cpp).
+  Span,
 };
 
 

@@ -48,6 +48,17 @@ enum class SimtOp {
 constexpr int kNumSimtOps = static_cast<int>(SimtOp::SubgroupExclusiveScan) + 1;
 const char *simt_op_name(SimtOp op);
 
+// Span statements (StmtKind::Span, the cpu only). Pointer operands are GlobalPtr statements (the
+// span's first element); n is an i32 >= 0.
+//   ExclusiveScan(dst, src, n, carry), ival a BinaryOp (Add Min Max), dtype an integer of 32 / 64
+//     bits (src's and dst's elements have its width): dst[k] = carry op src[0] op ... op src[k-1]
+//     for k < n; the value is carry op src[0] op ... op src[n-1]. In-register prefix sums.
+//   Compress(out, flags, n, room, values), dtype i32: values[j] for each j < n with flags[j] != 0
+//     (integer flags), in order, to out[0:count]; the value is count. Positions count..room-1 of
+//     out may be overwritten, none from room on (room >= count). With an i32 `base` in place of
+//     values (an integer statement, not a pointer): the indices base + j.
+enum class SpanOp { ExclusiveScan, Compress };
+
 const char *unary_op_name(UnaryOp op);
 const char *binary_op_name(BinaryOp op);
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }

@@ -59,6 +59,8 @@ void bind_ir(py::module_ &m) {
         throw std::invalid_argument("unknown simt op '" + name + "'");
       }, ref, py::arg("name"), py::arg("operands") = std::vector<Stmt *>{})
       .def("fns", &Builder::fns, ref)
+      .def("span_exclusive_scan", &Builder::span_exclusive_scan, ref)
+      .def("span_compress", &Builder::span_compress, ref)
       .def("set_returns", &Builder::set_returns)
       .def("set_debug", &Builder::set_debug)
       .def("set_autodiff", &Builder::set_autodiff)

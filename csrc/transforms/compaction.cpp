@@ -286,9 +286,10 @@ class Batcher {
 
   // The cpu: thread iteration t takes the kCpuBatch elements from begin + t * kCpuBatch in two
   // inner loops without a branch per element (one on random data mispredicts half the time). The
-  // first writes the indices of the passing elements to a per-thread list (each index is written at
-  // the list's end, which only a passing element moves on); after one atomic for their count, the
-  // second runs the body for each listed element, in order, at slot old + step * (its place in the
+  // first evaluates each element's condition into a per-thread array (a loop LLVM vectorizes when
+  // the condition's code allows), a span compress (ir/ops.h: vectors of conditions, a table entry
+  // each) lists the indices of the passing elements; after one atomic for their count, the second
+  // loop runs the body for each listed element, in order, at slot old + step * (its place in the
   // list). The body runs for exactly the passing elements, as before.
   void batch_in_loops(const Match &m, IrEmitter &e, Stmt *t, Stmt *begin, Stmt *n_u) const {
     DataType it = begin->dtype, u32 = DataType::u32, type = m.atomic->dtype;
@@ -305,16 +306,22 @@ class Batcher {
     Stmt *len = e.sel(e.bin(B::Lt, left, e.ci(u32, kCpuBatch)), left, e.ci(u32, kCpuBatch));
     Stmt *lo = e.bin(B::Add, begin, e.bitcast(first, it));
     Stmt *hi = e.bin(B::Add, lo, e.bitcast(len, it));
-    Stmt *count = e.var(u32, e.ci(u32, 0));
+    BufferDesc fd{BufferKind::Private, DataType::i32, {kCpuBatch}};
+    fd.name = "passes";
+    const int passes = k_.add_buffer(std::move(fd));
     Stmt *i = nullptr;
     {
       IrEmitter c = e.for_(lo, hi, i);
-      Stmt *pass = passes_at(c, m, before_if(c, m, i));
-      Stmt *k = c.load(count);  // below kCpuBatch
-      c.add(StmtKind::GlobalStore, DataType::none, {at(c, c.bitcast(k, it)), i});
-      c.store(count, c.bin(B::Add, k, c.cast(pass, u32)));
+      Stmt *p = c.add(StmtKind::GlobalPtr, DataType::i32, {c.bin(B::Sub, i, lo)});
+      p->ival = passes;
+      c.add(StmtKind::GlobalStore, DataType::none, {p, passes_at(c, m, before_if(c, m, i))});
     }
-    Stmt *total = e.load(count);
+    Stmt *flags = e.add(StmtKind::GlobalPtr, DataType::i32, {e.ci(it, 0)});
+    flags->ival = passes;
+    Stmt *listed = e.add(StmtKind::Span, DataType::i32, {at(e, e.ci(it, 0)), flags, e.bitcast(len, it),
+                                                         e.ci(DataType::i32, kCpuBatch), lo},
+                         static_cast<int>(SpanOp::Compress));
+    Stmt *total = e.bitcast(listed, u32);
     IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
     Stmt *step = nullptr;
     Stmt *old = take_slots(g, m.atomic, total, step);

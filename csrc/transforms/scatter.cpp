@@ -114,7 +114,7 @@ std::vector<Stmt *> partitionable(KernelIR &k, Task &t, int64_t *target, std::ve
       case StmtKind::GlobalLoad: ok = ok && !s.is_atomic && !s.is_volatile; break;
       case StmtKind::Fence:
       case StmtKind::Return: case StmtKind::Break:
-      case StmtKind::While: case StmtKind::RangeFor: case StmtKind::Simt:
+      case StmtKind::While: case StmtKind::RangeFor: case StmtKind::Simt: case StmtKind::Span:
         ok = false;
         break;
       default: break;

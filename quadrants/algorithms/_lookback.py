@@ -37,7 +37,7 @@ from quadrants import language as qd
 from quadrants.algorithms._common import combine, helper_func, identity_of, k_add, k_cdiv, k_mul, tile_size, top_level_func
 from quadrants.algorithms._phases import (
     GPU_BLOCK_DIM, group_size, lane, load, reassoc_combine, rounds_per_tile, sg_exclusive, sg_first, sg_last,
-    sg_reduce, store,
+    sg_reduce, span_exclusive_scan, span_scan_ok, store,
 )
 
 LOOKBACK = "decoupled_lookback"
@@ -150,7 +150,9 @@ def _publish_and_look_back(state: template(), c, tile, agg, op: template(), dtyp
 @top_level_func
 def scan_cpu(src: template(), src_slot: template(), dst: template(), count, state: template(), c,
              op: template(), dtype: template()):
-    # A full tile is scanned as two interleaved serial chains, one per half (the second starting
+    # Integers of 32 / 64 bits: the tile is scanned by a span statement (in-register prefix sums
+    # over vectors, one combine per vector on the carried path). Otherwise (floats, conversions) a
+    # full tile is scanned as two interleaved serial chains, one per half (the second starting
     # from the first half's aggregate): two elements per combine's latency. The first half is 8
     # elements longer, so that the chains' elements are not a multiple of 4 KiB apart (which the
     # cpu's store-to-load forwarding would take for possible aliases).
@@ -158,7 +160,13 @@ def scan_cpu(src: template(), src_slot: template(), dst: template(), count, stat
         tile = _claim(state)
         lo = tile * tile_size()
         hi = qd.min(lo + tile_size(), count)
-        if hi - lo == tile_size():
+        if qd.static(span_scan_ok(src, src_slot, dst, dtype)):
+            agg = identity_of(op, dtype)
+            for idx in range(lo, hi):
+                agg = reassoc_combine(op, agg, load(src, 0, src_slot, idx, dtype))
+            span_exclusive_scan(dst, src, lo, hi - lo, _publish_and_look_back(state, c, tile, agg, op, dtype), op,
+                                dtype)
+        elif hi - lo == tile_size():
             h = tile_size() // 2 + 8
             a0 = identity_of(op, dtype)
             for idx in range(lo, lo + h):

@@ -18,6 +18,9 @@ The staircase (`scan_staircase`, `reduce_staircase`) is built at compile time fo
 ceil(c_l / tile) of them, stored one level after another in scratch from `part_off` on. Tiles have at
 least 256 elements, so level depth - 1 has at most 256 entries: one tile."""
 from quadrants import types as T
+from quadrants._lib import _core
+from quadrants.lang.ast.values import NdarrayArg
+from quadrants.memory.field import Field
 from quadrants.lang.ast.context import require
 from quadrants.lang.ops import builtin
 from quadrants.lang.simt import reductions as R
@@ -70,6 +73,55 @@ def store(a, off, slot, i, v, dtype):
         v = ctx.expr(ctx.b.bitcast(v.stmt, a.dtype.core))
     ctx.store(ctx.element(a, [ctx.binary("add", off, i)]), v)
     return None
+
+
+# --- span statements (cpu vector loops, csrc/codegen/llvm/span_llvm.cpp) ---------------------------
+def _spans(ctx):
+    """Span statements are made for the cpu, without bounds checks (which check one index per pointer)."""
+    return ctx.arch.name == "cpu" and not ctx.config.bounds_checks
+
+
+def _int_of(a, bits):
+    """`a` (a 1-D array of scalars) holds integers of `bits` bits."""
+    return isinstance(a, (Field, NdarrayArg)) and not a.element_shape and not a.dtype.is_real and a.dtype.bits == bits
+
+
+@builtin
+def span_scan_ok(src, src_slot, dst, dtype):
+    """Compile-time: the cpu scans src (a slot array, or the user's) into dst with a span statement:
+    an integer dtype of 32 / 64 bits that both arrays hold (by width: a slot holds the value's bits)."""
+    ctx = require("qd.algorithms")
+    return (_spans(ctx) and isinstance(src_slot, bool) and not dtype.is_real and dtype.bits in (32, 64) and
+            _int_of(src, dtype.bits) and _int_of(dst, dtype.bits))
+
+
+@builtin
+def span_exclusive_scan(dst, src, lo, count, carry, op, dtype):
+    """dst[lo + k] = carry op src[lo] op ... op src[lo + k - 1] for k < count; returns carry op all."""
+    ctx = require("qd.algorithms")
+    carry = ctx.scalar(carry)
+    carry = ctx.cast(carry, dtype) if carry.dtype is not dtype else carry
+    return ctx.expr(ctx.b.span_exclusive_scan(getattr(_core.BinaryOp, op), ctx.element(dst, [lo]).stmt,
+                                              ctx.element(src, [lo]).stmt, ctx.scalar(count).stmt, carry.stmt))
+
+
+@builtin
+def span_compress_ok(arr, flags, out):
+    """Compile-time: the cpu compacts arr by flags into out with a span statement (scalars of one
+    32 / 64-bit dtype, integer flags)."""
+    ctx = require("qd.algorithms")
+    plain = all(isinstance(a, (Field, NdarrayArg)) and not a.element_shape for a in (arr, flags, out))
+    return (_spans(ctx) and plain and arr.dtype is out.dtype and arr.dtype.bits in (32, 64) and
+            not flags.dtype.is_real and flags.dtype.bits >= 8)
+
+
+@builtin
+def span_compress(out, pos, arr, flags, lo, count, room):
+    """The arr[lo + j] with flags[lo + j] != 0 (j < count), in order, to out[pos:pos + room] (room:
+    exactly their number, or more); returns their number."""
+    ctx = require("qd.algorithms")
+    return ctx.expr(ctx.b.span_compress(ctx.element(out, [pos]).stmt, ctx.element(flags, [lo]).stmt,
+                                        ctx.scalar(count).stmt, ctx.scalar(room).stmt, ctx.element(arr, [lo]).stmt))
 
 
 def _tiles(ctx, count, tile):

@@ -20,7 +20,7 @@ from quadrants.algorithms._common import (
 from quadrants.algorithms._lookback import _claim, _publish_and_look_back, reset_state, use_lookback
 from quadrants.algorithms._phases import (
     GPU_BLOCK_DIM, group_size, lane, num_tiles, rounds_per_tile, scan_staircase, sg_exclusive, sg_first, sg_last,
-    sg_reduce, tile_reduce,
+    sg_reduce, span_compress, span_compress_ok, tile_reduce,
 )
 
 
@@ -59,13 +59,23 @@ def _scatter_cpu(arr: template(), flags: template(), out: template(), scratch, c
         end = qd.cast(scratch[c - 1], qd.i32) + qd.cast(scratch[2 * c - 1], qd.i32)
         if tile + 1 < c:
             end = qd.cast(scratch[c + tile + 1], qd.i32)
+        _compact_tile_cpu(arr, flags, out, tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n), pos, end)
+
+
+@helper_func
+def _compact_tile_cpu(arr: template(), flags: template(), out: template(), lo, hi, pos, end):
+    """The flagged elements of arr[lo:hi], in order, to out[pos:end] (end - pos: their number)."""
+    if qd.static(span_compress_ok(arr, flags, out)):
+        span_compress(out, pos, arr, flags, lo, hi - lo, end - pos)  # vectors of flags, a permute each
+    else:
         # branch-free: every element is written at pos, which advances only past selected ones, so
         # an unselected element's write is overwritten by the next selected one; the writes at the
         # tile's end (another tile's first output) are skipped
-        for idx in range(tile * tile_size(), qd.min(tile * tile_size() + tile_size(), n)):
-            if pos < end:
-                out[pos] = arr[idx]
-            pos += flag_count(flags, idx)
+        at = pos
+        for idx in range(lo, hi):
+            if at < end:
+                out[at] = arr[idx]
+            at += flag_count(flags, idx)
 
 
 @helper_func
@@ -106,11 +116,7 @@ def _lookback_cpu(arr: template(), flags: template(), out: template(), num_out: 
         end = pos + cnt
         if tile == c - 1:
             store_count(num_out, end)
-        # branch-free, as in _scatter_cpu
-        for idx in range(lo, hi):
-            if pos < end:
-                out[pos] = arr[idx]
-            pos += flag_count(flags, idx)
+        _compact_tile_cpu(arr, flags, out, lo, hi, pos, end)
 
 
 @top_level_func

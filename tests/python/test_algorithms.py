@@ -322,6 +322,71 @@ def test_scan_and_select_both_lowerings_cpu(lowering, dtype):
         _check_scan_select(run, dtype, SIZES + [4 * 4096 + 1, 2 ** 22 + 5], np.random.default_rng(11))
 
 
+@test_utils.test(arch=qd.cpu)
+def test_cpu_span_statements_chosen():
+    """cpu: the in-tile scan of 32 / 64-bit integers and select's per-tile compaction of 32 / 64-bit
+    elements are span statements (vector loops, printed in the IR); a float scan keeps its serial
+    chains; with bounds checks (which check one index per pointer) neither is used."""
+    def ir_of(dtype):
+        a, o, sel = (qd.ndarray(dtype, (8,)) for _ in range(3))
+        f, num, s32 = qd.ndarray(qd.i32, (8,)), qd.ndarray(qd.i32, (1,)), qd.ndarray(qd.u32, (8,))
+        return qd.compile(_scan_select_kernel(dtype), a, o, f, sel, num, qd.ndarray(slot_dtype(dtype), (8,)), s32, 8).ir
+
+    for dtype in (qd.i32, qd.u32, qd.i64, qd.u64):
+        ir = ir_of(dtype)
+        assert "span exclusive_scan add" in ir and "span compress" in ir, dtype
+    for lowering in LOWERINGS:  # select's scatter in both lowerings
+        with A._lookback.forced(lowering):
+            assert "span compress" in ir_of(qd.f32)
+    ir = ir_of(qd.f32)
+    assert "span exclusive_scan" not in ir
+    qd.init(arch=qd.cpu, debug=True)
+    assert "span" not in ir_of(qd.i32)
+
+
+@pytest.mark.parametrize("flag_dtype", [qd.u8, qd.i32, qd.i64])
+@pytest.mark.parametrize("dtype", [qd.f32, qd.i64])
+@test_utils.test(arch=qd.cpu)
+def test_cpu_span_edges(flag_dtype, dtype):
+    """The span loops' edges, exact: counts around the vector widths (8 lanes of 32 bits, 4 of 64)
+    and the tile (4096), flags of 1, 4 and 8 bytes with any nonzero value selecting, dense and
+    sparse selections (a tile's last outputs use the masked store), and u32 scan min / max (the
+    identity shifted into the vectors' lanes)."""
+    sizes = [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 4095, 4096, 4097, 4103, 3 * 4096 + 9]
+    cap = max(sizes)
+
+    @qd.kernel
+    def run(a: nd(dtype), flags: nd(flag_dtype), out: nd(dtype), num: nd(qd.i32), s32: nd(qd.u32),
+            u: nd(qd.u32), mn: nd(qd.u32), mx: nd(qd.u32), n: qd.i32):
+        A.select(a, flags, out, num, s32, n, D)
+        A.exclusive_scan_min(u, mn, s32, n, qd.u32, D)
+        A.exclusive_scan_max(u, mx, s32, n, qd.u32, D)
+
+    rng = np.random.default_rng(21)
+    host = inputs(rng, dtype, cap, "random")
+    uh = rng.integers(0, 2 ** 32, cap, dtype=np.uint64).astype(np.uint32)
+    a, out = qd.ndarray(dtype, (cap,)), qd.ndarray(dtype, (cap,))
+    flags, num = qd.ndarray(flag_dtype, (cap,)), qd.ndarray(qd.i32, (1,))
+    u, mn, mx = (qd.ndarray(qd.u32, (cap,)) for _ in range(3))
+    s32 = qd.ndarray(qd.u32, (max(A.select_scratch_slots(cap), A.exclusive_scan_scratch_slots(cap, D)),))
+    a.from_numpy(host)
+    u.from_numpy(uh)
+    for p in (0.9, 0.5, 0.02):
+        fl = (rng.random(cap) < p) * rng.integers(1, 100, cap)
+        flags.from_numpy(fl.astype(np_of(flag_dtype)))
+        for n in sizes:
+            out.from_numpy(np.full(cap, 5, dtype=np_of(dtype)))
+            run(a, flags, out, num, s32, u, mn, mx, n)
+            want = host[:n][fl[:n] != 0]
+            k = num.to_numpy()[0]
+            assert k == len(want), (p, n)
+            got = out.to_numpy()
+            np.testing.assert_array_equal(got[:k], want, err_msg=f"p={p} n={n}")
+            assert (got[k:] == 5).all(), f"p={p} n={n}: wrote past num_out"
+        for got, acc, first in ((mn, np.minimum.accumulate, 2 ** 32 - 1), (mx, np.maximum.accumulate, 0)):
+            np.testing.assert_array_equal(got.to_numpy()[:n], np.concatenate([[first], acc(uh[:n])[:-1]]).astype(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", [qd.i32, qd.u64])
 @test_utils.test(arch=qd.vulkan)
 def test_scan_and_select_recorded_lowering_vulkan(dtype):

@@ -116,6 +116,7 @@ void LlvmCodegen::emit(const Stmt &s) {
       break;
     case StmtKind::Return: emit_return(s); break;
     case StmtKind::Simt: v = target_.emit_simt(*this, s); break;
+    case StmtKind::Span: v = span(s); break;
   }
   if (v) values_[&s] = v;
 }

@@ -96,6 +96,10 @@ class LlvmCodegen {
   void emit_serial_for(const Stmt &s);
   void emit_return(const Stmt &s);
   void start_dead_block();
+  // StmtKind::Span (span_llvm.cpp): a vector loop over the span, then a scalar loop over its tail.
+  llvm::Value *span(const Stmt &s);
+  llvm::Value *span_scan(const Stmt &s);
+  llvm::Value *span_compress(const Stmt &s);
 
   KernelIR &k_;
   LlvmTarget &target_;

@@ -214,6 +214,7 @@ void SpirvCodegen::emit(const Stmt &s) {
     case StmtKind::Return: emit_return(s); break;
     case StmtKind::Simt: v = simt(s); break;
     case StmtKind::Fns: throw std::logic_error("internal: fns reached the SPIR-V codegen unlegalized");
+    case StmtKind::Span: throw std::logic_error("internal: a span statement (cpu only) reached the SPIR-V codegen");
   }
   if (v) values_[&s] = v;
 }

@@ -417,6 +417,7 @@ class Determinizer {
     for (const auto &[buffer, atomics] : field_targets)
       for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
     staged = staged && !skips;
+    skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
     staged_ = !barrier && staged;
     if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
@@ -481,7 +482,8 @@ class Determinizer {
   // In a chunked loop (chunk_loop) an addend is its unsplit signed value sw added to one of eight
   // i64 accumulators of the chunk (the one of its limb: 256 adds of |sw| < 2^55 cannot overflow),
   // and each accumulator goes to the slots, split, after the chunk: four operations per limb
-  // fewer per addend, the same integers in the slots.
+  // fewer per addend, the same integers in the slots. On the cpu the chunk first sums its addends
+  // in f64 (fast_sum); only a chunk that sum cannot hold exactly decodes them.
   void uniform_sum(const std::vector<Stmt *> &atomics, Task &finish) {
     const SourceLoc loc = atomics[0]->loc;
     const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
@@ -491,13 +493,20 @@ class Determinizer {
       std::vector<Stmt *> acc;
       for (int k = 0; k < kLimbs - 1; k++) acc.push_back(pre.var(T::i64, i64(pre, 0)));
       Stmt *flags = pre.var(T::i64, i64(pre, 0));
-      for (Stmt *a : atomics) {
-        IrEmitter e(a);
-        Parts p = decode(e, addend(e, a), T::i64);
+      auto accumulate = [&](IrEmitter &e, Stmt *v) {
+        Parts p = decode(e, v, T::i64);
         for (int k = 0; k < kLimbs - 1; k++)
           e.store(acc[k], e.bin(B::Add, e.load(acc[k]), e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.sw, i64(e, 0))));
         e.store(flags, e.bin(B::BitOr, e.load(flags), p.flags));
-        drop_atomic(a);
+      };
+      if (cpu_) {
+        fast_sum(atomics, acc, flags, accumulate);
+      } else {
+        for (Stmt *a : atomics) {
+          IrEmitter e(a);
+          accumulate(e, addend(e, a));
+          drop_atomic(a);
+        }
       }
       IrEmitter post(*chunk_outer_->body, loc);
       Stmt *hi = i64(post, 0);  // the previous accumulator's high part
@@ -531,6 +540,77 @@ class Determinizer {
       limbs.push_back(f.bin(B::Add, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + k)}), contribution(f, init, k)));
     Stmt *flags = f.bin(B::BitOr, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + kLimbs)}), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+  }
+
+  // cpu, a chunked same-address sum: the chunk's addends summed in f64, exactly when they allow
+  // it. Every addend is an integer m 2^s in units of 2^-149 (m < 2^24, s = max(exponent field, 1) - 1);
+  // with at most 256 of them, all of the non-zero ones with s in [smin, smin + 21], every partial
+  // sum, in any order, is a multiple of 2^smin below 2^53 2^smin: an f64 holds it exactly, so the
+  // add may be reassociated (LLVM vectorises it). Beside it the loop keeps the smallest and largest
+  // non-zero |addend| (their bits: min and max of (bits << 1) - 1 and bits << 1) and stores each
+  // addend's bits in a per-chunk array (-0.0, which adds nothing, first where an iteration may have
+  // none: the atomic under an if, or a continue / break / return in the loop).
+  // After the chunk: if the range holds (no inf / NaN, some addend non-zero, so the flags are just
+  // kNotNegZero), the sum, an integer N < 2^63 times 2^P (P = min(smin, 223)), goes to accumulators
+  // P / 32 and P / 32 + 1; otherwise a second loop decodes the stored bits (`accumulate`).
+  void fast_sum(const std::vector<Stmt *> &atomics, const std::vector<Stmt *> &acc, Stmt *flags,
+                const std::function<void(IrEmitter &, Stmt *)> &accumulate) {
+    const SourceLoc loc = atomics[0]->loc;
+    IrEmitter pre(chunk_inner_);
+    pre.mark_exact();
+    Stmt *sum = pre.var(T::f64, pre.c(T::f64, 0.0));
+    Stmt *low = pre.var(T::u32, pre.ci(T::u32, 0xFFFFFFFF)), *high = pre.var(T::u32, pre.ci(T::u32, 0));
+    std::vector<int> bits;
+    for (Stmt *a : atomics) {
+      int b = stage("sum.bits", T::i32);
+      bits.push_back(b);
+      if (skips_ || a->parent != loop_body_) {  // an iteration may not store: -0.0 first
+        Stmt *j;
+        IrEmitter fill = pre.for_(pre.ci(T::i32, 0), chunk_trips_, j);
+        fill.add(StmtKind::GlobalStore, T::none, {private_ptr(fill, b, j), fill.ci(T::i32, std::numeric_limits<int32_t>::min())});
+      }
+      IrEmitter e(a);
+      e.mark_exact();
+      Stmt *v = addend(e, a);
+      Stmt *u = e.bitcast(v, T::u32);
+      Stmt *i = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+      e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, i), e.bitcast(u, T::i32)});
+      Stmt *mag = e.bin(B::Shl, u, e.ci(T::u32, 1));
+      e.store(low, e.bin(B::Min, e.load(low), e.bin(B::Sub, mag, e.ci(T::u32, 1))));
+      e.store(high, e.bin(B::Max, e.load(high), mag));
+      Stmt *add = e.bin(B::Add, e.load(sum), e.cast(v, T::f64));
+      add->reassoc = true;
+      e.store(sum, add);
+      drop_atomic(a);
+    }
+    IrEmitter post(*chunk_outer_->body, loc);
+    post.mark_exact();
+    Stmt *lo = post.load(low), *hi = post.load(high);
+    auto s_of = [&](Stmt *m) {  // bits << 1 -> s
+      Stmt *ex = post.cast(post.bin(B::Shr, m, post.ci(T::u32, 24)), T::i64);
+      return post.bin(B::Sub, post.bin(B::Max, ex, i64(post, 1)), i64(post, 1));
+    };
+    Stmt *smin = s_of(post.bin(B::Add, lo, post.ci(T::u32, 1))), *smax = s_of(hi);
+    Stmt *fits = post.both(post.both(post.bin(B::Ne, lo, post.ci(T::u32, 0xFFFFFFFF)), post.bin(B::Lt, hi, post.ci(T::u32, 0xFF000000))),
+                           post.bin(B::Le, post.bin(B::Sub, smax, smin), i64(post, 21)));
+    IrEmitter fast = post.if_(fits);
+    Stmt *p = fast.bin(B::Min, smin, i64(fast, 223));
+    Stmt *scale = fast.bitcast(fast.bin(B::Shl, fast.bin(B::Sub, i64(fast, 1023 + 149), p), i64(fast, 52)), T::f64);  // 2^(149 - P)
+    Stmt *n = fast.cast(fast.bin(B::Mul, fast.load(sum), scale), T::i64);
+    Stmt *limb = fast.bin(B::Shr, p, i64(fast, 5)), *r = fast.bin(B::BitAnd, p, i64(fast, 31));
+    Stmt *at = fast.bin(B::BitAnd, fast.bin(B::Shl, n, r), i64(fast, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb P / 32
+    Stmt *above = fast.bin(B::Shr, n, fast.bin(B::Sub, i64(fast, 32), r));          // the rest, |.| < 2^62: the next limb
+    for (int k = 0; k < kLimbs - 1; k++) {
+      Stmt *here = fast.sel(fast.bin(B::Eq, limb, i64(fast, k)), at, fast.sel(fast.bin(B::Eq, limb, i64(fast, k - 1)), above, i64(fast, 0)));
+      fast.store(acc[k], fast.bin(B::Add, fast.load(acc[k]), here));
+    }
+    fast.store(flags, i64(fast, kNotNegZero));
+    IrEmitter slow = post.if_(post.not_(fits));
+    for (int b : bits) {
+      Stmt *j;
+      IrEmitter in = slow.for_(slow.ci(T::i32, 0), chunk_trips_, j);
+      accumulate(in, in.bitcast(in.add(StmtKind::GlobalLoad, T::i32, {private_ptr(in, b, j)}), T::f32));
+    }
   }
 
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
@@ -879,6 +959,7 @@ class Determinizer {
   int64_t chunk_ = 1;
   bool chunk_sums_ = false;  // the same-address sums use the chunks
   bool staged_ = false;      // a small field's updates in the loop body are staged per chunk (cpu)
+  bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 

@@ -341,6 +341,81 @@ def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
         assert _bits(total[None]) == want, k
 
 
+def _chunk_cases():
+    """256-addend blocks (one cpu chunk each) whose non-zero magnitudes span few exponents (the cpu
+    sums those in f64) or more, around the bounds of that path, plus a short tail."""
+    rng = np.random.default_rng(29)
+    top = np.float32(2.0 ** -100 * (2 - 2.0 ** -23))  # the largest significand
+    def span(k, sign=1.0):  # 255 addends 2^k above the one odd smallest
+        v = np.full(256, top * np.float32(2.0 ** k), np.float32) * np.float32(sign)
+        v[17] = np.float32(2.0 ** -100 * (1 + 2.0 ** -23))
+        return v
+    near_max = np.float32(3.0e38) * np.where(np.arange(256) % 2 == 0, 1, -1).astype(np.float32)
+    near_max[5] = np.float32(1.5e33)  # 2^110 .. 2^127: s above 223
+    return {
+        "uniform [0, 1)": rng.random(256, dtype=np.float32),
+        "across 1.0 with both signs": (rng.uniform(0.5, 2.0, 256) * rng.choice([-1, 1], 256)).astype(np.float32),
+        "span 21 at the largest significands": span(21),
+        "span 21 negative": span(21, -1.0),
+        "span 22": span(22),
+        "span 40": span(40),
+        "subnormals": (rng.integers(-2 ** 23, 2 ** 23, 256) * 2.0 ** -149).astype(np.float32),
+        "near the largest f32": near_max,
+        "overflow": np.full(256, 3.0e38, np.float32),
+        "zeros and -0.0": np.where(np.arange(256) % 3 == 0, 0.0, -0.0).astype(np.float32),
+        "only -0.0": np.full(256, -0.0, np.float32),
+        "an infinity": np.where(np.arange(256) == 200, np.inf, 1.0).astype(np.float32),
+        "a NaN": np.where(np.arange(256) == 3, np.nan, 1.0).astype(np.float32),
+        "a tiny one among ones": np.where(np.arange(256) == 9, 2.0 ** -100, 1.0).astype(np.float32),
+        "a short tail": rng.random(100, dtype=np.float32),
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
+    """The cpu sums a chunk in f64 when at most 256 addends' magnitudes span at most 21 exponents
+    (its sum is then exact), and decodes each addend otherwise: every block here, alone and all in
+    one loop, with an old value, under an if and with two sums of one target per iteration, gives
+    the reference's bits, on 1 and 2 threads and on Vulkan."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    total = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+
+    @qd.kernel
+    def guarded(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            if i % 3 != 1:
+                total[None] -= x[i]
+
+    @qd.kernel
+    def twice(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0] // 2):
+            total[None] += x[2 * i]
+            total[None] += x[2 * i + 1]
+
+    cases = _chunk_cases()
+    cases["all of them"] = np.concatenate(list(cases.values()))
+    for name, xs in cases.items():
+        for old in (np.float32(0.0), np.float32(-0.0), np.float32(0.75)):
+            total[None] = old
+            plain(xs)
+            assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[old], xs]))), (name, old)
+        total[None] = -0.0
+        guarded(xs)
+        kept = -xs[np.arange(len(xs)) % 3 != 1]
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], kept]))), name
+        total[None] = 0.25
+        twice(xs)
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0.25)], xs[:len(xs) // 2 * 2]]))), name
+
+
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_histogram_updates_staged_per_chunk_on_the_cpu():
     """On the cpu a small field's updates in the loop body itself are decoded a chunk at a time into

@@ -638,6 +638,11 @@ class Determinizer {
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
+    std::vector<Stmt *> staged;  // (see Window)
+    for (Stmt *a : atomics)
+      if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
+    Window w;
+    if (!staged.empty()) w = window(t, d, n, staged, loc);
     for (Stmt *a : atomics) {
       IrEmitter e(a);
       const Stmt &p = *a->operands[0];
@@ -647,25 +652,28 @@ class Determinizer {
         flat = flat ? e.bin(B::Add, e.bin(B::Mul, flat, e.ci(T::i32, d.shape[i])), x) : x;
       }
       Stmt *el = flat ? flat : e.ci(T::i32, 0);
+      if (!w.staged.empty() && a->parent == loop_body_) {  // staged: its element and bits, applied after the chunk
+        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".bits", T::i32), stage(d.name + ".limb", T::i32),
+                  stage(d.name + ".sw", T::i64), stage(d.name + ".flags", T::i64)};
+        e.mark_exact();
+        Stmt *u = e.bitcast(addend(e, a), T::u32);
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.el, j), el});
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.bits, j), e.bitcast(u, T::i32)});
+        Stmt *mag = e.bin(B::Shl, u, e.ci(T::u32, 1));
+        e.store(w.low, e.bin(B::Min, e.load(w.low), e.bin(B::Sub, mag, e.ci(T::u32, 1))));
+        e.store(w.high, e.bin(B::Max, e.load(w.high), mag));
+        w.arrays.push_back(st);
+        drop_atomic(a);
+        continue;
+      }
       Parts q = decode(e, addend(e, a));
       Stmt *k = e.cast(q.limb, T::i32);
-      Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
-      Stmt *flags = lay.flags(e, el);
-      if (priv >= 0 && staged_ && a->parent == loop_body_) {  // staged: decoded here, applied after the chunk
-        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
-        Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".limb", T::i32), stage(d.name + ".sw", T::i64),
-                  stage(d.name + ".flags", T::i64)};
-        for (auto [b, x] : {std::pair{st.el, el}, {st.k, k}, {st.sw, q.sw}, {st.flags, q.flags}})
-          e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, j), x});
-        IrEmitter post(*chunk_outer_->body, loc);
-        Stmt *apply = range_for(post, post.ci(T::i32, 0), chunk_trips_, true);
-        IrEmitter in(*apply->body, loc);
-        Stmt *i = in.add(StmtKind::LoopIndex, T::i32, {apply});
-        auto get = [&](int b, DataType dt) { return in.add(StmtKind::GlobalLoad, dt, {private_ptr(in, b, i)}); };
-        private_update(in, priv, first, lay, get(st.el, T::i32), get(st.k, T::i32), get(st.sw, T::i64), get(st.flags, T::i64));
-      } else if (priv >= 0) {
+      if (priv >= 0) {
         private_update(e, priv, first, lay, el, k, q.sw, q.flags);
       } else {
+        Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
+        Stmt *flags = lay.flags(e, el);
         atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
         atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
         if (lay.rows()) {
@@ -678,6 +686,7 @@ class Determinizer {
       }
       drop_atomic(a);
     }
+    if (!w.staged.empty()) apply_window(t, w, n, priv, first, lay, loc);
     if (priv >= 0) flush_private(t, priv, first, lay, loc);
     Stmt *loop;
     Task fin = parallel_task(n, loc, loop);
@@ -712,10 +721,125 @@ class Determinizer {
     return p;
   }
 
-  // A chunk's decoded updates of one atomic (field_sum), one entry per iteration of the chunk.
+  // A chunk's updates of one atomic (field_sum), one entry per iteration of the chunk: the element
+  // and the addend's bits, and (a chunk the window does not take) its decoded limb, value, flags.
   struct Staged {
-    int el, k, sw, flags;
+    int el, bits, k, sw, flags;
   };
+
+  // cpu, a small field's staged updates: summed in f64 per element while a window allows it.
+  // Every addend is m 2^s in units of 2^-149 (m < 2^24, s = max(exponent field, 1) - 1). While
+  // every non-zero addend of the updates since the last flush has s in [lo, hi], hi - lo = span,
+  // lo <= 223, and chunks * (staged atomics) * 256 * 2^span <= 2^29, each element's f64 sum is a
+  // multiple of 2^lo below 2^(lo + 53): exact. It starts at -0.0, and IEEE addition keeps -0.0
+  // only while every addend is -0.0: its sign bit is the flags' "not -0.0". A chunk with an inf /
+  // NaN, a span over 21 or an s over 223 goes the decoded way; a chunk the window cannot take
+  // otherwise first flushes the f64 sums into the private copy (each an integer N < 2^53 times
+  // 2^lo: two private_update) and starts a new window; so does the end of the thread's share.
+  struct Window {
+    std::vector<Stmt *> staged;
+    std::vector<Staged> arrays;
+    int sums = -1;                                        // the f64 per element (thread-private)
+    Stmt *lo = nullptr, *hi = nullptr, *chunks = nullptr;  // i64 variables of the thread
+    Stmt *low = nullptr, *high = nullptr;                  // u32, the chunk's: min (bits << 1) - 1, max bits << 1
+  };
+  static constexpr int64_t kNoWindow = int64_t(1) << 20;
+
+  Window window(Task &t, const BufferDesc &d, int64_t n, const std::vector<Stmt *> &staged, const SourceLoc &loc) {
+    Window w;
+    w.staged = staged;
+    BufferDesc sums{BufferKind::Private, T::f64, {n}};
+    sums.name = d.name + ".f64";
+    w.sums = k_.add_buffer(sums);
+    IrEmitter pl(t.pre_loop, loc);
+    w.lo = pl.var(T::i64, i64(pl, kNoWindow));
+    w.hi = pl.var(T::i64, i64(pl, -kNoWindow));
+    w.chunks = pl.var(T::i64, i64(pl, 0));
+    Stmt *el;
+    IrEmitter z = pl.for_(pl.ci(T::i32, 0), pl.ci(T::i32, n), el);
+    z.add(StmtKind::GlobalStore, T::none, {private_ptr(z, w.sums, el), z.c(T::f64, -0.0)});
+    t.min_chunk += (2 * n + chunk_ - 1) / chunk_;
+    IrEmitter pre(chunk_inner_);
+    w.low = pre.var(T::u32, pre.ci(T::u32, 0xFFFFFFFF));
+    w.high = pre.var(T::u32, pre.ci(T::u32, 0));
+    return w;
+  }
+
+  // The f64 sums into the private copy, -0.0 again, no window.
+  void flush_window(IrEmitter &e, const Window &w, int64_t n, int priv, int64_t first, const Layout &lay) {
+    Stmt *el;
+    IrEmitter in = e.for_(e.ci(T::i32, 0), e.ci(T::i32, n), el);
+    in.mark_exact();
+    Stmt *sp = private_ptr(in, w.sums, el);
+    Stmt *f = in.add(StmtKind::GlobalLoad, T::f64, {sp});
+    IrEmitter some = in.if_(in.bin(B::Ne, in.bitcast(f, T::i64), i64(in, std::numeric_limits<int64_t>::min())));
+    Stmt *p = some.bin(B::Min, some.load(w.lo), i64(some, 223));  // (no window: the sum is +0.0)
+    Stmt *scale = some.bitcast(some.bin(B::Shl, some.bin(B::Sub, i64(some, 1023 + 149), p), i64(some, 52)), T::f64);
+    Stmt *v = some.cast(some.bin(B::Mul, f, scale), T::i64);
+    Stmt *k = some.cast(some.bin(B::Shr, p, i64(some, 5)), T::i32), *r = some.bin(B::BitAnd, p, i64(some, 31));
+    private_update(some, priv, first, lay, el, k, some.bin(B::BitAnd, some.bin(B::Shl, v, r), i64(some, 0xFFFFFFFF)),
+                   i64(some, kNotNegZero));
+    private_update(some, priv, first, lay, el, some.bin(B::Add, k, some.ci(T::i32, 1)),
+                   some.bin(B::Shr, v, some.bin(B::Sub, i64(some, 32), r)), i64(some, 0));
+    some.add(StmtKind::GlobalStore, T::none, {private_ptr(some, w.sums, el), some.c(T::f64, -0.0)});
+    e.store(w.lo, i64(e, kNoWindow));
+    e.store(w.hi, i64(e, -kNoWindow));
+    e.store(w.chunks, i64(e, 0));
+  }
+
+  // After each chunk: the window's sums or the decoded updates; the last flush after the thread's share.
+  void apply_window(Task &t, const Window &w, int64_t n, int priv, int64_t first, const Layout &lay, const SourceLoc &loc) {
+    IrEmitter post(*chunk_outer_->body, loc);
+    post.mark_exact();
+    const int64_t count = static_cast<int64_t>(w.staged.size());
+    Stmt *low = post.load(w.low), *high = post.load(w.high);
+    auto s_of = [&](Stmt *m) {  // bits << 1 -> s
+      Stmt *ex = post.cast(post.bin(B::Shr, m, post.ci(T::u32, 24)), T::i64);
+      return post.bin(B::Sub, post.bin(B::Max, ex, i64(post, 1)), i64(post, 1));
+    };
+    Stmt *any = post.bin(B::Ne, low, post.ci(T::u32, 0xFFFFFFFF));
+    Stmt *cmin = s_of(post.bin(B::Add, low, post.ci(T::u32, 1))), *cmax = s_of(high);
+    auto fits = [&](IrEmitter &e, Stmt *lo, Stmt *hi, Stmt *chunks) {
+      Stmt *span = e.bin(B::Sub, hi, lo);
+      Stmt *adds = e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, count)), e.bin(B::Max, span, i64(e, 0)));
+      return e.both(e.bin(B::Le, span, i64(e, 21)), e.bin(B::Le, adds, i64(e, int64_t(1) << 21)));
+    };
+    auto widened = [&](IrEmitter &e) {  // the window with this chunk's addends
+      return std::pair{e.sel(any, e.bin(B::Min, e.load(w.lo), cmin), e.load(w.lo)),
+                       e.sel(any, e.bin(B::Max, e.load(w.hi), cmax), e.load(w.hi))};
+    };
+    Stmt *alone = post.both(post.bin(B::Lt, high, post.ci(T::u32, 0xFF000000)),
+                            post.either(post.not_(any), post.both(post.bin(B::Le, cmin, i64(post, 223)),
+                                                                  fits(post, cmin, cmax, i64(post, 1)))));
+    {
+      auto [lo, hi] = widened(post);
+      IrEmitter full = post.if_(post.both(alone, post.not_(fits(post, lo, hi, post.bin(B::Add, post.load(w.chunks), i64(post, 1))))));
+      flush_window(full, w, n, priv, first, lay);
+    }
+    IrEmitter fast = post.if_(alone);
+    auto [lo, hi] = widened(fast);
+    fast.store(w.lo, lo);
+    fast.store(w.hi, hi);
+    fast.store(w.chunks, fast.bin(B::Add, fast.load(w.chunks), i64(fast, 1)));
+    IrEmitter slow = post.if_(post.not_(alone));
+    for (const Staged &st : w.arrays) {
+      auto get = [&](IrEmitter &e, int b, DataType dt, Stmt *j) { return e.add(StmtKind::GlobalLoad, dt, {private_ptr(e, b, j)}); };
+      Stmt *j;
+      IrEmitter add = fast.for_(fast.ci(T::i32, 0), chunk_trips_, j);
+      Stmt *sp = private_ptr(add, w.sums, get(add, st.el, T::i32, j));
+      Stmt *v = add.cast(add.bitcast(get(add, st.bits, T::i32, j), T::f32), T::f64);
+      add.add(StmtKind::GlobalStore, T::none, {sp, add.bin(B::Add, add.add(StmtKind::GlobalLoad, T::f64, {sp}), v)});
+      IrEmitter dec = slow.for_(slow.ci(T::i32, 0), chunk_trips_, j);
+      Parts q = decode(dec, dec.bitcast(get(dec, st.bits, T::i32, j), T::f32), T::i64);
+      for (auto [b, x] : {std::pair{st.k, dec.cast(q.limb, T::i32)}, {st.sw, q.sw}, {st.flags, q.flags}})
+        dec.add(StmtKind::GlobalStore, T::none, {private_ptr(dec, b, j), x});
+      IrEmitter in = slow.for_(slow.ci(T::i32, 0), chunk_trips_, j);
+      private_update(in, priv, first, lay, get(in, st.el, T::i32, j), get(in, st.k, T::i32, j), get(in, st.sw, T::i64, j),
+                     get(in, st.flags, T::i64, j));
+    }
+    IrEmitter end(t.post_loop, loc);
+    flush_window(end, w, n, priv, first, lay);
+  }
   int stage(const std::string &name, DataType dt) {
     BufferDesc b{BufferKind::Private, dt, {chunk_}};
     b.name = name;

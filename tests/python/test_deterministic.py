@@ -352,6 +352,8 @@ def _chunk_cases():
         return v
     near_max = np.float32(3.0e38) * np.where(np.arange(256) % 2 == 0, 1, -1).astype(np.float32)
     near_max[5] = np.float32(1.5e33)  # 2^110 .. 2^127: s above 223
+    tie = np.full(256, -0.0, np.float32)  # 1 + 2^-22 + 2^-24 is a tie (to 1 + 2^-22); the 2^-60s break it
+    tie[0], tie[1], tie[2:10] = 1 + 2.0 ** -22, 2.0 ** -24, 2.0 ** -60
     return {
         "uniform [0, 1)": rng.random(256, dtype=np.float32),
         "across 1.0 with both signs": (rng.uniform(0.5, 2.0, 256) * rng.choice([-1, 1], 256)).astype(np.float32),
@@ -367,6 +369,7 @@ def _chunk_cases():
         "an infinity": np.where(np.arange(256) == 200, np.inf, 1.0).astype(np.float32),
         "a NaN": np.where(np.arange(256) == 3, np.nan, 1.0).astype(np.float32),
         "a tiny one among ones": np.where(np.arange(256) == 9, 2.0 ** -100, 1.0).astype(np.float32),
+        "a tie the 2^-60s decide": tie,
         "a short tail": rng.random(100, dtype=np.float32),
     }
 
@@ -457,6 +460,68 @@ def test_histogram_updates_staged_per_chunk_on_the_cpu():
         sel = xs[(bins == j) & (xs >= 0)]
         assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.0)], sel]))), j
 
+
+def _histogram_cases():
+    """(addends, bins) for 40 bins: runs of 256 iterations (one cpu chunk) whose magnitudes keep to
+    a few exponents (the cpu's per-bin f64 sums), change range (a flush), or do not fit."""
+    rng = np.random.default_rng(31)
+    top = np.float32(2.0 ** -80 * (2 - 2.0 ** -23))  # the largest significand
+    odd = np.float32(2.0 ** -80 * (1 + 2.0 ** -23))
+
+    def span(k, count):  # into bin 0: the largest significand 2^k above an odd smallest, per 256
+        v = np.full(count, top * np.float32(2.0 ** k), np.float32)
+        v[::256] = odd
+        return v, np.zeros(count, np.int32)
+
+    uniform = rng.random(5003, dtype=np.float32)
+    ranges = np.concatenate([rng.random(256, dtype=np.float32) * np.float32(2.0 ** (-60 if c % 2 else 10))
+                             for c in range(12)])
+    zeros = np.where(np.arange(2048) % 5 == 0, 0.0, -0.0).astype(np.float32)
+    zbins = (np.arange(2048) % 7).astype(np.int32) + np.where(np.arange(2048) % 5 == 0, 0, 20).astype(np.int32)
+    cancel = np.repeat(rng.random(512, dtype=np.float32), 2) * np.tile(np.float32([1, -1]), 512)
+    specials = rng.random(2048, dtype=np.float32)
+    specials[600], specials[1300], specials[1301] = np.inf, np.nan, -np.inf
+    big = rng.random(1024, dtype=np.float32) * np.where(np.arange(1024) < 512, 1.0, 1e30).astype(np.float32)
+    tie = rng.random(512, dtype=np.float32)  # bin 0: 1 + 2^-22 + 2^-24 (a tie) and 2^-60s that break it
+    tie[0], tie[1], tie[2:10] = 1 + 2.0 ** -22, 2.0 ** -24, 2.0 ** -60
+    return {
+        "uniform": (uniform, rng.integers(0, 40, len(uniform)).astype(np.int32)),
+        "a range per chunk": (ranges, rng.integers(0, 40, len(ranges)).astype(np.int32)),
+        "span 21, two chunks": span(21, 512),
+        "span 13, 65536 in one bin": span(13, 65536),
+        "span 22": span(22, 512),
+        "zeros": (zeros, zbins),
+        "cancelling pairs": (cancel, (np.arange(1024) // 2 % 40).astype(np.int32)),
+        "inf and NaN": (specials, rng.integers(0, 40, 2048).astype(np.int32)),
+        "smallest past 2^98": (big, rng.integers(0, 40, 1024).astype(np.int32)),
+        "a tie the 2^-60s decide": (tie, np.where(np.arange(512) < 10, 0, np.arange(512) % 39 + 1).astype(np.int32)),
+        "a short tail": (uniform[:300] - np.float32(0.5), rng.integers(0, 40, 300).astype(np.int32)),
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_histogram_chunks_of_few_exponents_give_the_reference(threads, req_arch):
+    """On the cpu a small field's staged updates go to per-bin f64 sums while the addends since the
+    last flush keep to few exponents (flushed when the range changes, and at the end); other chunks
+    are decoded. Each case, with the old values 0.5 and -0.0, gives the reference's bits per bin."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    h = qd.field(qd.f32, shape=40)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            h[b[i]] += x[i]
+
+    for name, (xs, bins) in _histogram_cases().items():
+        for old in (np.float32(0.5), np.float32(-0.0)):
+            h.fill(old)
+            k(xs, bins)
+            got = h.to_numpy()
+            for j in range(40):
+                assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[bins == j]]))), (name, old, j)
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():

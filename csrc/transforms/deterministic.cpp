@@ -53,6 +53,8 @@ constexpr int64_t kCachedElements = 65536;  // fields up to this size: their slo
 constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
 constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
 constexpr int64_t kChunkAdds = 256;  // same-address sums: unsplit addends (< 2^55) per i64 accumulator
+constexpr int64_t kCpuChunkAdds = 1024;  // cpu: addends per chunk (fast_sum), decoded 256 at a time
+constexpr int kCpuSpan = 19;  // cpu: 1024 addends within 19 exponents: f64 partial sums below 2^(24 + 19 + 10)
 constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
 constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
@@ -420,7 +422,8 @@ class Determinizer {
     skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
     staged_ = !barrier && staged;
-    if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
+    const int64_t adds = cpu_ ? kCpuChunkAdds : kChunkAdds;
+    if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
     for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
@@ -499,27 +502,33 @@ class Determinizer {
           e.store(acc[k], e.bin(B::Add, e.load(acc[k]), e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.sw, i64(e, 0))));
         e.store(flags, e.bin(B::BitOr, e.load(flags), p.flags));
       };
+      // The accumulators into the slots, split, and zero again.
+      auto flush = [&](IrEmitter &post) {
+        Stmt *hi = i64(post, 0);  // the previous accumulator's high part
+        for (int k = 0; k < kLimbs; k++) {
+          Stmt *v = hi;
+          if (k < kLimbs - 1) {
+            Stmt *x = post.load(acc[k]);
+            v = post.bin(B::Add, post.bin(B::BitAnd, x, i64(post, 0xFFFFFFFF)), hi);
+            hi = post.bin(B::Shr, x, i64(post, 32));
+            post.store(acc[k], i64(post, 0));
+          }
+          atomic(post, AtomicOp::Add, slot(post, first + k), v);
+        }
+        atomic(post, AtomicOp::Or, slot(post, first + kLimbs), post.load(flags));
+        post.store(flags, i64(post, 0));
+      };
       if (cpu_) {
-        fast_sum(atomics, acc, flags, accumulate);
+        fast_sum(atomics, accumulate, acc, flags, flush);
       } else {
         for (Stmt *a : atomics) {
           IrEmitter e(a);
           accumulate(e, addend(e, a));
           drop_atomic(a);
         }
+        IrEmitter post(*chunk_outer_->body, loc);
+        flush(post);
       }
-      IrEmitter post(*chunk_outer_->body, loc);
-      Stmt *hi = i64(post, 0);  // the previous accumulator's high part
-      for (int k = 0; k < kLimbs; k++) {
-        Stmt *v = hi;
-        if (k < kLimbs - 1) {
-          Stmt *x = post.load(acc[k]);
-          v = post.bin(B::Add, post.bin(B::BitAnd, x, i64(post, 0xFFFFFFFF)), hi);
-          hi = post.bin(B::Shr, x, i64(post, 32));
-        }
-        atomic(post, AtomicOp::Add, slot(post, first + k), v);
-      }
-      atomic(post, AtomicOp::Or, slot(post, first + kLimbs), post.load(flags));
     } else {
       for (Stmt *a : atomics) {
         IrEmitter e(a);
@@ -544,17 +553,19 @@ class Determinizer {
 
   // cpu, a chunked same-address sum: the chunk's addends summed in f64, exactly when they allow
   // it. Every addend is an integer m 2^s in units of 2^-149 (m < 2^24, s = max(exponent field, 1) - 1);
-  // with at most 256 of them, all of the non-zero ones with s in [smin, smin + 21], every partial
+  // with at most 1024 of them, all of the non-zero ones with s in [smin, smin + 19], every partial
   // sum, in any order, is a multiple of 2^smin below 2^53 2^smin: an f64 holds it exactly, so the
   // add may be reassociated (LLVM vectorises it). Beside it the loop keeps the smallest and largest
   // non-zero |addend| (their bits: min and max of (bits << 1) - 1 and bits << 1) and stores each
   // addend's bits in a per-chunk array (-0.0, which adds nothing, first where an iteration may have
   // none: the atomic under an if, or a continue / break / return in the loop).
-  // After the chunk: if the range holds (no inf / NaN, some addend non-zero, so the flags are just
-  // kNotNegZero), the sum, an integer N < 2^63 times 2^P (P = min(smin, 223)), goes to accumulators
-  // P / 32 and P / 32 + 1; otherwise a second loop decodes the stored bits (`accumulate`).
-  void fast_sum(const std::vector<Stmt *> &atomics, const std::vector<Stmt *> &acc, Stmt *flags,
-                const std::function<void(IrEmitter &, Stmt *)> &accumulate) {
+  // After the chunk: if the range holds (some addend non-zero, so the flags are just kNotNegZero;
+  // smax <= 251: no inf / NaN, all below 2^126), the sum, an integer N < 2^62 times 2^P
+  // (P = min(smin, 223)), goes to accumulators
+  // P / 32 and P / 32 + 1; otherwise a second loop decodes the stored bits (`accumulate`), flushing
+  // the accumulators every 256.
+  void fast_sum(const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
+                const std::vector<Stmt *> &acc, Stmt *flags, const std::function<void(IrEmitter &)> &flush) {
     const SourceLoc loc = atomics[0]->loc;
     IrEmitter pre(chunk_inner_);
     pre.mark_exact();
@@ -591,8 +602,8 @@ class Determinizer {
       return post.bin(B::Sub, post.bin(B::Max, ex, i64(post, 1)), i64(post, 1));
     };
     Stmt *smin = s_of(post.bin(B::Add, lo, post.ci(T::u32, 1))), *smax = s_of(hi);
-    Stmt *fits = post.both(post.both(post.bin(B::Ne, lo, post.ci(T::u32, 0xFFFFFFFF)), post.bin(B::Lt, hi, post.ci(T::u32, 0xFF000000))),
-                           post.bin(B::Le, post.bin(B::Sub, smax, smin), i64(post, 21)));
+    Stmt *fits = post.both(post.both(post.bin(B::Ne, lo, post.ci(T::u32, 0xFFFFFFFF)), post.bin(B::Le, smax, i64(post, 251))),
+                           post.bin(B::Le, post.bin(B::Sub, smax, smin), i64(post, kCpuSpan)));
     IrEmitter fast = post.if_(fits);
     Stmt *p = fast.bin(B::Min, smin, i64(fast, 223));
     Stmt *scale = fast.bitcast(fast.bin(B::Shl, fast.bin(B::Sub, i64(fast, 1023 + 149), p), i64(fast, 52)), T::f64);  // 2^(149 - P)
@@ -605,11 +616,17 @@ class Determinizer {
       fast.store(acc[k], fast.bin(B::Add, fast.load(acc[k]), here));
     }
     fast.store(flags, i64(fast, kNotNegZero));
+    flush(fast);
     IrEmitter slow = post.if_(post.not_(fits));
-    for (int b : bits) {
+    for (int b : bits) {  // kChunkAdds at a time: what the accumulators hold
+      Stmt *part;
+      IrEmitter parts = slow.for_(slow.ci(T::i32, 0), slow.bin(B::Div, slow.bin(B::Add, chunk_trips_, slow.ci(T::i32, kChunkAdds - 1)),
+                                                           slow.ci(T::i32, kChunkAdds)), part);
+      Stmt *from = parts.bin(B::Mul, part, parts.ci(T::i32, kChunkAdds));
       Stmt *j;
-      IrEmitter in = slow.for_(slow.ci(T::i32, 0), chunk_trips_, j);
+      IrEmitter in = parts.for_(from, parts.bin(B::Min, parts.bin(B::Add, from, parts.ci(T::i32, kChunkAdds)), chunk_trips_), j);
       accumulate(in, in.bitcast(in.add(StmtKind::GlobalLoad, T::i32, {private_ptr(in, b, j)}), T::f32));
+      flush(parts);
     }
   }
 
@@ -730,7 +747,7 @@ class Determinizer {
   // cpu, a small field's staged updates: summed in f64 per element while a window allows it.
   // Every addend is m 2^s in units of 2^-149 (m < 2^24, s = max(exponent field, 1) - 1). While
   // every non-zero addend of the updates since the last flush has s in [lo, hi], hi - lo = span,
-  // lo <= 223, and chunks * (staged atomics) * 256 * 2^span <= 2^29, each element's f64 sum is a
+  // lo <= 223, and chunks * (staged atomics) * chunk size * 2^span <= 2^29, each element's f64 sum is a
   // multiple of 2^lo below 2^(lo + 53): exact. It starts at -0.0, and IEEE addition keeps -0.0
   // only while every addend is -0.0: its sign bit is the flags' "not -0.0". A chunk with an inf /
   // NaN, a span over 21 or an s over 223 goes the decoded way; a chunk the window cannot take
@@ -801,8 +818,8 @@ class Determinizer {
     Stmt *cmin = s_of(post.bin(B::Add, low, post.ci(T::u32, 1))), *cmax = s_of(high);
     auto fits = [&](IrEmitter &e, Stmt *lo, Stmt *hi, Stmt *chunks) {
       Stmt *span = e.bin(B::Sub, hi, lo);
-      Stmt *adds = e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, count)), e.bin(B::Max, span, i64(e, 0)));
-      return e.both(e.bin(B::Le, span, i64(e, 21)), e.bin(B::Le, adds, i64(e, int64_t(1) << 21)));
+      Stmt *adds = e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, count * chunk_)), e.bin(B::Max, span, i64(e, 0)));
+      return e.both(e.bin(B::Le, span, i64(e, 21)), e.bin(B::Le, adds, i64(e, int64_t(1) << 29)));
     };
     auto widened = [&](IrEmitter &e) {  // the window with this chunk's addends
       return std::pair{e.sel(any, e.bin(B::Min, e.load(w.lo), cmin), e.load(w.lo)),

@@ -13,11 +13,13 @@
 //   old value, propagates the carries and rounds once into the target.
 //   Same-address targets (constant / argument indices, kernel-scope variables) use static slots of
 //   the temps buffer, one per limb, so privatization and subgroup aggregation still combine them;
-//   their loop runs in chunks of at most 256 additions per target, each chunk summing an addend's
-//   unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the slots
-//   once. Other targets must be fields (a static size): 10 slots per element (Layout); on the cpu
-//   a small field's updates go to a private copy per thread, one unsplit sum per limb position
-//   (those in the loop body itself decoded a chunk at a time, vectorised, then applied).
+//   their loop runs in chunks of at most 256 additions per target (cpu: 1024), each chunk summing an
+//   addend's unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the
+//   slots once; on the cpu a chunk whose addends allow it is summed exactly in f64 instead
+//   (fast_sum). Other targets must be fields (a static size): 10 slots per element (Layout); on the
+//   cpu a small field's updates go to a private copy per thread, one unsplit sum per limb position
+//   (those in the loop body itself staged a chunk at a time and summed in f64 per element while a
+//   window of exponents allows it: Window; else decoded, vectorised, then applied).
 //   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
@@ -750,9 +752,10 @@ class Determinizer {
   // lo <= 223, and chunks * (staged atomics) * chunk size * 2^span <= 2^29, each element's f64 sum is a
   // multiple of 2^lo below 2^(lo + 53): exact. It starts at -0.0, and IEEE addition keeps -0.0
   // only while every addend is -0.0: its sign bit is the flags' "not -0.0". A chunk with an inf /
-  // NaN, a span over 21 or an s over 223 goes the decoded way; a chunk the window cannot take
-  // otherwise first flushes the f64 sums into the private copy (each an integer N < 2^53 times
-  // 2^lo: two private_update) and starts a new window; so does the end of the thread's share.
+  // NaN, a span the bound does not allow for the chunk alone or an s over 223 goes the decoded way;
+  // a chunk the window cannot take otherwise first flushes the f64 sums into the private copy (each
+  // an integer N < 2^53 times 2^lo: two private_update) and starts a new window; so does the end of
+  // the thread's share.
   struct Window {
     std::vector<Stmt *> staged;
     std::vector<Staged> arrays;
@@ -818,7 +821,8 @@ class Determinizer {
     Stmt *cmin = s_of(post.bin(B::Add, low, post.ci(T::u32, 1))), *cmax = s_of(high);
     auto fits = [&](IrEmitter &e, Stmt *lo, Stmt *hi, Stmt *chunks) {
       Stmt *span = e.bin(B::Sub, hi, lo);
-      Stmt *adds = e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, count * chunk_)), e.bin(B::Max, span, i64(e, 0)));
+      Stmt *shift = e.bin(B::Min, e.bin(B::Max, span, i64(e, 0)), i64(e, 29));  // (a defined shift either way)
+      Stmt *adds = e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, count * chunk_)), shift);
       return e.both(e.bin(B::Le, span, i64(e, 21)), e.bin(B::Le, adds, i64(e, int64_t(1) << 29)));
     };
     auto widened = [&](IrEmitter &e) {  // the window with this chunk's addends

@@ -103,6 +103,26 @@ Stmt *contribution(IrEmitter &e, const Parts &p, int k) {
   return e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.lo, e.sel(e.bin(B::Eq, p.limb, i64(e, k - 1)), p.hi, i64(e, 0)));
 }
 
+// The f64 paths (fast_sum, Window): a chunk's smallest and largest non-zero magnitude, kept as
+// the u32 minimum of (bits << 1) - 1 (zeros wrap to the largest) and maximum of bits << 1.
+void track_range(IrEmitter &e, Stmt *bits, Stmt *low, Stmt *high) {
+  Stmt *mag = e.bin(B::Shl, bits, e.ci(T::u32, 1));
+  e.store(low, e.bin(B::Min, e.load(low), e.bin(B::Sub, mag, e.ci(T::u32, 1))));
+  e.store(high, e.bin(B::Max, e.load(high), mag));
+}
+
+// bits << 1 (track_range's) -> s, the exponent of the addend's value m 2^s in units of 2^-149.
+Stmt *exponent_s(IrEmitter &e, Stmt *mag) {
+  Stmt *ex = e.cast(e.bin(B::Shr, mag, e.ci(T::u32, 24)), T::i64);
+  return e.bin(B::Sub, e.bin(B::Max, ex, i64(e, 1)), i64(e, 1));
+}
+
+// An exact f64 sum of addends (a multiple of 2^p units) as the integer count of 2^p units.
+Stmt *units(IrEmitter &e, Stmt *sum, Stmt *p) {
+  Stmt *scale = e.bitcast(e.bin(B::Shl, e.bin(B::Sub, i64(e, 1023 + 149), p), i64(e, 52)), T::f64);  // 2^(149 - p)
+  return e.cast(e.bin(B::Mul, sum, scale), T::i64);
+}
+
 // Carries propagated: ten digits, 0..8 in [0, 2^32), the last the signed rest.
 std::vector<Stmt *> normalise(IrEmitter &e, const std::vector<Stmt *> &limbs) {
   std::vector<Stmt *> d;
@@ -558,14 +578,13 @@ class Determinizer {
   // with at most 1024 of them, all of the non-zero ones with s in [smin, smin + 19], every partial
   // sum, in any order, is a multiple of 2^smin below 2^53 2^smin: an f64 holds it exactly, so the
   // add may be reassociated (LLVM vectorises it). Beside it the loop keeps the smallest and largest
-  // non-zero |addend| (their bits: min and max of (bits << 1) - 1 and bits << 1) and stores each
+  // non-zero |addend| (track_range) and stores each
   // addend's bits in a per-chunk array (-0.0, which adds nothing, first where an iteration may have
   // none: the atomic under an if, or a continue / break / return in the loop).
   // After the chunk: if the range holds (some addend non-zero, so the flags are just kNotNegZero;
   // smax <= 251: no inf / NaN, all below 2^126), the sum, an integer N < 2^62 times 2^P
-  // (P = min(smin, 223)), goes to accumulators
-  // P / 32 and P / 32 + 1; otherwise a second loop decodes the stored bits (`accumulate`), flushing
-  // the accumulators every 256.
+  // (P = min(smin, 223)), goes to accumulators P / 32 and P / 32 + 1; otherwise a second loop
+  // decodes the stored bits (`accumulate`), flushing the accumulators every 256.
   void fast_sum(const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
                 const std::vector<Stmt *> &acc, Stmt *flags, const std::function<void(IrEmitter &)> &flush) {
     const SourceLoc loc = atomics[0]->loc;
@@ -588,9 +607,7 @@ class Determinizer {
       Stmt *u = e.bitcast(v, T::u32);
       Stmt *i = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
       e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, i), e.bitcast(u, T::i32)});
-      Stmt *mag = e.bin(B::Shl, u, e.ci(T::u32, 1));
-      e.store(low, e.bin(B::Min, e.load(low), e.bin(B::Sub, mag, e.ci(T::u32, 1))));
-      e.store(high, e.bin(B::Max, e.load(high), mag));
+      track_range(e, u, low, high);
       Stmt *add = e.bin(B::Add, e.load(sum), e.cast(v, T::f64));
       add->reassoc = true;
       e.store(sum, add);
@@ -599,17 +616,12 @@ class Determinizer {
     IrEmitter post(*chunk_outer_->body, loc);
     post.mark_exact();
     Stmt *lo = post.load(low), *hi = post.load(high);
-    auto s_of = [&](Stmt *m) {  // bits << 1 -> s
-      Stmt *ex = post.cast(post.bin(B::Shr, m, post.ci(T::u32, 24)), T::i64);
-      return post.bin(B::Sub, post.bin(B::Max, ex, i64(post, 1)), i64(post, 1));
-    };
-    Stmt *smin = s_of(post.bin(B::Add, lo, post.ci(T::u32, 1))), *smax = s_of(hi);
+    Stmt *smin = exponent_s(post, post.bin(B::Add, lo, post.ci(T::u32, 1))), *smax = exponent_s(post, hi);
     Stmt *fits = post.both(post.both(post.bin(B::Ne, lo, post.ci(T::u32, 0xFFFFFFFF)), post.bin(B::Le, smax, i64(post, 251))),
                            post.bin(B::Le, post.bin(B::Sub, smax, smin), i64(post, kCpuSpan)));
     IrEmitter fast = post.if_(fits);
     Stmt *p = fast.bin(B::Min, smin, i64(fast, 223));
-    Stmt *scale = fast.bitcast(fast.bin(B::Shl, fast.bin(B::Sub, i64(fast, 1023 + 149), p), i64(fast, 52)), T::f64);  // 2^(149 - P)
-    Stmt *n = fast.cast(fast.bin(B::Mul, fast.load(sum), scale), T::i64);
+    Stmt *n = units(fast, fast.load(sum), p);
     Stmt *limb = fast.bin(B::Shr, p, i64(fast, 5)), *r = fast.bin(B::BitAnd, p, i64(fast, 31));
     Stmt *at = fast.bin(B::BitAnd, fast.bin(B::Shl, n, r), i64(fast, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb P / 32
     Stmt *above = fast.bin(B::Shr, n, fast.bin(B::Sub, i64(fast, 32), r));          // the rest, |.| < 2^62: the next limb
@@ -679,9 +691,7 @@ class Determinizer {
         Stmt *u = e.bitcast(addend(e, a), T::u32);
         e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.el, j), el});
         e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.bits, j), e.bitcast(u, T::i32)});
-        Stmt *mag = e.bin(B::Shl, u, e.ci(T::u32, 1));
-        e.store(w.low, e.bin(B::Min, e.load(w.low), e.bin(B::Sub, mag, e.ci(T::u32, 1))));
-        e.store(w.high, e.bin(B::Max, e.load(w.high), mag));
+        track_range(e, u, w.low, w.high);
         w.arrays.push_back(st);
         drop_atomic(a);
         continue;
@@ -794,8 +804,7 @@ class Determinizer {
     Stmt *f = in.add(StmtKind::GlobalLoad, T::f64, {sp});
     IrEmitter some = in.if_(in.bin(B::Ne, in.bitcast(f, T::i64), i64(in, std::numeric_limits<int64_t>::min())));
     Stmt *p = some.bin(B::Min, some.load(w.lo), i64(some, 223));  // (no window: the sum is +0.0)
-    Stmt *scale = some.bitcast(some.bin(B::Shl, some.bin(B::Sub, i64(some, 1023 + 149), p), i64(some, 52)), T::f64);
-    Stmt *v = some.cast(some.bin(B::Mul, f, scale), T::i64);
+    Stmt *v = units(some, f, p);
     Stmt *k = some.cast(some.bin(B::Shr, p, i64(some, 5)), T::i32), *r = some.bin(B::BitAnd, p, i64(some, 31));
     private_update(some, priv, first, lay, el, k, some.bin(B::BitAnd, some.bin(B::Shl, v, r), i64(some, 0xFFFFFFFF)),
                    i64(some, kNotNegZero));
@@ -813,12 +822,8 @@ class Determinizer {
     post.mark_exact();
     const int64_t count = static_cast<int64_t>(w.staged.size());
     Stmt *low = post.load(w.low), *high = post.load(w.high);
-    auto s_of = [&](Stmt *m) {  // bits << 1 -> s
-      Stmt *ex = post.cast(post.bin(B::Shr, m, post.ci(T::u32, 24)), T::i64);
-      return post.bin(B::Sub, post.bin(B::Max, ex, i64(post, 1)), i64(post, 1));
-    };
     Stmt *any = post.bin(B::Ne, low, post.ci(T::u32, 0xFFFFFFFF));
-    Stmt *cmin = s_of(post.bin(B::Add, low, post.ci(T::u32, 1))), *cmax = s_of(high);
+    Stmt *cmin = exponent_s(post, post.bin(B::Add, low, post.ci(T::u32, 1))), *cmax = exponent_s(post, high);
     auto fits = [&](IrEmitter &e, Stmt *lo, Stmt *hi, Stmt *chunks) {
       Stmt *span = e.bin(B::Sub, hi, lo);
       Stmt *shift = e.bin(B::Min, e.bin(B::Max, span, i64(e, 0)), i64(e, 29));  // (a defined shift either way)

@@ -13,11 +13,13 @@
 //   old value, propagates the carries and rounds once into the target.
 //   Same-address targets (constant / argument indices, kernel-scope variables) use static slots of
 //   the temps buffer, one per limb, so privatization and subgroup aggregation still combine them;
-//   their loop runs in chunks of at most 256 additions per target, each chunk summing an addend's
-//   unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the slots
-//   once. Other targets must be fields (a static size): 10 slots per element (Layout); on the cpu
-//   a small field's updates go to a private copy per thread, one unsplit sum per limb position
-//   (those in the loop body itself decoded a chunk at a time, vectorised, then applied).
+//   their loop runs in chunks of at most 256 additions per target (cpu: 1024), each chunk summing an
+//   addend's unsplit value in one of eight i64 accumulators (by limb) and adding them, split, to the
+//   slots once; on the cpu a chunk whose addends allow it is summed exactly in f64 instead
+//   (fast_sum). Other targets must be fields (a static size): 10 slots per element (Layout); on the
+//   cpu a small field's updates go to a private copy per thread, one unsplit sum per limb position
+//   (those in the loop body itself staged a chunk at a time and summed in f64 per element while a
+//   window of exponents allows it: Window; else decoded, vectorised, then applied).
 //   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
@@ -53,6 +55,8 @@ constexpr int64_t kCachedElements = 65536;  // fields up to this size: their slo
 constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
 constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
 constexpr int64_t kChunkAdds = 256;  // same-address sums: unsplit addends (< 2^55) per i64 accumulator
+constexpr int64_t kCpuChunkAdds = 1024;  // cpu: addends per chunk (fast_sum), decoded 256 at a time
+constexpr int kCpuSpan = 19;  // cpu: 1024 addends within 19 exponents: f64 partial sums below 2^(24 + 19 + 10)
 constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
 constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
@@ -97,6 +101,26 @@ Parts decode(IrEmitter &e, Stmt *v, DataType it = T::i32) {
 // What limb k receives from p.
 Stmt *contribution(IrEmitter &e, const Parts &p, int k) {
   return e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.lo, e.sel(e.bin(B::Eq, p.limb, i64(e, k - 1)), p.hi, i64(e, 0)));
+}
+
+// The f64 paths (fast_sum, Window): a chunk's smallest and largest non-zero magnitude, kept as
+// the u32 minimum of (bits << 1) - 1 (zeros wrap to the largest) and maximum of bits << 1.
+void track_range(IrEmitter &e, Stmt *bits, Stmt *low, Stmt *high) {
+  Stmt *mag = e.bin(B::Shl, bits, e.ci(T::u32, 1));
+  e.store(low, e.bin(B::Min, e.load(low), e.bin(B::Sub, mag, e.ci(T::u32, 1))));
+  e.store(high, e.bin(B::Max, e.load(high), mag));
+}
+
+// bits << 1 (track_range's) -> s, the exponent of the addend's value m 2^s in units of 2^-149.
+Stmt *exponent_s(IrEmitter &e, Stmt *mag) {
+  Stmt *ex = e.cast(e.bin(B::Shr, mag, e.ci(T::u32, 24)), T::i64);
+  return e.bin(B::Sub, e.bin(B::Max, ex, i64(e, 1)), i64(e, 1));
+}
+
+// An exact f64 sum of addends (a multiple of 2^p units) as the integer count of 2^p units.
+Stmt *units(IrEmitter &e, Stmt *sum, Stmt *p) {
+  Stmt *scale = e.bitcast(e.bin(B::Shl, e.bin(B::Sub, i64(e, 1023 + 149), p), i64(e, 52)), T::f64);  // 2^(149 - p)
+  return e.cast(e.bin(B::Mul, sum, scale), T::i64);
 }
 
 // Carries propagated: ten digits, 0..8 in [0, 2^32), the last the signed rest.
@@ -417,9 +441,11 @@ class Determinizer {
     for (const auto &[buffer, atomics] : field_targets)
       for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
     staged = staged && !skips;
+    skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
     staged_ = !barrier && staged;
-    if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? kChunkAdds / static_cast<int64_t>(most) : kChunkAdds);
+    const int64_t adds = cpu_ ? kCpuChunkAdds : kChunkAdds;
+    if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
     for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
@@ -481,7 +507,8 @@ class Determinizer {
   // In a chunked loop (chunk_loop) an addend is its unsplit signed value sw added to one of eight
   // i64 accumulators of the chunk (the one of its limb: 256 adds of |sw| < 2^55 cannot overflow),
   // and each accumulator goes to the slots, split, after the chunk: four operations per limb
-  // fewer per addend, the same integers in the slots.
+  // fewer per addend, the same integers in the slots. On the cpu the chunk first sums its addends
+  // in f64 (fast_sum); only a chunk that sum cannot hold exactly decodes them.
   void uniform_sum(const std::vector<Stmt *> &atomics, Task &finish) {
     const SourceLoc loc = atomics[0]->loc;
     const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
@@ -491,26 +518,39 @@ class Determinizer {
       std::vector<Stmt *> acc;
       for (int k = 0; k < kLimbs - 1; k++) acc.push_back(pre.var(T::i64, i64(pre, 0)));
       Stmt *flags = pre.var(T::i64, i64(pre, 0));
-      for (Stmt *a : atomics) {
-        IrEmitter e(a);
-        Parts p = decode(e, addend(e, a), T::i64);
+      auto accumulate = [&](IrEmitter &e, Stmt *v) {
+        Parts p = decode(e, v, T::i64);
         for (int k = 0; k < kLimbs - 1; k++)
           e.store(acc[k], e.bin(B::Add, e.load(acc[k]), e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.sw, i64(e, 0))));
         e.store(flags, e.bin(B::BitOr, e.load(flags), p.flags));
-        drop_atomic(a);
-      }
-      IrEmitter post(*chunk_outer_->body, loc);
-      Stmt *hi = i64(post, 0);  // the previous accumulator's high part
-      for (int k = 0; k < kLimbs; k++) {
-        Stmt *v = hi;
-        if (k < kLimbs - 1) {
-          Stmt *x = post.load(acc[k]);
-          v = post.bin(B::Add, post.bin(B::BitAnd, x, i64(post, 0xFFFFFFFF)), hi);
-          hi = post.bin(B::Shr, x, i64(post, 32));
+      };
+      // The accumulators into the slots, split, and zero again.
+      auto flush = [&](IrEmitter &post) {
+        Stmt *hi = i64(post, 0);  // the previous accumulator's high part
+        for (int k = 0; k < kLimbs; k++) {
+          Stmt *v = hi;
+          if (k < kLimbs - 1) {
+            Stmt *x = post.load(acc[k]);
+            v = post.bin(B::Add, post.bin(B::BitAnd, x, i64(post, 0xFFFFFFFF)), hi);
+            hi = post.bin(B::Shr, x, i64(post, 32));
+            post.store(acc[k], i64(post, 0));
+          }
+          atomic(post, AtomicOp::Add, slot(post, first + k), v);
         }
-        atomic(post, AtomicOp::Add, slot(post, first + k), v);
+        atomic(post, AtomicOp::Or, slot(post, first + kLimbs), post.load(flags));
+        post.store(flags, i64(post, 0));
+      };
+      if (cpu_) {
+        fast_sum(atomics, accumulate, acc, flags, flush);
+      } else {
+        for (Stmt *a : atomics) {
+          IrEmitter e(a);
+          accumulate(e, addend(e, a));
+          drop_atomic(a);
+        }
+        IrEmitter post(*chunk_outer_->body, loc);
+        flush(post);
       }
-      atomic(post, AtomicOp::Or, slot(post, first + kLimbs), post.load(flags));
     } else {
       for (Stmt *a : atomics) {
         IrEmitter e(a);
@@ -531,6 +571,77 @@ class Determinizer {
       limbs.push_back(f.bin(B::Add, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + k)}), contribution(f, init, k)));
     Stmt *flags = f.bin(B::BitOr, f.add(StmtKind::GlobalLoad, T::i64, {slot(f, first + kLimbs)}), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+  }
+
+  // cpu, a chunked same-address sum: the chunk's addends summed in f64, exactly when they allow
+  // it. Every addend is an integer m 2^s in units of 2^-149 (m < 2^24, s = max(exponent field, 1) - 1);
+  // with at most 1024 of them, all of the non-zero ones with s in [smin, smin + 19], every partial
+  // sum, in any order, is a multiple of 2^smin below 2^53 2^smin: an f64 holds it exactly, so the
+  // add may be reassociated (LLVM vectorises it). Beside it the loop keeps the smallest and largest
+  // non-zero |addend| (track_range) and stores each
+  // addend's bits in a per-chunk array (-0.0, which adds nothing, first where an iteration may have
+  // none: the atomic under an if, or a continue / break / return in the loop).
+  // After the chunk: if the range holds (some addend non-zero, so the flags are just kNotNegZero;
+  // smax <= 251: no inf / NaN, all below 2^126), the sum, an integer N < 2^62 times 2^P
+  // (P = min(smin, 223)), goes to accumulators P / 32 and P / 32 + 1; otherwise a second loop
+  // decodes the stored bits (`accumulate`), flushing the accumulators every 256.
+  void fast_sum(const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
+                const std::vector<Stmt *> &acc, Stmt *flags, const std::function<void(IrEmitter &)> &flush) {
+    const SourceLoc loc = atomics[0]->loc;
+    IrEmitter pre(chunk_inner_);
+    pre.mark_exact();
+    Stmt *sum = pre.var(T::f64, pre.c(T::f64, 0.0));
+    Stmt *low = pre.var(T::u32, pre.ci(T::u32, 0xFFFFFFFF)), *high = pre.var(T::u32, pre.ci(T::u32, 0));
+    std::vector<int> bits;
+    for (Stmt *a : atomics) {
+      int b = stage("sum.bits", T::i32);
+      bits.push_back(b);
+      if (skips_ || a->parent != loop_body_) {  // an iteration may not store: -0.0 first
+        Stmt *j;
+        IrEmitter fill = pre.for_(pre.ci(T::i32, 0), chunk_trips_, j);
+        fill.add(StmtKind::GlobalStore, T::none, {private_ptr(fill, b, j), fill.ci(T::i32, std::numeric_limits<int32_t>::min())});
+      }
+      IrEmitter e(a);
+      e.mark_exact();
+      Stmt *v = addend(e, a);
+      Stmt *u = e.bitcast(v, T::u32);
+      Stmt *i = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+      e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, i), e.bitcast(u, T::i32)});
+      track_range(e, u, low, high);
+      Stmt *add = e.bin(B::Add, e.load(sum), e.cast(v, T::f64));
+      add->reassoc = true;
+      e.store(sum, add);
+      drop_atomic(a);
+    }
+    IrEmitter post(*chunk_outer_->body, loc);
+    post.mark_exact();
+    Stmt *lo = post.load(low), *hi = post.load(high);
+    Stmt *smin = exponent_s(post, post.bin(B::Add, lo, post.ci(T::u32, 1))), *smax = exponent_s(post, hi);
+    Stmt *fits = post.both(post.both(post.bin(B::Ne, lo, post.ci(T::u32, 0xFFFFFFFF)), post.bin(B::Le, smax, i64(post, 251))),
+                           post.bin(B::Le, post.bin(B::Sub, smax, smin), i64(post, kCpuSpan)));
+    IrEmitter fast = post.if_(fits);
+    Stmt *p = fast.bin(B::Min, smin, i64(fast, 223));
+    Stmt *n = units(fast, fast.load(sum), p);
+    Stmt *limb = fast.bin(B::Shr, p, i64(fast, 5)), *r = fast.bin(B::BitAnd, p, i64(fast, 31));
+    Stmt *at = fast.bin(B::BitAnd, fast.bin(B::Shl, n, r), i64(fast, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb P / 32
+    Stmt *above = fast.bin(B::Shr, n, fast.bin(B::Sub, i64(fast, 32), r));          // the rest, |.| < 2^62: the next limb
+    for (int k = 0; k < kLimbs - 1; k++) {
+      Stmt *here = fast.sel(fast.bin(B::Eq, limb, i64(fast, k)), at, fast.sel(fast.bin(B::Eq, limb, i64(fast, k - 1)), above, i64(fast, 0)));
+      fast.store(acc[k], fast.bin(B::Add, fast.load(acc[k]), here));
+    }
+    fast.store(flags, i64(fast, kNotNegZero));
+    flush(fast);
+    IrEmitter slow = post.if_(post.not_(fits));
+    for (int b : bits) {  // kChunkAdds at a time: what the accumulators hold
+      Stmt *part;
+      IrEmitter parts = slow.for_(slow.ci(T::i32, 0), slow.bin(B::Div, slow.bin(B::Add, chunk_trips_, slow.ci(T::i32, kChunkAdds - 1)),
+                                                           slow.ci(T::i32, kChunkAdds)), part);
+      Stmt *from = parts.bin(B::Mul, part, parts.ci(T::i32, kChunkAdds));
+      Stmt *j;
+      IrEmitter in = parts.for_(from, parts.bin(B::Min, parts.bin(B::Add, from, parts.ci(T::i32, kChunkAdds)), chunk_trips_), j);
+      accumulate(in, in.bitcast(in.add(StmtKind::GlobalLoad, T::i32, {private_ptr(in, b, j)}), T::f32));
+      flush(parts);
+    }
   }
 
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
@@ -558,6 +669,11 @@ class Determinizer {
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
+    std::vector<Stmt *> staged;  // (see Window)
+    for (Stmt *a : atomics)
+      if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
+    Window w;
+    if (!staged.empty()) w = window(t, d, n, staged, loc);
     for (Stmt *a : atomics) {
       IrEmitter e(a);
       const Stmt &p = *a->operands[0];
@@ -567,25 +683,26 @@ class Determinizer {
         flat = flat ? e.bin(B::Add, e.bin(B::Mul, flat, e.ci(T::i32, d.shape[i])), x) : x;
       }
       Stmt *el = flat ? flat : e.ci(T::i32, 0);
+      if (!w.staged.empty() && a->parent == loop_body_) {  // staged: its element and bits, applied after the chunk
+        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".bits", T::i32), stage(d.name + ".limb", T::i32),
+                  stage(d.name + ".sw", T::i64), stage(d.name + ".flags", T::i64)};
+        e.mark_exact();
+        Stmt *u = e.bitcast(addend(e, a), T::u32);
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.el, j), el});
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.bits, j), e.bitcast(u, T::i32)});
+        track_range(e, u, w.low, w.high);
+        w.arrays.push_back(st);
+        drop_atomic(a);
+        continue;
+      }
       Parts q = decode(e, addend(e, a));
       Stmt *k = e.cast(q.limb, T::i32);
-      Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
-      Stmt *flags = lay.flags(e, el);
-      if (priv >= 0 && staged_ && a->parent == loop_body_) {  // staged: decoded here, applied after the chunk
-        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
-        Staged st{stage(d.name + ".el", T::i32), stage(d.name + ".limb", T::i32), stage(d.name + ".sw", T::i64),
-                  stage(d.name + ".flags", T::i64)};
-        for (auto [b, x] : {std::pair{st.el, el}, {st.k, k}, {st.sw, q.sw}, {st.flags, q.flags}})
-          e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, j), x});
-        IrEmitter post(*chunk_outer_->body, loc);
-        Stmt *apply = range_for(post, post.ci(T::i32, 0), chunk_trips_, true);
-        IrEmitter in(*apply->body, loc);
-        Stmt *i = in.add(StmtKind::LoopIndex, T::i32, {apply});
-        auto get = [&](int b, DataType dt) { return in.add(StmtKind::GlobalLoad, dt, {private_ptr(in, b, i)}); };
-        private_update(in, priv, first, lay, get(st.el, T::i32), get(st.k, T::i32), get(st.sw, T::i64), get(st.flags, T::i64));
-      } else if (priv >= 0) {
+      if (priv >= 0) {
         private_update(e, priv, first, lay, el, k, q.sw, q.flags);
       } else {
+        Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
+        Stmt *flags = lay.flags(e, el);
         atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
         atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
         if (lay.rows()) {
@@ -598,6 +715,7 @@ class Determinizer {
       }
       drop_atomic(a);
     }
+    if (!w.staged.empty()) apply_window(t, w, n, priv, first, lay, loc);
     if (priv >= 0) flush_private(t, priv, first, lay, loc);
     Stmt *loop;
     Task fin = parallel_task(n, loc, loop);
@@ -632,10 +750,122 @@ class Determinizer {
     return p;
   }
 
-  // A chunk's decoded updates of one atomic (field_sum), one entry per iteration of the chunk.
+  // A chunk's updates of one atomic (field_sum), one entry per iteration of the chunk: the element
+  // and the addend's bits, and (a chunk the window does not take) its decoded limb, value, flags.
   struct Staged {
-    int el, k, sw, flags;
+    int el, bits, k, sw, flags;
   };
+
+  // cpu, a small field's staged updates: summed in f64 per element while a window allows it.
+  // Every addend is m 2^s in units of 2^-149 (m < 2^24, s = max(exponent field, 1) - 1). While
+  // every non-zero addend of the updates since the last flush has s in [lo, hi], hi - lo = span,
+  // lo <= 223, and chunks * (staged atomics) * chunk size * 2^span <= 2^29, each element's f64 sum is a
+  // multiple of 2^lo below 2^(lo + 53): exact. It starts at -0.0, and IEEE addition keeps -0.0
+  // only while every addend is -0.0: its sign bit is the flags' "not -0.0". A chunk with an inf /
+  // NaN, a span the bound does not allow for the chunk alone or an s over 223 goes the decoded way;
+  // a chunk the window cannot take otherwise first flushes the f64 sums into the private copy (each
+  // an integer N < 2^53 times 2^lo: two private_update) and starts a new window; so does the end of
+  // the thread's share.
+  struct Window {
+    std::vector<Stmt *> staged;
+    std::vector<Staged> arrays;
+    int sums = -1;                                        // the f64 per element (thread-private)
+    Stmt *lo = nullptr, *hi = nullptr, *chunks = nullptr;  // i64 variables of the thread
+    Stmt *low = nullptr, *high = nullptr;                  // u32, the chunk's: min (bits << 1) - 1, max bits << 1
+  };
+  static constexpr int64_t kNoWindow = int64_t(1) << 20;
+
+  Window window(Task &t, const BufferDesc &d, int64_t n, const std::vector<Stmt *> &staged, const SourceLoc &loc) {
+    Window w;
+    w.staged = staged;
+    BufferDesc sums{BufferKind::Private, T::f64, {n}};
+    sums.name = d.name + ".f64";
+    w.sums = k_.add_buffer(sums);
+    IrEmitter pl(t.pre_loop, loc);
+    w.lo = pl.var(T::i64, i64(pl, kNoWindow));
+    w.hi = pl.var(T::i64, i64(pl, -kNoWindow));
+    w.chunks = pl.var(T::i64, i64(pl, 0));
+    Stmt *el;
+    IrEmitter z = pl.for_(pl.ci(T::i32, 0), pl.ci(T::i32, n), el);
+    z.add(StmtKind::GlobalStore, T::none, {private_ptr(z, w.sums, el), z.c(T::f64, -0.0)});
+    t.min_chunk += (2 * n + chunk_ - 1) / chunk_;
+    IrEmitter pre(chunk_inner_);
+    w.low = pre.var(T::u32, pre.ci(T::u32, 0xFFFFFFFF));
+    w.high = pre.var(T::u32, pre.ci(T::u32, 0));
+    return w;
+  }
+
+  // The f64 sums into the private copy, -0.0 again, no window.
+  void flush_window(IrEmitter &e, const Window &w, int64_t n, int priv, int64_t first, const Layout &lay) {
+    Stmt *el;
+    IrEmitter in = e.for_(e.ci(T::i32, 0), e.ci(T::i32, n), el);
+    in.mark_exact();
+    Stmt *sp = private_ptr(in, w.sums, el);
+    Stmt *f = in.add(StmtKind::GlobalLoad, T::f64, {sp});
+    IrEmitter some = in.if_(in.bin(B::Ne, in.bitcast(f, T::i64), i64(in, std::numeric_limits<int64_t>::min())));
+    Stmt *p = some.bin(B::Min, some.load(w.lo), i64(some, 223));  // (no window: the sum is +0.0)
+    Stmt *v = units(some, f, p);
+    Stmt *k = some.cast(some.bin(B::Shr, p, i64(some, 5)), T::i32), *r = some.bin(B::BitAnd, p, i64(some, 31));
+    private_update(some, priv, first, lay, el, k, some.bin(B::BitAnd, some.bin(B::Shl, v, r), i64(some, 0xFFFFFFFF)),
+                   i64(some, kNotNegZero));
+    private_update(some, priv, first, lay, el, some.bin(B::Add, k, some.ci(T::i32, 1)),
+                   some.bin(B::Shr, v, some.bin(B::Sub, i64(some, 32), r)), i64(some, 0));
+    some.add(StmtKind::GlobalStore, T::none, {private_ptr(some, w.sums, el), some.c(T::f64, -0.0)});
+    e.store(w.lo, i64(e, kNoWindow));
+    e.store(w.hi, i64(e, -kNoWindow));
+    e.store(w.chunks, i64(e, 0));
+  }
+
+  // After each chunk: the window's sums or the decoded updates; the last flush after the thread's share.
+  void apply_window(Task &t, const Window &w, int64_t n, int priv, int64_t first, const Layout &lay, const SourceLoc &loc) {
+    IrEmitter post(*chunk_outer_->body, loc);
+    post.mark_exact();
+    const int64_t count = static_cast<int64_t>(w.staged.size());
+    Stmt *low = post.load(w.low), *high = post.load(w.high);
+    Stmt *any = post.bin(B::Ne, low, post.ci(T::u32, 0xFFFFFFFF));
+    Stmt *cmin = exponent_s(post, post.bin(B::Add, low, post.ci(T::u32, 1))), *cmax = exponent_s(post, high);
+    auto fits = [&](IrEmitter &e, Stmt *lo, Stmt *hi, Stmt *chunks) {
+      Stmt *span = e.bin(B::Sub, hi, lo);
+      Stmt *shift = e.bin(B::Min, e.bin(B::Max, span, i64(e, 0)), i64(e, 29));  // (a defined shift either way)
+      Stmt *adds = e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, count * chunk_)), shift);
+      return e.both(e.bin(B::Le, span, i64(e, 21)), e.bin(B::Le, adds, i64(e, int64_t(1) << 29)));
+    };
+    auto widened = [&](IrEmitter &e) {  // the window with this chunk's addends
+      return std::pair{e.sel(any, e.bin(B::Min, e.load(w.lo), cmin), e.load(w.lo)),
+                       e.sel(any, e.bin(B::Max, e.load(w.hi), cmax), e.load(w.hi))};
+    };
+    Stmt *alone = post.both(post.bin(B::Lt, high, post.ci(T::u32, 0xFF000000)),
+                            post.either(post.not_(any), post.both(post.bin(B::Le, cmin, i64(post, 223)),
+                                                                  fits(post, cmin, cmax, i64(post, 1)))));
+    {
+      auto [lo, hi] = widened(post);
+      IrEmitter full = post.if_(post.both(alone, post.not_(fits(post, lo, hi, post.bin(B::Add, post.load(w.chunks), i64(post, 1))))));
+      flush_window(full, w, n, priv, first, lay);
+    }
+    IrEmitter fast = post.if_(alone);
+    auto [lo, hi] = widened(fast);
+    fast.store(w.lo, lo);
+    fast.store(w.hi, hi);
+    fast.store(w.chunks, fast.bin(B::Add, fast.load(w.chunks), i64(fast, 1)));
+    IrEmitter slow = post.if_(post.not_(alone));
+    for (const Staged &st : w.arrays) {
+      auto get = [&](IrEmitter &e, int b, DataType dt, Stmt *j) { return e.add(StmtKind::GlobalLoad, dt, {private_ptr(e, b, j)}); };
+      Stmt *j;
+      IrEmitter add = fast.for_(fast.ci(T::i32, 0), chunk_trips_, j);
+      Stmt *sp = private_ptr(add, w.sums, get(add, st.el, T::i32, j));
+      Stmt *v = add.cast(add.bitcast(get(add, st.bits, T::i32, j), T::f32), T::f64);
+      add.add(StmtKind::GlobalStore, T::none, {sp, add.bin(B::Add, add.add(StmtKind::GlobalLoad, T::f64, {sp}), v)});
+      IrEmitter dec = slow.for_(slow.ci(T::i32, 0), chunk_trips_, j);
+      Parts q = decode(dec, dec.bitcast(get(dec, st.bits, T::i32, j), T::f32), T::i64);
+      for (auto [b, x] : {std::pair{st.k, dec.cast(q.limb, T::i32)}, {st.sw, q.sw}, {st.flags, q.flags}})
+        dec.add(StmtKind::GlobalStore, T::none, {private_ptr(dec, b, j), x});
+      IrEmitter in = slow.for_(slow.ci(T::i32, 0), chunk_trips_, j);
+      private_update(in, priv, first, lay, get(in, st.el, T::i32, j), get(in, st.k, T::i32, j), get(in, st.sw, T::i64, j),
+                     get(in, st.flags, T::i64, j));
+    }
+    IrEmitter end(t.post_loop, loc);
+    flush_window(end, w, n, priv, first, lay);
+  }
   int stage(const std::string &name, DataType dt) {
     BufferDesc b{BufferKind::Private, dt, {chunk_}};
     b.name = name;
@@ -879,6 +1109,7 @@ class Determinizer {
   int64_t chunk_ = 1;
   bool chunk_sums_ = false;  // the same-address sums use the chunks
   bool staged_ = false;      // a small field's updates in the loop body are staged per chunk (cpu)
+  bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 

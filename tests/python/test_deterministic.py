@@ -341,6 +341,87 @@ def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
         assert _bits(total[None]) == want, k
 
 
+def _chunk_cases():
+    """1024-addend blocks (one cpu chunk each) whose non-zero magnitudes span few exponents (the cpu
+    sums those in f64) or more, around the bounds of that path, plus a short tail."""
+    rng = np.random.default_rng(29)
+    top = np.float32(2.0 ** -100 * (2 - 2.0 ** -23))  # the largest significand
+    def span(k, sign=1.0):  # 1023 addends 2^k above the one odd smallest
+        v = np.full(1024, top * np.float32(2.0 ** k), np.float32) * np.float32(sign)
+        v[17] = np.float32(2.0 ** -100 * (1 + 2.0 ** -23))
+        return v
+    below = np.float32(8.0e37) * np.where(np.arange(1024) % 2 == 0, 1, -1).astype(np.float32)
+    below[5] = np.float32(1.5e33)  # 2^110 .. 2^126: s above 223
+    near_max = np.float32(3.0e38) * np.where(np.arange(1024) % 2 == 0, 1, -1).astype(np.float32)
+    near_max[5] = np.float32(1.5e33)
+    tie = np.full(1024, -0.0, np.float32)  # 1 + 2^-22 + 2^-24 is a tie (to 1 + 2^-22); the 2^-60s break it
+    tie[0], tie[1], tie[2:10] = 1 + 2.0 ** -22, 2.0 ** -24, 2.0 ** -60
+    return {
+        "uniform [0, 1)": rng.random(1024, dtype=np.float32),
+        "across 1.0 with both signs": (rng.uniform(0.5, 2.0, 1024) * rng.choice([-1, 1], 1024)).astype(np.float32),
+        "span 19 at the largest significands": span(19),
+        "span 19 negative": span(19, -1.0),
+        "span 20": span(20),
+        "span 40": span(40),
+        "subnormals": (rng.integers(-2 ** 23, 2 ** 23, 1024) * 2.0 ** -149).astype(np.float32),
+        "below 2^126": below,
+        "near the largest f32": near_max,
+        "overflow": np.full(1024, 3.0e38, np.float32),
+        "zeros and -0.0": np.where(np.arange(1024) % 3 == 0, 0.0, -0.0).astype(np.float32),
+        "only -0.0": np.full(1024, -0.0, np.float32),
+        "an infinity": np.where(np.arange(1024) == 200, np.inf, 1.0).astype(np.float32),
+        "a NaN": np.where(np.arange(1024) == 3, np.nan, 1.0).astype(np.float32),
+        "a tiny one among ones": np.where(np.arange(1024) == 9, 2.0 ** -100, 1.0).astype(np.float32),
+        "a tie the 2^-60s decide": tie,
+        "a short tail": rng.random(100, dtype=np.float32),
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
+    """The cpu sums a chunk in f64 when at most 1024 addends' magnitudes span at most 19 exponents
+    (its sum is then exact), and decodes each addend otherwise: every block here, alone and all in
+    one loop, with an old value, under an if and with two sums of one target per iteration, gives
+    the reference's bits, on 1 and 2 threads and on Vulkan."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    total = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+
+    @qd.kernel
+    def guarded(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            if i % 3 != 1:
+                total[None] -= x[i]
+
+    @qd.kernel
+    def twice(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0] // 2):
+            total[None] += x[2 * i]
+            total[None] += x[2 * i + 1]
+
+    cases = _chunk_cases()
+    cases["all of them"] = np.concatenate(list(cases.values()))
+    for name, xs in cases.items():
+        for old in (np.float32(0.0), np.float32(-0.0), np.float32(0.75)):
+            total[None] = old
+            plain(xs)
+            assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[old], xs]))), (name, old)
+        total[None] = -0.0
+        guarded(xs)
+        kept = -xs[np.arange(len(xs)) % 3 != 1]
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], kept]))), name
+        total[None] = 0.25
+        twice(xs)
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0.25)], xs[:len(xs) // 2 * 2]]))), name
+
+
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_histogram_updates_staged_per_chunk_on_the_cpu():
     """On the cpu a small field's updates in the loop body itself are decoded a chunk at a time into
@@ -382,6 +463,69 @@ def test_histogram_updates_staged_per_chunk_on_the_cpu():
         sel = xs[(bins == j) & (xs >= 0)]
         assert _bits(h.to_numpy()[j]) == _bits(f32_sum(np.concatenate([[np.float32(0.0)], sel]))), j
 
+
+def _histogram_cases():
+    """(addends, bins) for 40 bins: runs of 1024 iterations (one cpu chunk) whose magnitudes keep to
+    a few exponents (the cpu's per-bin f64 sums), change range (a flush), or do not fit."""
+    rng = np.random.default_rng(31)
+    top = np.float32(2.0 ** -80 * (2 - 2.0 ** -23))  # the largest significand
+    odd = np.float32(2.0 ** -80 * (1 + 2.0 ** -23))
+
+    def span(k, count):  # into bin 0: the largest significand 2^k above an odd smallest, per 1024
+        v = np.full(count, top * np.float32(2.0 ** k), np.float32)
+        v[::1024] = odd
+        return v, np.zeros(count, np.int32)
+
+    uniform = rng.random(5003, dtype=np.float32)
+    ranges = np.concatenate([rng.random(1024, dtype=np.float32) * np.float32(2.0 ** (-60 if c % 2 else 10))
+                             for c in range(6)])
+    zeros = np.where(np.arange(2048) % 5 == 0, 0.0, -0.0).astype(np.float32)
+    zbins = (np.arange(2048) % 7).astype(np.int32) + np.where(np.arange(2048) % 5 == 0, 0, 20).astype(np.int32)
+    cancel = np.repeat(rng.random(512, dtype=np.float32), 2) * np.tile(np.float32([1, -1]), 512)
+    specials = rng.random(4096, dtype=np.float32)
+    specials[600], specials[2300], specials[2301] = np.inf, np.nan, -np.inf
+    big = (rng.random(2048, dtype=np.float32) + np.where(np.arange(2048) < 1024, 0, 1)).astype(np.float32)
+    big[1024:] *= np.float32(2.0 ** 99)  # (then from 2^99: decoded)
+    tie = rng.random(512, dtype=np.float32)  # bin 0: 1 + 2^-22 + 2^-24 (a tie) and 2^-60s that break it
+    tie[0], tie[1], tie[2:10] = 1 + 2.0 ** -22, 2.0 ** -24, 2.0 ** -60
+    return {
+        "uniform": (uniform, rng.integers(0, 40, len(uniform)).astype(np.int32)),
+        "a range per chunk": (ranges, rng.integers(0, 40, len(ranges)).astype(np.int32)),
+        "span 19, two chunks": span(19, 2048),
+        "span 13, 65536 in one bin": span(13, 65536),
+        "span 20": span(20, 2048),
+        "zeros": (zeros, zbins),
+        "cancelling pairs": (cancel, (np.arange(1024) // 2 % 40).astype(np.int32)),
+        "inf and NaN": (specials, rng.integers(0, 40, 4096).astype(np.int32)),
+        "smallest past 2^98": (big, rng.integers(0, 40, 2048).astype(np.int32)),
+        "a tie the 2^-60s decide": (tie, np.where(np.arange(512) < 10, 0, np.arange(512) % 39 + 1).astype(np.int32)),
+        "a short tail": (uniform[:300] - np.float32(0.5), rng.integers(0, 40, 300).astype(np.int32)),
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_histogram_chunks_of_few_exponents_give_the_reference(threads, req_arch):
+    """On the cpu a small field's staged updates go to per-bin f64 sums while the addends since the
+    last flush keep to few exponents (flushed when the range changes, and at the end); other chunks
+    are decoded. Each case, with the old values 0.5 and -0.0, gives the reference's bits per bin."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    h = qd.field(qd.f32, shape=40)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            h[b[i]] += x[i]
+
+    for name, (xs, bins) in _histogram_cases().items():
+        for old in (np.float32(0.5), np.float32(-0.0)):
+            h.fill(old)
+            k(xs, bins)
+            got = h.to_numpy()
+            for j in range(40):
+                assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[bins == j]]))), (name, old, j)
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():

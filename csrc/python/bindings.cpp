@@ -106,6 +106,10 @@ void bind_ir(py::module_ &m) {
       .def("break_", &Builder::break_)
       .def("continue_", &Builder::continue_)
       .def("return_", &Builder::return_)
+      .def("begin_function", &Builder::begin_function)
+      .def("end_function", &Builder::end_function)
+      .def("param", &Builder::param, ref)
+      .def("call", &Builder::call, ref)
       .def("loop_depth", &Builder::loop_depth)
       .def("num_arg_slots", &Builder::num_arg_slots)
       .def("print_ir", [](Builder &b) { return print_ir(b.kernel()); });

@@ -953,6 +953,14 @@ class Func:
             return self
         return _BoundFunc(self, obj)
 
+    def _inline_key(self, bound):
+        """What tells two nested inlinings of this func apart: its compile-time arguments."""
+        try:
+            return (self, template_key.value_key([v if not isinstance(v, _RUNTIME) else None
+                                                  for v in bound.arguments.values()], []))
+        except Exception:
+            return (self, None)
+
     def inline(self, ctx, args, kwargs, self_lvalue=False):
         try:
             bound = bind_arguments(f"@qd.func '{self.__name__}'", self.signature, args, kwargs)
@@ -967,11 +975,7 @@ class Func:
                              f"parallel loops are separate tasks, run one after another")
         # Inlining a call to a func already being inlined, with the same compile-time arguments,
         # would never end: run-time recursion cannot be inlined.
-        try:
-            key = (self, template_key.value_key([v if not isinstance(v, _RUNTIME) else None
-                                                 for v in bound.arguments.values()], []))
-        except Exception:
-            key = (self, None)
+        key = self._inline_key(bound)
         depth = sum(1 for f, _ in ctx.inlining if f is self)
         if key in ctx.inlining and isinstance(self, RealFunc):
             self.recursive = True  # compiled as a real function from now on: the kernel is built again
@@ -1035,6 +1039,14 @@ class RealFunc(Func):
             raise QuadrantsCompilationError(f"{site}@qd.real_func '{self.__name__}': its return value must be "
                                             f"annotated (-> qd.i32, ...)")
 
+    def _inline_key(self, bound):
+        """Its qd.template() arguments: every other one is a run-time value of its annotated type."""
+        statics = [v for n, v in bound.arguments.items() if T.is_template(self.signature.parameters[n].annotation)]
+        try:
+            return (self, template_key.value_key(statics, []))
+        except Exception:
+            return (self, ("id",) + tuple(id(v) for v in statics))
+
     def inline(self, ctx, args, kwargs, self_lvalue=False):
         if not self.recursive:
             return super().inline(ctx, args, kwargs, self_lvalue)
@@ -1044,11 +1056,10 @@ class RealFunc(Func):
         except QuadrantsArgumentError as e:
             raise QuadrantsArgumentError(ctx.walker.located(str(e)) if ctx.walker else str(e)) from None
         params = self.signature.parameters
-        statics, flat = [], []
+        flat = []
         for name, v in bound.arguments.items():
             ann = params[name].annotation
             if T.is_template(ann):
-                statics.append(v)
                 continue
             if isinstance(ann, T.RefType):
                 ctx.syntax_error(f"{what} is recursive, so it is compiled as a real function, whose arguments are "
@@ -1057,10 +1068,7 @@ class RealFunc(Func):
                 ctx.type_error(f"{what} is recursive, so it is compiled as a real function: its parameter '{name}' "
                                f"must be a scalar, vector, matrix or struct type, or qd.template(); got {ann!r}")
             flat += _flatten(ctx, _func_argument(ctx, self, name, ctx.rvalue(v), ann), ann)
-        try:
-            key = (self, template_key.value_key(statics, []))
-        except Exception:
-            key = (self, ("id",) + tuple(id(v) for v in statics))
+        key = self._inline_key(bound)
         index = ctx.real_functions.get(key)
         if index is None:
             index = self._define(ctx, key, bound)

@@ -79,7 +79,32 @@ def test_deep_recursion():
 
     assert run(100) == 5050
     assert run(0) == 0
-    assert run(20000) == 20000 * 20001 // 2  # the serial task's stack holds 20000 frames
+    assert run(20000) == 20000 * 20001 // 2  # (LLVM makes this tail recursion a loop)
+
+    @qd.real_func
+    def h(n: qd.i32) -> qd.u32:
+        r = qd.u32(0)
+        if n > 0:
+            r = h(n - 1) * qd.u32(3) + qd.u32(n)  # not a tail call: one frame per level
+        return r
+
+    out = qd.field(qd.u32, shape=16)
+
+    @qd.kernel
+    def deep(d: qd.i32):
+        for i in range(16):
+            out[i] = h(d + i)
+
+    def want(n):
+        r = 0
+        for k in range(1, n + 1):
+            r = (r * 3 + k) % 2**32
+        return r
+
+    deep(20000)  # on the worker threads' stacks
+    assert out.to_numpy().tolist() == [want(20000 + i) for i in range(16)]
+    fn = qd.compile(deep, 1).llvm_ir.split("define internal")[1].split("\n}")[0]
+    assert "call " in fn  # the optimised function still calls itself
 
 
 @test(arch=qd.cpu)
@@ -199,13 +224,22 @@ def test_vector_matrix_and_struct_values():
             r = pair(n=q.n + 1, m=q.m)
         return r
 
+    point = qd.types.struct(x=qd.f32, y=vec2, k=qd.i16)
+
+    @qd.real_func
+    def grow(p: point, n: qd.i32) -> point:
+        if n > 0:
+            return grow(point(x=p.x * 2, y=p.y + 1, k=p.k + 1), n - 1)
+        return p
+
     @qd.kernel
-    def run() -> qd.types.vector(7, qd.f32):
+    def run() -> qd.types.vector(10, qd.f32):
         m = power(qd.math.mat2(1, 1, 1, 0), 10)  # Fibonacci numbers
         w = walk(vec2(1.5, -2), 3)
-        return qd.Vector([m[0, 0], m[0, 1], m[1, 1], w.n, w.m[0, 0], w.m[0, 1], w.m[1, 0]])
+        g = grow(point(x=0.75, y=vec2(0, -1), k=5), 4)
+        return qd.Vector([m[0, 0], m[0, 1], m[1, 1], w.n, w.m[0, 0], w.m[0, 1], w.m[1, 0], g.x, g.y[1], g.k])
 
-    assert run().tolist() == [89, 55, 34, 3, 12, -16, 0]
+    assert run().tolist() == [89, 55, 34, 3, 12, -16, 0, 12, 3, 9]
 
 
 @test(arch=qd.cpu)

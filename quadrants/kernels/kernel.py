@@ -977,9 +977,15 @@ class Func:
         # would never end: run-time recursion cannot be inlined.
         key = self._inline_key(bound)
         depth = sum(1 for f, _ in ctx.inlining if f is self)
-        if key in ctx.inlining and isinstance(self, RealFunc):
-            self.recursive = True  # compiled as a real function from now on: the kernel is built again
-            raise _RealCallNeeded()
+        if key in ctx.inlining:
+            # A cycle of inlinings through @qd.real_funcs: they are compiled as real functions from
+            # now on, and the kernel is built again.
+            last = len(ctx.inlining) - 1 - ctx.inlining[::-1].index(key)
+            reals = [f for f, _ in ctx.inlining[last:] if isinstance(f, RealFunc) and not f.recursive]
+            for f in reals:
+                f.recursive = True
+            if reals:
+                raise _RealCallNeeded()
         if key in ctx.inlining or depth >= _MAX_INLINE_DEPTH:
             ctx.syntax_error(f"recursion is not supported: @qd.func '{self.__name__}' calls itself"
                              f"{' (' + str(depth) + ' deep)' if depth >= _MAX_INLINE_DEPTH else ''}; a @qd.func is "
@@ -1097,7 +1103,8 @@ class RealFunc(Func):
         # Its code is serial, called from anywhere: not at kernel scope, not a parallel loop.
         ctx.depth, ctx.in_parallel_loop, ctx.rng_loops, ctx.rng_kernel, ctx.block_dim = 1, False, [], None, 0
         ctx.in_real_function += 1
-        ctx.inlining.append(key)
+        # Inlining starts afresh in its code: a func it inlines that calls it again calls it.
+        caller_inlining, ctx.inlining = ctx.inlining, [key]
         try:
             values, k = {}, 0
             for name, v in bound.arguments.items():
@@ -1113,13 +1120,13 @@ class RealFunc(Func):
             result = walker.emit(values, by_reference=templates)
             flat = _flatten(ctx, ctx.rvalue(result), ret) if returns and result is not None else []
             ctx.b.return_([e.stmt for e in flat])
-        finally:
-            ctx.inlining.pop()
+        finally:  # (an error leaves the function open: the build stops)
+            ctx.inlining = caller_inlining
             ctx.in_real_function -= 1
             ctx.depth, ctx.in_parallel_loop, ctx.rng_loops, ctx.rng_kernel, ctx.block_dim = saved
-            ctx.b.end_function()
-            if caller is not None and caller.node is not None:
-                caller.set_loc(caller.node)  # the call is the caller's statement
+        ctx.b.end_function()
+        if caller is not None and caller.node is not None:
+            caller.set_loc(caller.node)  # the call is the caller's statement
         return index
 
 

@@ -158,6 +158,37 @@ def test_mutual_recursion():
 
 
 @test(arch=qd.cpu)
+def test_recursion_through_a_plain_func():
+    @qd.func
+    def collatz_step(n: qd.i64) -> qd.i64:
+        m = n // 2
+        if n % 2 == 1:
+            m = 3 * n + 1
+        return steps(m)
+
+    @qd.real_func
+    def steps(n: qd.i64) -> qd.i64:
+        r = qd.i64(0)
+        if n != 1:
+            r = collatz_step(n) + 1
+        return r
+
+    @qd.kernel
+    def run(n: qd.i64) -> qd.i64:
+        return collatz_step(n) + 1  # the cycle is entered through the plain func
+
+    def want(n):
+        k = 0
+        while n != 1:
+            n = n // 2 if n % 2 == 0 else 3 * n + 1
+            k += 1
+        return k
+
+    for n in (2, 3, 27, 97, 871):
+        assert run(n) == want(n)
+
+
+@test(arch=qd.cpu)
 def test_early_return_from_a_loop():
     # The first index >= start whose value is `want`, searched one recursion level per 4 elements.
     f = qd.field(qd.i32, shape=64)

@@ -400,6 +400,20 @@ def test_errors_name_the_call():
     with pytest.raises(qd.QuadrantsSyntaxError, match="qd.ref parameter 'a' is not supported"):
         r()
 
+    @qd.real_func
+    def noisy(n: qd.i32) -> qd.f32:
+        r = qd.random()
+        if n > 0:
+            r += noisy(n - 1)
+        return r
+
+    @qd.kernel
+    def rnd() -> qd.f32:
+        return noisy(3)
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match=r"(?s)r = qd.random\(\).*qd.random inside a recursive"):
+        rnd()
+
 
 @test(arch=qd.cpu, deterministic=True)
 def test_deterministic_mode_refuses_atomics_behind_a_call():

@@ -461,3 +461,20 @@ def test_gpu_code_calls_the_function():
             _ptxas(ptx, sm)
     art = qd.compile(total, 0, 99, arch="amdgpu")
     assert any("_f0_part" in getattr(art, n) for n in dir(art) if isinstance(getattr(art, n), str))
+
+
+@test(arch=[qd.vulkan, qd.metal])
+def test_spirv_launch_refuses_recursion():
+    @qd.real_func
+    def sum_to(n: qd.i32) -> qd.i32:
+        if n == 0:
+            return 0
+        return sum_to(n - 1) + n
+
+    @qd.kernel
+    def run(n: qd.i32) -> qd.i32:
+        return sum_to(n)
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"(?s)return sum_to\(n\)\n.*recursive qd.real_func is not "
+                                                           r"supported on (vulkan|metal)"):
+        run(3)

@@ -8,7 +8,7 @@ Builder::Builder(const std::string &name, TypeConfig cfg) : kernel_(std::make_un
 }
 
 std::unique_ptr<KernelIR> Builder::finish() {
-  if (blocks_.size() != 1) syntax_error("internal: unbalanced blocks at the end of the kernel", loc_);
+  if (blocks_.size() != 1 || !open_functions_.empty()) syntax_error("internal: unbalanced blocks at the end of the kernel", loc_);
   return std::move(kernel_);
 }
 
@@ -43,6 +43,7 @@ int Builder::add_field(int64_t field_id, DataType dtype, std::vector<int64_t> sh
 }
 
 int Builder::add_shared(DataType dtype, std::vector<int64_t> shape, const std::string &name) {
+  if (!open_functions_.empty()) syntax_error("a SharedArray inside a recursive qd.real_func is not supported", loc_);
   if (dtype == DataType::none) type_error("a SharedArray needs a dtype", loc_);
   int64_t n = 1;
   for (int64_t d : shape) {
@@ -57,6 +58,8 @@ int Builder::add_shared(DataType dtype, std::vector<int64_t> shape, const std::s
 }
 
 Stmt *Builder::simt(SimtOp op, std::vector<Stmt *> operands) {
+  if (!open_functions_.empty())
+    syntax_error(std::string("qd.simt.") + simt_op_name(op) + " inside a recursive qd.real_func is not supported", loc_);
   size_t arity = 0;
   DataType t = DataType::none;
   switch (op) {
@@ -363,13 +366,55 @@ void Builder::continue_() {
 }
 
 void Builder::return_(const std::vector<Stmt *> &values) {
-  auto &rets = kernel_->returns;
+  bool in_function = !open_functions_.empty();
+  auto &rets = in_function ? kernel_->functions[open_functions_.back().fn].returns : kernel_->returns;
   if (values.size() != rets.size())
-    type_error("the kernel returns " + std::to_string(values.size()) + " value(s) but its annotation says " +
-                   std::to_string(rets.size()), loc_);
+    type_error(std::string(in_function ? "the function" : "the kernel") + " returns " + std::to_string(values.size()) +
+                   " value(s) but its annotation says " + std::to_string(rets.size()), loc_);
   std::vector<Stmt *> cast_values;
   for (size_t i = 0; i < values.size(); i++) cast_values.push_back(cast(values[i], rets[i]));
   make(StmtKind::Return, DataType::none, cast_values);
+}
+
+int Builder::begin_function(const std::string &name, std::vector<DataType> params, std::vector<DataType> returns) {
+  int fn = static_cast<int>(kernel_->functions.size());
+  kernel_->functions.push_back(FunctionDesc{name, std::move(params), std::move(returns), loc_, std::make_unique<Task>()});
+  open_functions_.push_back(Open{fn, std::move(blocks_), loop_depth_});
+  blocks_ = {&kernel_->functions[fn].code->body};
+  loop_depth_ = 0;
+  return fn;
+}
+
+void Builder::end_function() {
+  if (open_functions_.empty() || blocks_.size() != 1) syntax_error("internal: unbalanced blocks at a function's end", loc_);
+  blocks_ = std::move(open_functions_.back().blocks);
+  loop_depth_ = open_functions_.back().loop_depth;
+  open_functions_.pop_back();
+}
+
+Stmt *Builder::param(int index) {
+  if (open_functions_.empty()) syntax_error("internal: a parameter outside a function", loc_);
+  Stmt *s = make(StmtKind::Param, kernel_->functions[open_functions_.back().fn].params.at(index));
+  s->ival = index;
+  return s;
+}
+
+std::vector<Stmt *> Builder::call(int fn, const std::vector<Stmt *> &args) {
+  const FunctionDesc &f = kernel_->functions.at(fn);
+  if (args.size() != f.params.size())
+    type_error("internal: " + f.name + " takes " + std::to_string(f.params.size()) + " argument(s), got " +
+                   std::to_string(args.size()), loc_);
+  std::vector<Stmt *> cast_args;
+  for (size_t i = 0; i < args.size(); i++) cast_args.push_back(cast(args[i], f.params[i]));
+  Stmt *c = make(StmtKind::Call, DataType::none, cast_args);
+  c->ival = fn;
+  std::vector<Stmt *> results;
+  for (size_t i = 0; i < f.returns.size(); i++) {
+    Stmt *r = make(StmtKind::CallResult, f.returns[i], {c});
+    r->ival = static_cast<int64_t>(i);
+    results.push_back(r);
+  }
+  return results;
 }
 
 }  // namespace qd

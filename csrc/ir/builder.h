@@ -93,7 +93,16 @@ class Builder {
   void end_range_for(Stmt *loop);
   void break_();
   void continue_();
+  // Inside a real function: returns its values (cast to its return types); else the kernel's.
   void return_(const std::vector<Stmt *> &values);
+
+  // Real functions (KernelIR::functions): begin_function declares one and builds its code until
+  // end_function (it may call itself, or functions declared while it is built); returns its index.
+  int begin_function(const std::string &name, std::vector<DataType> params, std::vector<DataType> returns);
+  void end_function();
+  Stmt *param(int index);  // the current function's parameter
+  // Calls function `fn` (arguments cast to its parameter types); its return values.
+  std::vector<Stmt *> call(int fn, const std::vector<Stmt *> &args);
   int loop_depth() const { return loop_depth_; }
   int num_arg_slots() const { return kernel_->num_arg_slots; }
 
@@ -108,6 +117,13 @@ class Builder {
   SourceLoc loc_;
   std::vector<Block *> blocks_;
   int loop_depth_ = 0;
+  // The functions being built, innermost last, with the enclosing code's open blocks and loop depth.
+  struct Open {
+    int fn;
+    std::vector<Block *> blocks;
+    int loop_depth;
+  };
+  std::vector<Open> open_functions_;
 };
 
 }  // namespace qd

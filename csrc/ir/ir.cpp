@@ -117,6 +117,14 @@ Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s) {
   return nullptr;
 }
 
+const Stmt *first_call(Block &b) {
+  const Stmt *call = nullptr;
+  for_each_stmt(b, [&](Stmt &s) {
+    if (!call && s.kind == StmtKind::Call) call = &s;
+  });
+  return call;
+}
+
 namespace {
 
 class Printer {
@@ -148,6 +156,14 @@ class Printer {
         if (!t.post_loop.stmts.empty()) os_ << "    each thread, after its share of the loop:\n";
         block(t.post_loop, 3);
       }
+    }
+    for (const FunctionDesc &f : k_.functions) {
+      os_ << "function " << f.name << "(";
+      for (size_t i = 0; i < f.params.size(); i++) os_ << (i ? ", " : "") << dtype_name(f.params[i]);
+      os_ << ") -> (";
+      for (size_t i = 0; i < f.returns.size(); i++) os_ << (i ? ", " : "") << dtype_name(f.returns[i]);
+      os_ << "):\n";
+      block(f.code->body, 1);
     }
     return os_.str();
   }
@@ -232,6 +248,9 @@ class Printer {
       case StmtKind::Break: os_ << "break"; break;
       case StmtKind::Continue: os_ << "continue"; break;
       case StmtKind::Return: os_ << "return " << ops(); break;
+      case StmtKind::Param: os_ << "param[" << s.ival << "]"; break;
+      case StmtKind::Call: os_ << v(&s) << " = call " << k_.functions.at(s.ival).name << "(" << ops() << ")"; break;
+      case StmtKind::CallResult: os_ << "call result[" << s.ival << "] " << ops(); break;
       case StmtKind::Simt:
         os_ << simt_op_name(static_cast<SimtOp>(s.op));
         if (s.op == static_cast<int>(SimtOp::SubgroupReduce) || s.op == static_cast<int>(SimtOp::SubgroupExclusiveScan))

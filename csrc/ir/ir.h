@@ -29,6 +29,11 @@ enum class StmtKind {
   // One operation over n contiguous elements (`op` a SpanOp, ir/ops.h), emitted as a vector loop
   // (codegen/llvm/span_llvm.cpp). Made only for the cpu (qd.algorithms, transforms/compaction.cpp).
   Span,
+  // Real function calls (a recursive @qd.real_func, KernelIR::functions): Param is the function's
+  // parameter `ival` (inside its code only); Call calls function `ival` with the operands as its
+  // arguments (no value of its own; it may read and write any global memory); CallResult is the
+  // call's (operands[0]) return value `ival`.
+  Param, Call, CallResult,
 };
 
 
@@ -146,6 +151,17 @@ struct Task {
   Stmt *loop() const { return parallel ? body.stmts[0].get() : nullptr; }
 };
 
+// A real function (a recursive @qd.real_func specialized for its compile-time arguments): typed
+// scalar parameters and returns (vectors, matrices and structs are passed as their entries). Its
+// code is one serial task's body whose Return statements return `returns`; it reaches the kernel's
+// buffers and arguments as the kernel's tasks do.
+struct FunctionDesc {
+  std::string name;
+  std::vector<DataType> params, returns;
+  SourceLoc loc;  // where it was first called
+  std::unique_ptr<Task> code;
+};
+
 struct KernelIR {
   std::string name;
   Block body;
@@ -153,6 +169,7 @@ struct KernelIR {
   std::vector<BufferDesc> buffers;
   int num_arg_slots = 0;
   std::vector<DataType> returns;
+  std::vector<FunctionDesc> functions;  // called by StmtKind::Call (ival: the index)
   // After offloading:
   std::vector<Task> tasks;
   int64_t temps_bytes = 0;
@@ -194,5 +211,7 @@ Stmt *mapped(const CloneMap &m, Stmt *s);  // s's copy in m, or s itself
 // learns each copy).
 void clone_into(const Block &src, Block &dst, CloneMap &m);
 Stmt *insert_before(Stmt *anchor, std::unique_ptr<Stmt> s);
+// The first Call statement in b (nested blocks too), or null.
+const Stmt *first_call(Block &b);
 
 }  // namespace qd

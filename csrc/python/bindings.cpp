@@ -108,6 +108,10 @@ void bind_ir(py::module_ &m) {
       .def("break_", &Builder::break_)
       .def("continue_", &Builder::continue_)
       .def("return_", &Builder::return_)
+      .def("begin_function", &Builder::begin_function)
+      .def("end_function", &Builder::end_function)
+      .def("param", &Builder::param, ref)
+      .def("call", &Builder::call, ref)
       .def("loop_depth", &Builder::loop_depth)
       .def("num_arg_slots", &Builder::num_arg_slots)
       .def("print_ir", [](Builder &b) { return print_ir(b.kernel()); });
@@ -181,13 +185,13 @@ void bind_runtime(py::module_ &m) {
 
   py::class_<Runtime>(m, "Runtime")
       .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device,
-                       bool fast_math, bool subgroup_aggregation, bool constant_folding) {
+                       bool fast_math, bool subgroup_aggregation, bool constant_folding, int64_t cuda_stack_limit) {
              RuntimeOptions o{threads, caps_from_names(disabled), std::move(device), fast_math, subgroup_aggregation,
-                              constant_folding};
+                              constant_folding, cuda_stack_limit};
              return create_runtime(backend_from_name(arch), o);
            }),
            py::arg("arch"), py::arg("threads"), py::arg("disabled"), py::arg("device"), py::arg("fast_math") = false,
-           py::arg("subgroup_aggregation") = true, py::arg("constant_folding") = true)
+           py::arg("subgroup_aggregation") = true, py::arg("constant_folding") = true, py::arg("cuda_stack_limit") = 0)
       .def_property_readonly("features", [](Runtime &r) { return feature_names(r.features()); })
       .def_property_readonly("vulkan_caps", &vulkan_caps_dict)
       .def("allocate", &Runtime::allocate)

@@ -72,6 +72,8 @@ struct RuntimeOptions {
   bool subgroup_aggregation = true;
   // Constant folding (transforms/fold.cpp); false: TargetFeatures::constant_folding off.
   bool constant_folding = true;
+  // cuda: the bytes of stack per thread (qd.init(cuda_stack_limit=...)); 0: the driver's default.
+  int64_t cuda_stack_limit = 0;
 };
 
 std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);

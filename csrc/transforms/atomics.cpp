@@ -1,3 +1,4 @@
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -121,6 +122,7 @@ void demote_unique_atomics(KernelIR &k) {
   for (Task &t : k.tasks) {
     if (!t.parallel) continue;
     Stmt *loop = t.loop();
+    if (first_call(*loop->body)) continue;  // the call may access any element
     // buffer -> the one index pattern every access in this loop uses (null once two differ)
     std::unordered_map<int64_t, const Stmt *> pattern;
     std::unordered_map<int64_t, bool> unique;
@@ -198,29 +200,86 @@ void decide_atomics(KernelIR &k, const Target &target) {
   if (target.backend == Backend::Vulkan || target.backend == Backend::Metal) same_view_for_shared_floats(k);
 }
 
+// Points the top-level statements of a task's blocks at where the blocks are now.
+static void set_task_parents(Task &t) {
+  for (Block *b : {&t.prologue, &t.body, &t.pre_loop, &t.post_loop})
+    for (auto &s : b->stmts) s->parent = b;
+}
+
+// Runs `pass` on the code of each real function as if it were the kernel's: before offloading as
+// the kernel body, after it as the kernel's only (serial) task; the kernel's own code is put back.
+static void on_functions(KernelIR &k, bool offloaded, const std::function<void(KernelIR &)> &pass) {
+  for (FunctionDesc &f : k.functions) {
+    if (!offloaded) {
+      std::swap(k.body.stmts, f.code->body.stmts);
+      for (auto &s : k.body.stmts) s->parent = &k.body;
+      pass(k);
+      std::swap(k.body.stmts, f.code->body.stmts);
+      for (auto &s : k.body.stmts) s->parent = &k.body;
+      set_task_parents(*f.code);
+      continue;
+    }
+    std::vector<Task> code;
+    code.push_back(std::move(*f.code));
+    std::swap(code, k.tasks);
+    set_task_parents(k.tasks[0]);
+    pass(k);
+    std::swap(code, k.tasks);
+    *f.code = std::move(code[0]);
+    set_task_parents(*f.code);
+  }
+}
+
+// Real function calls (recursive @qd.real_funcs): the passes that move memory operations refuse
+// the loops that contain a call, which may read and write any global memory (synchronizes(),
+// demote_unique_atomics, partition_scatters, make_deterministic). SPIR-V forbids recursion, and
+// autodiff does not differentiate through calls: both refuse the kernel, naming a call.
+static void check_calls(KernelIR &k, Backend backend) {
+  if (k.functions.empty()) return;
+  bool spirv = backend == Backend::Vulkan || backend == Backend::Metal;
+  if (!spirv && k.autodiff == KernelIR::Autodiff::None) return;
+  const Stmt *call = first_call(k.body);
+  for (FunctionDesc &f : k.functions)
+    if (!call) call = first_call(f.code->body);
+  std::string what = spirv ? std::string("recursive qd.real_func is not supported on ") + backend_name(backend) +
+                                 " (SPIR-V has no recursion); make the recursion end at compile time (qd.template() "
+                                 "arguments and qd.static conditions) or use an LLVM backend (cpu, cuda, amdgpu)"
+                     : std::string(k.autodiff == KernelIR::Autodiff::Validation ? "qd.ad.Tape(validation=True)"
+                                                                              : "automatic differentiation") +
+                           " of a kernel that calls a recursive qd.real_func is not supported";
+  throw CompileError(ErrorKind::Codegen, what, call ? call->loc : SourceLoc{});
+}
+
 void run_passes(KernelIR &k, const Target &target) {
   Backend backend = target.backend;
   // First: every pass after it sees constants, and legalization never expands the language's
   // // % ** or the math library (on GPUs) for them.
   bool fold = target.features.constant_folding;
+  check_calls(k, backend);
   if (k.autodiff == KernelIR::Autodiff::Reverse) make_adjoint(k, k.ad_stack_size);
   if (k.autodiff == KernelIR::Autodiff::Forward) make_dual(k);
   if (k.autodiff == KernelIR::Autodiff::Validation) check_data_access(k);
-  if (fold) fold_constants(k);
-  demote_local_atomics(k);
-  if (k.debug) insert_bounds_checks(k);
+  // Real functions' code takes the passes that do not look at parallel loops (on_functions).
+  auto kernel_and_functions = [&](bool offloaded, const std::function<void(KernelIR &)> &pass) {
+    pass(k);
+    on_functions(k, offloaded, pass);
+  };
+  if (fold) kernel_and_functions(false, fold_constants);
+  kernel_and_functions(false, demote_local_atomics);
+  if (k.debug) kernel_and_functions(false, insert_bounds_checks);
   offload(k);
   demote_unique_atomics(k);  // before the verdicts: an element unique to its iteration needs no atomic
   if (k.deterministic) make_deterministic(k, /*cpu=*/backend == Backend::Cpu);
-  decide_atomics(k, target);
+  kernel_and_functions(true, [&](KernelIR &code) { decide_atomics(code, target); });
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu || backend == Backend::Vulkan)
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);
   if (backend == Backend::Cpu) partition_scatters(k);
   if (backend == Backend::Cpu) run_blocks_on_cpu(k);
   batch_compactions(k, target);
   aggregate_subgroup_atomics(k, target);
-  legalize(k, target);
-  if (fold) fold_constants(k);  // the constant operands of its expansions (safe divisors, shift ranges)
+  kernel_and_functions(true, [&](KernelIR &code) { legalize(code, target); });
+  // the constant operands of its expansions (safe divisors, shift ranges)
+  if (fold) kernel_and_functions(true, fold_constants);
   plan_shared_memory(k, target);
 }
 

@@ -174,7 +174,7 @@ class BlockSplitter {
             v = is_exchange(s) || is_simt(s, SimtOp::ThreadIdx) || is_simt(s, SimtOp::GlobalThreadIdx) ||
                 is_simt(s, SimtOp::SubgroupInvocationId);
             break;
-          case StmtKind::Atomic: v = true; break;
+          case StmtKind::Atomic: case StmtKind::Call: v = true; break;  // (a call may read what others wrote)
           case StmtKind::Alloca: break;  // by its stores, below
           case StmtKind::LocalStore:
             if (varying(s.operands[1]) || under_varying_control(&s)) mark(s.operands[0]);

@@ -281,9 +281,22 @@ class Determinizer {
     return k;
   }
 
+  // Whether some real function has an atomic on memory (its code is not rewritten here).
+  bool calls_atomics() const {
+    bool found = false;
+    for (const FunctionDesc &f : k_.functions)
+      for_each_stmt(f.code->body, [&](Stmt &s) {
+        found |= s.kind == StmtKind::Atomic && s.operands[0]->kind == StmtKind::GlobalPtr;
+      });
+    return found;
+  }
+
   void check(Task &t, const std::unordered_set<const Stmt *> &used, std::vector<Stmt *> &floats,
              std::vector<Stmt *> &counters) {
     for_each_stmt(*t.loop()->body, [&](Stmt &s) {
+      if (s.kind == StmtKind::Call && calls_atomics())
+        reject("a call of a recursive qd.real_func with atomics in a parallel loop: its atomics are not made "
+               "deterministic", s.loc);
       if (s.kind == StmtKind::Fence) reject("qd.atomic_fence orders accesses whose interleaving is the schedule's", s.loc);
       if (s.is_atomic)
         reject("qd.atomic_load / qd.atomic_store in a parallel loop observe or race with other threads", s.loc);

@@ -271,10 +271,12 @@ void privatize_arrays(KernelIR &k, Task &t) {
 
 // A loop that synchronizes through memory (fences, atomic loads / stores, ordered atomics) keeps
 // its atomics where they are: grouping them would move them across what they are ordered with.
+// So does a loop that calls a real function, which may read and write any memory.
 bool synchronizes(Task &t) {
   bool found = false;
   for_each_stmt(*t.loop()->body, [&](Stmt &s) {
-    found |= s.kind == StmtKind::Fence || s.is_atomic || (s.kind == StmtKind::Atomic && s.order != MemoryOrder::Relaxed);
+    found |= s.kind == StmtKind::Fence || s.is_atomic || (s.kind == StmtKind::Atomic && s.order != MemoryOrder::Relaxed) ||
+             s.kind == StmtKind::Call;
   });
   return found;
 }

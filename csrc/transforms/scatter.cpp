@@ -412,7 +412,8 @@ void partition_scatters(KernelIR &k) {
   for (Task &t : k.tasks) {
     int64_t target = -1;
     std::vector<Stmt *> atomics, own;
-    if (t.parallel && t.pre_loop.stmts.empty() && t.post_loop.stmts.empty() && !t.loop()->block_dim)
+    if (t.parallel && t.pre_loop.stmts.empty() && t.post_loop.stmts.empty() && !t.loop()->block_dim &&
+        !first_call(*t.loop()->body))  // a call's memory accesses are not the loop's to reorder
       atomics = partitionable(k, t, &target, &own);
     if (!atomics.empty()) {
       if (Bucketing::applies(k, target, atomics)) {

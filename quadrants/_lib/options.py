@@ -39,6 +39,7 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "offline_cache_file_path": ("", "str", True),  # "": $QD_OFFLINE_CACHE_FILE_PATH or ~/.cache/quadrants
     "log_level": ("info", "log_level", True),     # the level of the messages the package logs (_lib/log.py)
     "raise_on_templated_floats": (False, "bool", True),  # a float template argument is a ValueError
+    "cuda_stack_limit": (0, "int", True),         # cuda: per-thread stack bytes (recursive qd.real_func); 0: driver default
     "short_circuit_operators": (True, "bool", True),  # `and` / `or` short-circuit; False is rejected (below)
     # Accepted, no effect here.
     "src_ll_cache": (True, "bool", False),
@@ -50,7 +51,6 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "device_memory_GB": (1.0, "number", False),
     "device_memory_fraction": (0.0, "number", False),
     "kernel_profiler": (False, "bool", False),
-    "cuda_stack_limit": (0, "int", False),
     "verbose": (True, "bool", False),
     "debug_dump_path": ("", "str", False),
     "print_kernel_llvm_ir": (False, "bool", False),

@@ -496,7 +496,15 @@ class Kernel:
 
     def build(self, values, config, arch=None):
         """Walks the kernel's AST into a core Builder for `arch` (default: the config's). Returns
-        (builder, fields, num_slots, plan, written)."""
+        (builder, fields, num_slots, plan, written). Starts again each time a @qd.real_func turns out
+        to be recursive (RealFunc.recursive, which then stays set)."""
+        while True:
+            try:
+                return self._build_once(values, config, arch)
+            except _RealCallNeeded:
+                continue
+
+    def _build_once(self, values, config, arch):
         if _lacks_its_return(self):
             raise QuadrantsSyntaxError(f"{_def_site(self.func)}Kernel has a return type but does not have a return "
                                        f"statement: kernel '{self.__name__}' is annotated "
@@ -945,6 +953,14 @@ class Func:
             return self
         return _BoundFunc(self, obj)
 
+    def _inline_key(self, bound):
+        """What tells two nested inlinings of this func apart: its compile-time arguments."""
+        try:
+            return (self, template_key.value_key([v if not isinstance(v, _RUNTIME) else None
+                                                  for v in bound.arguments.values()], []))
+        except Exception:
+            return (self, None)
+
     def inline(self, ctx, args, kwargs, self_lvalue=False):
         try:
             bound = bind_arguments(f"@qd.func '{self.__name__}'", self.signature, args, kwargs)
@@ -959,12 +975,17 @@ class Func:
                              f"parallel loops are separate tasks, run one after another")
         # Inlining a call to a func already being inlined, with the same compile-time arguments,
         # would never end: run-time recursion cannot be inlined.
-        try:
-            key = (self, template_key.value_key([v if not isinstance(v, _RUNTIME) else None
-                                                 for v in bound.arguments.values()], []))
-        except Exception:
-            key = (self, None)
+        key = self._inline_key(bound)
         depth = sum(1 for f, _ in ctx.inlining if f is self)
+        if key in ctx.inlining:
+            # A cycle of inlinings through @qd.real_funcs: they are compiled as real functions from
+            # now on, and the kernel is built again.
+            last = len(ctx.inlining) - 1 - ctx.inlining[::-1].index(key)
+            reals = [f for f, _ in ctx.inlining[last:] if isinstance(f, RealFunc) and not f.recursive]
+            for f in reals:
+                f.recursive = True
+            if reals:
+                raise _RealCallNeeded()
         if key in ctx.inlining or depth >= _MAX_INLINE_DEPTH:
             ctx.syntax_error(f"recursion is not supported: @qd.func '{self.__name__}' calls itself"
                              f"{' (' + str(depth) + ' deep)' if depth >= _MAX_INLINE_DEPTH else ''}; a @qd.func is "
@@ -999,14 +1020,22 @@ class Func:
 _RUNTIME = (Expr, Var, Ptr, MatrixValue)
 
 
+class _RealCallNeeded(BaseException):
+    """Raised while a kernel is built when a @qd.real_func turns out to be recursive: the build
+    starts again with that func compiled as a real function (Kernel.build). A BaseException, so
+    that no handler of the front end's reports it as an error."""
+
+
 class RealFunc(Func):
     """@qd.real_func: a func whose every parameter is annotated (arguments are converted to those
     types and passed by value; qd.template() ones at compile time) and whose return value, if any,
-    is annotated. It is inlined as a @qd.func is, which gives the same results; recursion that
-    only ends at run time is therefore a compile error naming the call (docs/language.md)."""
+    is annotated. It is inlined as a @qd.func is, unless it is recursive (it is called while it is
+    being inlined with the same compile-time arguments): then it is compiled as a real function per
+    specialization of its qd.template() arguments, called by a call statement (docs/language.md)."""
 
     def __init__(self, func):
         super().__init__(func)
+        self.recursive = False  # set by the first build that finds it calling itself
         site = _def_site(self.func)
         for name, p in self.signature.parameters.items():
             if p.annotation is inspect.Parameter.empty:
@@ -1015,6 +1044,139 @@ class RealFunc(Func):
         if self.signature.return_annotation is inspect.Signature.empty and _returns_a_value(self.func):
             raise QuadrantsCompilationError(f"{site}@qd.real_func '{self.__name__}': its return value must be "
                                             f"annotated (-> qd.i32, ...)")
+
+    def _inline_key(self, bound):
+        """Its qd.template() arguments: every other one is a run-time value of its annotated type."""
+        statics = [v for n, v in bound.arguments.items() if T.is_template(self.signature.parameters[n].annotation)]
+        try:
+            return (self, template_key.value_key(statics, []))
+        except Exception:
+            return (self, ("id",) + tuple(id(v) for v in statics))
+
+    def inline(self, ctx, args, kwargs, self_lvalue=False):
+        if not self.recursive:
+            return super().inline(ctx, args, kwargs, self_lvalue)
+        what = f"@qd.real_func '{self.__name__}'"
+        try:
+            bound = bind_arguments(what, self.signature, args, kwargs)
+        except QuadrantsArgumentError as e:
+            raise QuadrantsArgumentError(ctx.walker.located(str(e)) if ctx.walker else str(e)) from None
+        params = self.signature.parameters
+        flat = []
+        for name, v in bound.arguments.items():
+            ann = params[name].annotation
+            if T.is_template(ann):
+                continue
+            if isinstance(ann, T.RefType):
+                ctx.syntax_error(f"{what} is recursive, so it is compiled as a real function, whose arguments are "
+                                 f"passed by value: its qd.ref parameter '{name}' is not supported; return the value")
+            if _leaf_dtypes(ann) is None:
+                ctx.type_error(f"{what} is recursive, so it is compiled as a real function: its parameter '{name}' "
+                               f"must be a scalar, vector, matrix or struct type, or qd.template(); got {ann!r}")
+            flat += _flatten(ctx, _func_argument(ctx, self, name, ctx.rvalue(v), ann), ann)
+        key = self._inline_key(bound)
+        index = ctx.real_functions.get(key)
+        if index is None:
+            index = self._define(ctx, key, bound)
+        results = [ctx.expr(r) for r in ctx.b.call(index, [e.stmt for e in flat])]
+        ret = self.signature.return_annotation
+        return _assemble(ctx, results, ret) if _leaf_dtypes(ret) else None
+
+    def _define(self, ctx, key, bound):
+        """Builds this specialization's code as a new function of the kernel; returns its index."""
+        what = f"@qd.real_func '{self.__name__}'"
+        if _lacks_its_return(self):
+            ctx.syntax_error(f"Function has a return type but does not have a return statement: {what} is "
+                             f"annotated -> {self.signature.return_annotation!r}")
+        ret = self.signature.return_annotation
+        returns = _leaf_dtypes(ret)
+        if returns is None:
+            ctx.type_error(f"{what} is recursive, so it is compiled as a real function: its return type must be a "
+                           f"scalar, vector, matrix or struct type; got {ret!r}")
+        params = self.signature.parameters
+        param_dtypes = [d for n in bound.arguments if not T.is_template(params[n].annotation)
+                        for d in _leaf_dtypes(params[n].annotation)]
+        index = ctx.b.begin_function(self.__name__, [d.core for d in param_dtypes], [d.core for d in returns])
+        ctx.real_functions[key] = index  # before the body: its own calls find it
+        caller = ctx.walker
+        saved = (ctx.depth, ctx.in_parallel_loop, ctx.rng_loops, ctx.rng_kernel, ctx.block_dim)
+        # Its code is serial, called from anywhere: not at kernel scope, not a parallel loop.
+        ctx.depth, ctx.in_parallel_loop, ctx.rng_loops, ctx.rng_kernel, ctx.block_dim = 1, False, [], None, 0
+        ctx.in_real_function += 1
+        # Inlining starts afresh in its code: a func it inlines that calls it again calls it.
+        caller_inlining, ctx.inlining = ctx.inlining, [key]
+        try:
+            values, k = {}, 0
+            for name, v in bound.arguments.items():
+                ann = params[name].annotation
+                if T.is_template(ann):
+                    values[name] = v
+                    continue
+                n = len(_leaf_dtypes(ann))
+                values[name] = _assemble(ctx, [ctx.expr(ctx.b.param(k + i)) for i in range(n)], ann)
+                k += n
+            templates = [n for n in params if T.is_template(params[n].annotation)]
+            walker = ast_builder.FunctionWalker(ctx, self.func, is_kernel=False)
+            result = walker.emit(values, by_reference=templates)
+            flat = _flatten(ctx, ctx.rvalue(result), ret) if returns and result is not None else []
+            ctx.b.return_([e.stmt for e in flat])
+        finally:  # (an error leaves the function open: the build stops)
+            ctx.inlining = caller_inlining
+            ctx.in_real_function -= 1
+            ctx.depth, ctx.in_parallel_loop, ctx.rng_loops, ctx.rng_kernel, ctx.block_dim = saved
+        ctx.b.end_function()
+        if caller is not None and caller.node is not None:
+            caller.set_loc(caller.node)  # the call is the caller's statement
+        return index
+
+
+def _leaf_dtypes(ann):
+    """The scalar dtypes a real function passes a value of type `ann` as (vectors, matrices and
+    structs entry by entry); [] for no value; None for a type it cannot pass."""
+    if ann in (None, inspect.Signature.empty):
+        return []
+    if isinstance(ann, T.DataType) or ann in (int, float):
+        return [T.to_dtype(ann)]
+    if isinstance(ann, (T.VectorType, T.MatrixType)):
+        return [T.to_dtype(ann.dtype)] * math.prod(ann.shape)
+    if isinstance(ann, StructType):
+        return [ld for _, ld, lshape in _struct.leaves(ann) for _ in range(math.prod(lshape) if lshape else 1)]
+    return None
+
+
+def _flatten(ctx, v, ann):
+    """A value of type `ann` as its scalar entries (Exprs of _leaf_dtypes(ann))."""
+    if isinstance(ann, StructType):
+        if not isinstance(v, StructValue) or v.type is not ann:
+            ctx.type_error(f"expected a value of {ann!r}, got {type(v).__name__}")
+        out = []
+        for path, ld, lshape in _struct.leaves(ann):
+            m = v
+            for p in path:
+                m = m.members[p]
+            m = ctx.cast(ctx.rvalue(m), ld)
+            out += [ctx.scalar(e) for e in m.entries] if lshape else [ctx.scalar(m)]
+        return out
+    v = ctx.cast(v, _leaf_dtypes(ann)[0])
+    if isinstance(ann, (T.VectorType, T.MatrixType)):
+        if not isinstance(v, MatrixValue) or v.shape != ann.shape:
+            ctx.type_error(f"expected a value of {ann!r}, got {type(v).__name__}")
+        return [ctx.scalar(e) for e in v.entries]
+    return [ctx.scalar(v)]
+
+
+def _assemble(ctx, exprs, ann):
+    """The inverse of _flatten: a value of type `ann` from its scalar entries."""
+    if isinstance(ann, StructType):
+        vals, k = {}, 0
+        for path, ld, lshape in _struct.leaves(ann):
+            n = math.prod(lshape) if lshape else 1
+            vals[path] = MatrixValue(exprs[k:k + n], lshape) if lshape else exprs[k]
+            k += n
+        return _struct.value_from_leaves(ann, vals)
+    if isinstance(ann, (T.VectorType, T.MatrixType)):
+        return MatrixValue(list(exprs), ann.shape)
+    return exprs[0]
 
 
 def _lacks_its_return(k):

@@ -34,6 +34,12 @@ CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)0x1; retur
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { return 0; }
 CUresult cuCtxSetCurrent(void *ctx) { return 0; }
 CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuCtxSetLimit(int limit, size_t value) {
+  char line[512];
+  snprintf(line, sizeof line, "limit %d %zu\n", limit, value);
+  log_line(line);
+  return 0;
+}
 CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *opts, void **vals) { *m = (void *)0x2; return 0; }
 CUresult cuModuleUnload(void *m) { return 0; }
 CUresult cuModuleGetFunction(void **f, void *m, const char *name) { *f = strdup(name); return 0; }

@@ -88,3 +88,47 @@ def test_cuda_launch_sets_dynamic_shared_memory(stub_dir):
     assert big == [f"attribute {big[0].split()[1]} 8 {dynamic}"] + [f"launch {big[0].split()[1]} block=64 shared={dynamic}"] * 2, calls
     small = [c for c in calls if c.split()[1].startswith("small_")]
     assert small and all(c.startswith("launch ") and c.endswith(" shared=0") for c in small), calls
+
+
+STACK_SCRIPT = textwrap.dedent("""
+    import sys
+    import quadrants as qd
+
+    qd.init(arch=qd.cuda, **({"cuda_stack_limit": int(sys.argv[1])} if sys.argv[1] != "0" else {}))
+
+    @qd.real_func
+    def sum_to(n: qd.i32) -> qd.i32:
+        r = 0
+        if n > 0:
+            r = sum_to(n - 1) * 3 + n
+        return r
+
+    @qd.kernel
+    def deep(n: qd.i32) -> qd.i32:
+        return sum_to(n)
+
+    deep(100)  # the stand-in driver runs nothing: only its calls are checked
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("limit", [0, 32768])
+def test_cuda_stack_limit_sets_the_thread_stack(stub_dir, limit):
+    """qd.init(cuda_stack_limit=n) sets the context's per-thread stack (CU_LIMIT_STACK_SIZE = 0)
+    once, before any launch; without it the driver's default stays."""
+    log = stub_dir / f"stack{limit}.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{stub_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+               QD_FAKE_CUDA_LOG=str(log), PYTHONPATH=ROOT)
+    env.pop("QD_CUDA_ARCH", None)
+    script = stub_dir / "stack.py"
+    script.write_text(STACK_SCRIPT)
+    r = subprocess.run([sys.executable, str(script), str(limit)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+    calls = log.read_text().splitlines() if log.exists() else []
+    launches = [i for i, c in enumerate(calls) if c.startswith("launch deep_")]
+    assert launches, calls
+    limits = [i for i, c in enumerate(calls) if c.startswith("limit ")]
+    if limit:
+        assert [calls[i] for i in limits] == [f"limit 0 {limit}"] and limits[0] < launches[0], calls
+    else:
+        assert limits == [], calls

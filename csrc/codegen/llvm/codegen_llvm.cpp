@@ -14,7 +14,9 @@ LlvmCodegen::LlvmCodegen(KernelIR &k, LlvmTarget &target, llvm::LLVMContext &ctx
 }
 
 std::unique_ptr<llvm::Module> LlvmCodegen::run(std::vector<TaskSymbols> *symbols) {
+  declare_functions();
   for (size_t i = 0; i < k_.tasks.size(); i++) symbols->push_back(target_.emit_task(*this, k_.tasks[i], int(i)));
+  for (size_t i = 0; i < k_.functions.size(); i++) emit_function(int(i));
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*module_, &os)) throw std::runtime_error("internal: invalid LLVM IR generated: " + err);
@@ -117,6 +119,9 @@ void LlvmCodegen::emit(const Stmt &s) {
     case StmtKind::Return: emit_return(s); break;
     case StmtKind::Simt: v = target_.emit_simt(*this, s); break;
     case StmtKind::Span: v = span(s); break;
+    case StmtKind::Param: v = fn_->getArg(2 + static_cast<unsigned>(s.ival)); break;
+    case StmtKind::Call: v = call(s); break;
+    case StmtKind::CallResult: v = b_.CreateExtractValue(value(s.operands[0]), {static_cast<unsigned>(s.ival)}); break;
   }
   if (v) values_[&s] = v;
 }
@@ -437,7 +442,43 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end) {
   if (task) emit_block(task->post_loop);
 }
 
+void LlvmCodegen::declare_functions() {
+  auto *ptr = llvm::PointerType::get(ctx_, target_.global_address_space());
+  for (size_t i = 0; i < k_.functions.size(); i++) {
+    const FunctionDesc &f = k_.functions[i];
+    std::vector<llvm::Type *> params{ptr, ptr}, returns;
+    for (DataType t : f.params) params.push_back(type(t));
+    for (DataType t : f.returns) returns.push_back(type(t));
+    auto *fty = llvm::FunctionType::get(llvm::StructType::get(ctx_, returns), params, false);
+    functions_.push_back(llvm::Function::Create(fty, llvm::Function::InternalLinkage,
+                                                k_.name + "_f" + std::to_string(i) + "_" + f.name, *module_));
+  }
+}
+
+void LlvmCodegen::emit_function(int index) {
+  function_ = &k_.functions[index];
+  llvm::Function *fn = functions_[index];
+  begin_function(fn);
+  emit_block(function_->code->body);
+  // Falling off the end (no return on this path): zero values, as a variable starts.
+  b_.CreateRet(llvm::Constant::getNullValue(fn->getReturnType()));
+  function_ = nullptr;
+}
+
+Value *LlvmCodegen::call(const Stmt &s) {
+  std::vector<Value *> args{fn_->getArg(0), fn_->getArg(1)};
+  for (const Stmt *a : s.operands) args.push_back(value(a));
+  return b_.CreateCall(functions_.at(s.ival), args);
+}
+
 void LlvmCodegen::emit_return(const Stmt &s) {
+  if (function_) {
+    Value *r = llvm::UndefValue::get(fn_->getReturnType());
+    for (size_t i = 0; i < s.operands.size(); i++) r = b_.CreateInsertValue(r, value(s.operands[i]), {unsigned(i)});
+    b_.CreateRet(r);
+    start_dead_block();
+    return;
+  }
   // A bare `return` stores nothing, and its kernel may have no result buffer (index -1).
   for (size_t i = 0; i < s.operands.size(); i++)
     b_.CreateStore(value(s.operands[i]), b_.CreateConstGEP1_64(b_.getInt8Ty(), buffer_base(k_.result_buffer), 8 * i));

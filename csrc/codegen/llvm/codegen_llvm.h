@@ -100,6 +100,11 @@ class LlvmCodegen {
   llvm::Value *span(const Stmt &s);
   llvm::Value *span_scan(const Stmt &s);
   llvm::Value *span_compress(const Stmt &s);
+  // Real functions (KernelIR::functions): fn(bufs, args, params...) -> {returns...}, internal to
+  // the module; declared before the tasks, whose code calls them, and emitted after.
+  void declare_functions();
+  void emit_function(int index);
+  llvm::Value *call(const Stmt &s);
 
   KernelIR &k_;
   LlvmTarget &target_;
@@ -107,6 +112,8 @@ class LlvmCodegen {
   std::unique_ptr<llvm::Module> module_;
   llvm::IRBuilder<> b_;
   llvm::Function *fn_ = nullptr;
+  const FunctionDesc *function_ = nullptr;  // the real function being emitted; null in a task
+  std::vector<llvm::Function *> functions_;
   llvm::BasicBlock *entry_ = nullptr;
   std::unordered_map<const Stmt *, llvm::Value *> values_;
   std::unordered_map<int, llvm::Value *> bases_;

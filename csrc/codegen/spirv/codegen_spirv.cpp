@@ -215,6 +215,8 @@ void SpirvCodegen::emit(const Stmt &s) {
     case StmtKind::Simt: v = simt(s); break;
     case StmtKind::Fns: throw std::logic_error("internal: fns reached the SPIR-V codegen unlegalized");
     case StmtKind::Span: throw std::logic_error("internal: a span statement (cpu only) reached the SPIR-V codegen");
+    case StmtKind::Param: case StmtKind::Call: case StmtKind::CallResult:  // refused by run_passes (check_calls)
+      throw std::logic_error("internal: a real function call reached the SPIR-V codegen");
   }
   if (v) values_[&s] = v;
 }

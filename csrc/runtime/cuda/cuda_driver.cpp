@@ -30,6 +30,7 @@ struct Api {
   CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
   CUresult (*cuCtxSetCurrent)(Context);
   CUresult (*cuCtxSynchronize)();
+  CUresult (*cuCtxSetLimit)(int, size_t);
   CUresult (*cuModuleLoadDataEx)(Module *, const void *, unsigned, int *, void **);
   CUresult (*cuModuleUnload)(Module);
   CUresult (*cuModuleGetFunction)(Function *, Module, const char *);
@@ -70,6 +71,7 @@ Library load_library() {
   resolve(lib, "cuDevicePrimaryCtxRelease_v2", a.cuDevicePrimaryCtxRelease, e);
   resolve(lib, "cuCtxSetCurrent", a.cuCtxSetCurrent, e);
   resolve(lib, "cuCtxSynchronize", a.cuCtxSynchronize, e);
+  resolve(lib, "cuCtxSetLimit", a.cuCtxSetLimit, e);
   resolve(lib, "cuModuleLoadDataEx", a.cuModuleLoadDataEx, e);
   resolve(lib, "cuModuleUnload", a.cuModuleUnload, e);
   resolve(lib, "cuModuleGetFunction", a.cuModuleGetFunction, e);
@@ -266,6 +268,12 @@ void CudaDevice::set_max_dynamic_shared_bytes(Function fn, unsigned bytes) {
   bind();
   check(api().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+}
+
+void CudaDevice::set_stack_bytes(size_t bytes) {
+  bind();
+  constexpr int CU_LIMIT_STACK_SIZE = 0;
+  check(api().cuCtxSetLimit(CU_LIMIT_STACK_SIZE, bytes), "cuCtxSetLimit(STACK_SIZE)");
 }
 
 void CudaDevice::synchronize() {

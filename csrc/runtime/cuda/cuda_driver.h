@@ -66,6 +66,8 @@ class CudaDevice {
   // cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): lets `fn` launch with up
   // to `bytes` of dynamic shared memory (needed above 48 KiB).
   void set_max_dynamic_shared_bytes(Function fn, unsigned bytes);
+  // The stack of each thread (recursive real functions need more than the driver's default).
+  void set_stack_bytes(size_t bytes);
   void synchronize();
 
  private:

@@ -76,6 +76,7 @@ class CudaRuntime : public GpuRuntime {
 
 std::unique_ptr<Runtime> create_cuda_runtime(const RuntimeOptions &options) {
   auto calls = std::make_unique<CudaCalls>(device_ordinal(options, "cuda"));
+  if (options.cuda_stack_limit > 0) calls->dev.set_stack_bytes(static_cast<size_t>(options.cuda_stack_limit));
   const char *env = std::getenv("QD_CUDA_ARCH");
   TargetFeatures f;
   f.cuda_sm = env && *env ? cuda_sm({}) : device_sm(calls->dev);

@@ -122,6 +122,8 @@ class KernelContext:
         self.shared_arrays = []  # qd.simt.block.SharedArray allocations, in order
         self.written = set()  # buffer indices the kernel stores to (read-only numpy inputs need not be)
         self.inlining = []    # (Func, compile-time key of its arguments) of the @qd.func calls being inlined
+        self.real_functions = {}  # (RealFunc, key of its compile-time arguments) -> the core's function index
+        self.in_real_function = 0  # nesting of real functions' code being built (kernel.RealFunc)
         self.tracker = tracker  # what the kernel reads from its plain-object template arguments
         self.print_formats = []       # per print() call: (pieces, layout) to format its records
         self.assert_messages = []     # the located message of each run-time assert, numbered from 1
@@ -133,6 +135,9 @@ class KernelContext:
     # --- random numbers ---------------------------------------------------------------------------
     def rng_stream(self):
         """(counter Var, thread index Expr, launch number Expr) for qd.random at this point."""
+        if self.in_real_function:
+            self.syntax_error("qd.random inside a recursive qd.real_func is not supported: pass random numbers "
+                              "drawn by the caller as arguments")
         if self.rng_launch_slot is None:
             self.rng_launch_slot = self.b.add_scalar_arg("__qd_random_launch", T.u32.core)
         launch = self.expr(self.b.arg(self.rng_launch_slot, T.u32.core))

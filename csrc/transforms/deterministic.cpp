@@ -682,6 +682,9 @@ class Determinizer {
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
+    // cpu, no private copy: slot k of an element holds the wrapped sum of its unsplit values of limb
+    // k (unsplit_add); the final pass splits them.
+    const bool unsplit = cpu_ && priv < 0;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
@@ -714,10 +717,14 @@ class Determinizer {
       if (priv >= 0) {
         private_update(e, priv, first, lay, el, k, q.sw, q.flags);
       } else {
-        Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
         Stmt *flags = lay.flags(e, el);
-        atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
-        atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
+        if (unsplit) {
+          unsplit_add(e, first, lay, el, k, q.sw);
+        } else {
+          Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
+          atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
+          atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
+        }
         if (lay.rows()) {
           atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
         } else {  // a field the caches hold (a histogram): most updates find their flags set already
@@ -750,8 +757,17 @@ class Determinizer {
     tp->ival = buffer;
     Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
     std::vector<Stmt *> limbs;
-    for (int k = 0; k < kLimbs; k++)
-      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu), contribution(f, init, k)));
+    Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
+    for (int k = 0; k < kLimbs; k++) {
+      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+      if (unsplit) {  // limb k: slot k's low 32 bits (the last slot: all of it) and slot k - 1's high part
+        Stmt *low = k < kLimbs - 1 ? f.bin(B::BitAnd, v, i64(f, 0xFFFFFFFF)) : v;
+        Stmt *sum = f.bin(B::Add, low, high);
+        high = f.bin(B::Shr, v, i64(f, 32));
+        v = sum;
+      }
+      limbs.push_back(f.bin(B::Add, v, contribution(f, init, k)));
+    }
     Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     after.push_back(std::move(fin));
@@ -883,6 +899,24 @@ class Determinizer {
     BufferDesc b{BufferKind::Private, dt, {chunk_}};
     b.name = name;
     return k_.add_buffer(b);
+  }
+
+  // cpu, a field without a private copy (field_sum): one atomic add of the unsplit value sw
+  // (|sw| < 2^55) of limb k to element el's slot k, which holds that limb's sum wrapped to 64 bits.
+  // An add that wraps (from its old value: signed overflow) carries +-2^64 in slot k's units, that
+  // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
+  // |sum| < 2^308 units). Whatever the order of the adds, the slots and their carries hold the
+  // exact sum. One atomic per update where the split value takes two.
+  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw) {
+    Stmt *pos = e.var(T::i32, k), *value = e.var(T::i64, sw);
+    IrEmitter loop = e.while_("deterministic carry");
+    Stmt *v = loop.load(value);
+    Stmt *old = atomic(loop, AtomicOp::Add, slot(loop, first, lay.limb(loop, el, loop.load(pos))), v);
+    Stmt *now = loop.bin(B::Add, old, v);
+    Stmt *wrapped = loop.bin(B::Lt, loop.bin(B::BitAnd, loop.bin(B::BitXor, old, now), loop.bin(B::BitXor, v, now)), i64(loop, 0));
+    loop.if_(loop.not_(wrapped)).break_();
+    loop.store(value, loop.sel(loop.bin(B::Lt, v, i64(loop, 0)), i64(loop, -(int64_t(1) << 32)), i64(loop, int64_t(1) << 32)));
+    loop.store(pos, loop.bin(B::Add, loop.load(pos), loop.ci(T::i32, 1)));
   }
 
   // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit

@@ -452,7 +452,7 @@ class Determinizer {
         for (Block *b = a->parent; b != loop_body_; b = b->owner->parent) once = once && b->owner->kind == StmtKind::If;
     }
     for (const auto &[buffer, atomics] : field_targets)
-      for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
+      for (Stmt *a : atomics) staged = staged || (cpu_ && a->parent == loop_body_);  // (field_sum: a window or touched rows)
     staged = staged && !skips;
     skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
@@ -690,6 +690,7 @@ class Determinizer {
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
     Window w;
     if (!staged.empty()) w = window(t, d, n, staged, loc);
+    std::vector<Touched> touched;
     for (Stmt *a : atomics) {
       IrEmitter e(a);
       const Stmt &p = *a->operands[0];
@@ -712,6 +713,15 @@ class Determinizer {
         drop_atomic(a);
         continue;
       }
+      if (unsplit && staged_ && a->parent == loop_body_) {  // its element and bits, applied after the chunk
+        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        Touched st{stage(d.name + ".el", T::i32), stage(d.name + ".bits", T::i32), stage(d.name + ".seen", T::i64)};
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.el, j), el});
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.bits, j), e.bitcast(addend(e, a), T::i32)});
+        touched.push_back(st);
+        drop_atomic(a);
+        continue;
+      }
       Parts q = decode(e, addend(e, a));
       Stmt *k = e.cast(q.limb, T::i32);
       if (priv >= 0) {
@@ -728,13 +738,12 @@ class Determinizer {
         if (lay.rows()) {
           atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
         } else {  // a field the caches hold (a histogram): most updates find their flags set already
-          Stmt *set = load(e, slot(e, first, flags), true);
-          IrEmitter then = e.if_(e.bin(B::Ne, e.bin(B::BitAnd, set, q.flags), q.flags));
-          atomic(then, AtomicOp::Or, slot(then, first, flags), q.flags);
+          or_flags(e, slot(e, first, flags), load(e, slot(e, first, flags), true), q.flags);
         }
       }
       drop_atomic(a);
     }
+    if (!touched.empty()) apply_touched(touched, first, lay, loc);
     if (!w.staged.empty()) apply_window(t, w, n, priv, first, lay, loc);
     if (priv >= 0) flush_private(t, priv, first, lay, loc);
     Stmt *loop;
@@ -899,6 +908,42 @@ class Determinizer {
     BufferDesc b{BufferKind::Private, dt, {chunk_}};
     b.name = name;
     return k_.add_buffer(b);
+  }
+
+  // Ors the flags into a flags slot whose value `set` (loaded before) lacks some of them.
+  void or_flags(IrEmitter &e, Stmt *ptr, Stmt *set, Stmt *flags) {
+    IrEmitter then = e.if_(e.bin(B::Ne, e.bin(B::BitAnd, set, flags), flags));
+    atomic(then, AtomicOp::Or, ptr, flags);
+  }
+
+  // cpu, a field without a private copy (field_sum): a chunk's updates in the loop body itself,
+  // staged (its element and the addend's bits per iteration), applied after the chunk in two
+  // loops. The first loads each update's flags slot: plain loads, which the core overlaps, bring
+  // the chunk's rows into the caches (an atomic add that misses them would wait for memory, and
+  // hold up the loads after it). The second decodes and adds them (unsplit_add), and ors the
+  // flags only where the loaded flags lack some (flags only grow).
+  struct Touched {
+    int el, bits, seen;
+  };
+  void apply_touched(const std::vector<Touched> &touched, int64_t first, const Layout &lay, const SourceLoc &loc) {
+    IrEmitter post(*chunk_outer_->body, loc);
+    auto get = [&](IrEmitter &e, int b, DataType dt, Stmt *j) { return e.add(StmtKind::GlobalLoad, dt, {private_ptr(e, b, j)}); };
+    auto flags_slot = [&](IrEmitter &e, Stmt *el) { return slot(e, first, lay.flags(e, el)); };
+    for (const Touched &st : touched) {
+      Stmt *j;
+      IrEmitter touch = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
+      Stmt *set = touch.add(StmtKind::GlobalLoad, T::i64, {flags_slot(touch, get(touch, st.el, T::i32, j))});
+      set->is_atomic = true;
+      touch.add(StmtKind::GlobalStore, T::none, {private_ptr(touch, st.seen, j), set});
+    }
+    for (const Touched &st : touched) {
+      Stmt *j;
+      IrEmitter in = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
+      Stmt *el = get(in, st.el, T::i32, j);
+      Parts q = decode(in, in.bitcast(get(in, st.bits, T::i32, j), T::f32));
+      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw);
+      or_flags(in, flags_slot(in, el), get(in, st.seen, T::i64, j), q.flags);
+    }
   }
 
   // cpu, a field without a private copy (field_sum): one atomic add of the unsplit value sw

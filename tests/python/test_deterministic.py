@@ -552,25 +552,40 @@ def _carry_cases():
 def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
     """A large field's updates on the cpu add each value unsplit to one slot per limb, kept wrapped
     to 64 bits, and carry a wrap into the next limb's slot (a carry may wrap that one too; the last
-    slot only gets carries). The sums are the reference's bits, with old values 0.5 and -0.0."""
+    slot only gets carries): staged per chunk (the loop body's), or at once (under an if, or in a
+    loop with a continue). The sums are the reference's bits, with old values 0.5 and -0.0."""
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
     y = qd.field(qd.f32, shape=SCATTER)
 
     @qd.kernel
-    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+    def staged(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
         for i in range(x.shape[0]):
             y[at[i]] += x[i]
 
+    @qd.kernel
+    def guarded(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            if at[i] >= 0:
+                y[at[i]] += x[i]
+
+    @qd.kernel
+    def skipping(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            if at[i] < 0:
+                continue
+            y[at[i]] += x[i]
+
     xs, at = _carry_cases()
-    for old in (np.float32(0.5), np.float32(-0.0)):
-        y.fill(old)
-        k(xs, at)
-        got = y.to_numpy()
-        for j in (7, 4000):
-            assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[at == j]]))), (old, j)
-        assert np.all(_bits(np.delete(got, [7, 4000])) == _bits(old))
+    for k in (staged, guarded, skipping):
+        for old in (np.float32(0.5), np.float32(-0.0)):
+            y.fill(old)
+            k(xs, at)
+            got = y.to_numpy()
+            for j in (7, 4000):
+                assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[at == j]]))), (k, old, j)
+            assert np.all(_bits(np.delete(got, [7, 4000])) == _bits(old))
 
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)

@@ -578,7 +578,10 @@ def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
             y[at[i]] += x[i]
 
     xs, at = _carry_cases()
+    cpu = req_arch == qd.cpu
     for k in (staged, guarded, skipping):
+        ir = qd.compile(k, xs, at).ir
+        assert (".seen" in ir) == (cpu and k is staged) and ("while true" in ir or not cpu), k  # (the carries' loop)
         for old in (np.float32(0.5), np.float32(-0.0)):
             y.fill(old)
             k(xs, at)

@@ -19,7 +19,10 @@
 //   (fast_sum). Other targets must be fields (a static size): 10 slots per element (Layout); on the
 //   cpu a small field's updates go to a private copy per thread, one unsplit sum per limb position
 //   (those in the loop body itself staged a chunk at a time and summed in f64 per element while a
-//   window of exponents allows it: Window; else decoded, vectorised, then applied).
+//   window of exponents allows it: Window; else decoded, vectorised, then applied); a larger
+//   one's limb slots hold unsplit sums wrapped to 64 bits, one atomic per update with its carries
+//   (unsplit_add), those in the loop body staged a chunk at a time, their rows loaded before the
+//   atomics (apply_touched).
 //   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
@@ -1200,7 +1203,7 @@ class Determinizer {
   Stmt *chunk_outer_ = nullptr, *chunk_inner_ = nullptr;
   int64_t chunk_ = 1;
   bool chunk_sums_ = false;  // the same-address sums use the chunks
-  bool staged_ = false;      // a small field's updates in the loop body are staged per chunk (cpu)
+  bool staged_ = false;      // a field's updates in the loop body are staged per chunk (cpu)
   bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };

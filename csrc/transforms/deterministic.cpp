@@ -19,7 +19,10 @@
 //   (fast_sum). Other targets must be fields (a static size): 10 slots per element (Layout); on the
 //   cpu a small field's updates go to a private copy per thread, one unsplit sum per limb position
 //   (those in the loop body itself staged a chunk at a time and summed in f64 per element while a
-//   window of exponents allows it: Window; else decoded, vectorised, then applied).
+//   window of exponents allows it: Window; else decoded, vectorised, then applied); a larger
+//   one's limb slots hold unsplit sums wrapped to 64 bits, one atomic per update with its carries
+//   (unsplit_add), those in the loop body staged a chunk at a time, their rows loaded before the
+//   atomics (apply_touched).
 //   The runtimes zero the temps before every launch: no pass zeroes the slots.
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
@@ -452,7 +455,7 @@ class Determinizer {
         for (Block *b = a->parent; b != loop_body_; b = b->owner->parent) once = once && b->owner->kind == StmtKind::If;
     }
     for (const auto &[buffer, atomics] : field_targets)
-      for (Stmt *a : atomics) staged = staged || (cpu_ && numel(k_.buffers[buffer]) <= kMaxPrivateElements && a->parent == loop_body_);
+      for (Stmt *a : atomics) staged = staged || (cpu_ && a->parent == loop_body_);  // (field_sum: a window or touched rows)
     staged = staged && !skips;
     skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
@@ -682,11 +685,15 @@ class Determinizer {
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
+    // cpu, no private copy: slot k of an element holds the wrapped sum of its unsplit values of limb
+    // k (unsplit_add); the final pass splits them.
+    const bool unsplit = cpu_ && priv < 0;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
     Window w;
     if (!staged.empty()) w = window(t, d, n, staged, loc);
+    std::vector<Touched> touched;
     for (Stmt *a : atomics) {
       IrEmitter e(a);
       const Stmt &p = *a->operands[0];
@@ -709,25 +716,37 @@ class Determinizer {
         drop_atomic(a);
         continue;
       }
+      if (unsplit && staged_ && a->parent == loop_body_) {  // its element and bits, applied after the chunk
+        Stmt *j = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        Touched st{stage(d.name + ".el", T::i32), stage(d.name + ".bits", T::i32), stage(d.name + ".seen", T::i64)};
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.el, j), el});
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, st.bits, j), e.bitcast(addend(e, a), T::i32)});
+        touched.push_back(st);
+        drop_atomic(a);
+        continue;
+      }
       Parts q = decode(e, addend(e, a));
       Stmt *k = e.cast(q.limb, T::i32);
       if (priv >= 0) {
         private_update(e, priv, first, lay, el, k, q.sw, q.flags);
       } else {
-        Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
         Stmt *flags = lay.flags(e, el);
-        atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
-        atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
+        if (unsplit) {
+          unsplit_add(e, first, lay, el, k, q.sw);
+        } else {
+          Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
+          atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
+          atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
+        }
         if (lay.rows()) {
           atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
         } else {  // a field the caches hold (a histogram): most updates find their flags set already
-          Stmt *set = load(e, slot(e, first, flags), true);
-          IrEmitter then = e.if_(e.bin(B::Ne, e.bin(B::BitAnd, set, q.flags), q.flags));
-          atomic(then, AtomicOp::Or, slot(then, first, flags), q.flags);
+          or_flags(e, slot(e, first, flags), load(e, slot(e, first, flags), true), q.flags);
         }
       }
       drop_atomic(a);
     }
+    if (!touched.empty()) apply_touched(touched, first, lay, loc);
     if (!w.staged.empty()) apply_window(t, w, n, priv, first, lay, loc);
     if (priv >= 0) flush_private(t, priv, first, lay, loc);
     Stmt *loop;
@@ -750,8 +769,17 @@ class Determinizer {
     tp->ival = buffer;
     Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
     std::vector<Stmt *> limbs;
-    for (int k = 0; k < kLimbs; k++)
-      limbs.push_back(f.bin(B::Add, load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu), contribution(f, init, k)));
+    Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
+    for (int k = 0; k < kLimbs; k++) {
+      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+      if (unsplit) {  // limb k: slot k's low 32 bits (the last slot: all of it) and slot k - 1's high part
+        Stmt *low = k < kLimbs - 1 ? f.bin(B::BitAnd, v, i64(f, 0xFFFFFFFF)) : v;
+        Stmt *sum = f.bin(B::Add, low, high);
+        high = f.bin(B::Shr, v, i64(f, 32));
+        v = sum;
+      }
+      limbs.push_back(f.bin(B::Add, v, contribution(f, init, k)));
+    }
     Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     after.push_back(std::move(fin));
@@ -883,6 +911,60 @@ class Determinizer {
     BufferDesc b{BufferKind::Private, dt, {chunk_}};
     b.name = name;
     return k_.add_buffer(b);
+  }
+
+  // Ors the flags into a flags slot whose value `set` (loaded before) lacks some of them.
+  void or_flags(IrEmitter &e, Stmt *ptr, Stmt *set, Stmt *flags) {
+    IrEmitter then = e.if_(e.bin(B::Ne, e.bin(B::BitAnd, set, flags), flags));
+    atomic(then, AtomicOp::Or, ptr, flags);
+  }
+
+  // cpu, a field without a private copy (field_sum): a chunk's updates in the loop body itself,
+  // staged (its element and the addend's bits per iteration), applied after the chunk in two
+  // loops. The first loads each update's flags slot: plain loads, which the core overlaps, bring
+  // the chunk's rows into the caches (an atomic add that misses them would wait for memory, and
+  // hold up the loads after it). The second decodes and adds them (unsplit_add), and ors the
+  // flags only where the loaded flags lack some (flags only grow).
+  struct Touched {
+    int el, bits, seen;
+  };
+  void apply_touched(const std::vector<Touched> &touched, int64_t first, const Layout &lay, const SourceLoc &loc) {
+    IrEmitter post(*chunk_outer_->body, loc);
+    auto get = [&](IrEmitter &e, int b, DataType dt, Stmt *j) { return e.add(StmtKind::GlobalLoad, dt, {private_ptr(e, b, j)}); };
+    auto flags_slot = [&](IrEmitter &e, Stmt *el) { return slot(e, first, lay.flags(e, el)); };
+    for (const Touched &st : touched) {
+      Stmt *j;
+      IrEmitter touch = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
+      Stmt *set = touch.add(StmtKind::GlobalLoad, T::i64, {flags_slot(touch, get(touch, st.el, T::i32, j))});
+      set->is_atomic = true;
+      touch.add(StmtKind::GlobalStore, T::none, {private_ptr(touch, st.seen, j), set});
+    }
+    for (const Touched &st : touched) {
+      Stmt *j;
+      IrEmitter in = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
+      Stmt *el = get(in, st.el, T::i32, j);
+      Parts q = decode(in, in.bitcast(get(in, st.bits, T::i32, j), T::f32));
+      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw);
+      or_flags(in, flags_slot(in, el), get(in, st.seen, T::i64, j), q.flags);
+    }
+  }
+
+  // cpu, a field without a private copy (field_sum): one atomic add of the unsplit value sw
+  // (|sw| < 2^55) of limb k to element el's slot k, which holds that limb's sum wrapped to 64 bits.
+  // An add that wraps (from its old value: signed overflow) carries +-2^64 in slot k's units, that
+  // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
+  // |sum| < 2^308 units). Whatever the order of the adds, the slots and their carries hold the
+  // exact sum. One atomic per update where the split value takes two.
+  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw) {
+    Stmt *pos = e.var(T::i32, k), *value = e.var(T::i64, sw);
+    IrEmitter loop = e.while_("deterministic carry");
+    Stmt *v = loop.load(value);
+    Stmt *old = atomic(loop, AtomicOp::Add, slot(loop, first, lay.limb(loop, el, loop.load(pos))), v);
+    Stmt *now = loop.bin(B::Add, old, v);
+    Stmt *wrapped = loop.bin(B::Lt, loop.bin(B::BitAnd, loop.bin(B::BitXor, old, now), loop.bin(B::BitXor, v, now)), i64(loop, 0));
+    loop.if_(loop.not_(wrapped)).break_();
+    loop.store(value, loop.sel(loop.bin(B::Lt, v, i64(loop, 0)), i64(loop, -(int64_t(1) << 32)), i64(loop, int64_t(1) << 32)));
+    loop.store(pos, loop.bin(B::Add, loop.load(pos), loop.ci(T::i32, 1)));
   }
 
   // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit
@@ -1121,7 +1203,7 @@ class Determinizer {
   Stmt *chunk_outer_ = nullptr, *chunk_inner_ = nullptr;
   int64_t chunk_ = 1;
   bool chunk_sums_ = false;  // the same-address sums use the chunks
-  bool staged_ = false;      // a small field's updates in the loop body are staged per chunk (cpu)
+  bool staged_ = false;      // a field's updates in the loop body are staged per chunk (cpu)
   bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };

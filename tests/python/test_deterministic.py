@@ -32,7 +32,9 @@ def _round_f32(x):
         r = np.float32(float(x))
     if np.isinf(r):
         r = np.copysign(np.finfo(np.float32).max, r)
-    cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+    with np.errstate(over="ignore"):
+        cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+    cands = [c for c in cands if np.isfinite(c)]  # (r the largest f32: x is below the infinity's threshold)
     # (float(x) rounds to f64 first: its f32 neighbours hold the answer)
     return min(cands, key=lambda c: (abs(Fraction(float(c)) - x), int(np.float32(c).view(np.uint32)) & 1))
 
@@ -526,6 +528,68 @@ def test_histogram_chunks_of_few_exponents_give_the_reference(threads, req_arch)
             got = h.to_numpy()
             for j in range(40):
                 assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[bins == j]]))), (name, old, j)
+
+def _f32(exponent_field, significand):
+    return np.uint32((exponent_field << 23) | (significand & 0x7FFFFF)).view(np.float32)
+
+
+def _carry_cases():
+    """Element 7: values whose unsplit limb values (significand << 31) fill limb 4's slot to
+    2^63 - 2^32, then limb 3's values wrap their slot, whose carry wraps limb 4's (in iteration
+    order: one thread sees it). Element 4000: the largest values (limb 7), 1100 positive then 1099
+    negative: limb 7's slot wraps up, then down (its carries are the last slot's)."""
+    top = (1 << 24) - 1
+    limb4 = [_f32(160, top)] * 255 + [_f32(160, (1 << 23) + 127), _f32(160, (1 << 23) + 126)]
+    limb3 = [_f32(128, top)] * 257
+    big = _f32(254, top)
+    xs = np.array(limb4 + limb3 + [big] * 1100 + [-big] * 1099, np.float32)
+    at = np.array([7] * (len(limb4) + len(limb3)) + [4000] * 2199, np.int32)
+    return xs, at
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
+    """A large field's updates on the cpu add each value unsplit to one slot per limb, kept wrapped
+    to 64 bits, and carry a wrap into the next limb's slot (a carry may wrap that one too; the last
+    slot only gets carries): staged per chunk (the loop body's), or at once (under an if, or in a
+    loop with a continue). The sums are the reference's bits, with old values 0.5 and -0.0."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    y = qd.field(qd.f32, shape=SCATTER)
+
+    @qd.kernel
+    def staged(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[at[i]] += x[i]
+
+    @qd.kernel
+    def guarded(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            if at[i] >= 0:
+                y[at[i]] += x[i]
+
+    @qd.kernel
+    def skipping(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            if at[i] < 0:
+                continue
+            y[at[i]] += x[i]
+
+    xs, at = _carry_cases()
+    cpu = req_arch == qd.cpu
+    for k in (staged, guarded, skipping):
+        ir = qd.compile(k, xs, at).ir
+        assert (".seen" in ir) == (cpu and k is staged) and ("while true" in ir or not cpu), k  # (the carries' loop)
+        for old in (np.float32(0.5), np.float32(-0.0)):
+            y.fill(old)
+            k(xs, at)
+            got = y.to_numpy()
+            for j in (7, 4000):
+                assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[at == j]]))), (k, old, j)
+            assert np.all(_bits(np.delete(got, [7, 4000])) == _bits(old))
+
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sub_kernel_variables_vectors_and_argument_indices():

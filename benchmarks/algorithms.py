@@ -12,7 +12,8 @@ For n = 2**log2n elements, each op runs in a kernel of its own, timed from launc
   select (f32, half the flags)  vs a copy reading the values and the flags and writing n values,
                                    np.flatnonzero and boolean indexing (a[flags != 0]); both lowerings
                                    as for the scan; and the user's own compaction kernel
-                                   (if f[i]: out[qd.atomic_add(k[None], 1)] = x[i], unordered)
+                                   (if f[i]: out[qd.atomic_add(k[None], 1)] = x[i], unordered), also
+                                   with every flag set (the copy's bytes exactly)
   sort (u32 keys)               vs np.sort (and the copy); key-value (u32 keys, u32 values) vs np.argsort
   reduce_add (f32)              vs np.sum
   reduce_by_key_add (i32)       vs np.add.reduceat (runs of 1..8 equal keys, heads precomputed for numpy)
@@ -71,6 +72,7 @@ def bench_arch(arch, n, repeat, rng):
     a, b, tmp, sk = (qd.ndarray(u32, (n,)) for _ in range(4))  # sk: the sorts' keys
     fa, fo = qd.ndarray(f32, (n,)), qd.ndarray(f32, (n,))
     flags, num = qd.ndarray(i32, (n,)), qd.ndarray(i32, (1,))
+    all_pass = qd.ndarray(i32, (n,))  # the compaction kernel's body for every element: a copy's bytes
     va, vt = qd.ndarray(u32, (n,)), qd.ndarray(u32, (n,))
     rk, rv, rko, rvo = (qd.ndarray(i32, (n,)) for _ in range(4))
     fsum = qd.ndarray(f32, (1,))
@@ -80,6 +82,7 @@ def bench_arch(arch, n, repeat, rng):
     a.from_numpy(keys_h)
     fa.from_numpy(vals_h)
     flags.from_numpy(flags_h)
+    all_pass.from_numpy(np.ones(n, np.int32))
     rk.from_numpy(run_keys_h)
     rv.from_numpy(ones_h)
 
@@ -147,6 +150,7 @@ def bench_arch(arch, n, repeat, rng):
         "exclusive_scan_add u32": (lambda: scan(a, b, scratch, n), None),
         "select f32": (lambda: select(fa, flags, fo, num, scratch, n), None),
         "compaction kernel f32": (lambda: compaction(fa, flags, fo, num, n), None),
+        "compaction kernel all pass": (lambda: compaction(fa, all_pass, fo, num, n), None),
         "sort u32 keys": (lambda: sort_keys(sk, tmp, scratch, n), reset_keys),
         "sort u32 key-value": (lambda: sort_kv(sk, tmp, va, vt, scratch, n), reset_kv),
         "reduce_add f32": (lambda: reduce(fa, fsum, scratch, n), None),
@@ -172,6 +176,8 @@ def bench_arch(arch, n, repeat, rng):
     compaction(fa, flags, fo, num, n)
     k = num.to_numpy()[0]
     assert k == flags_h.sum() and np.array_equal(np.sort(fo.to_numpy()[:k]), np.sort(vals_h[flags_h != 0]))
+    compaction(fa, all_pass, fo, num, n)
+    assert num.to_numpy()[0] == n and np.array_equal(np.sort(fo.to_numpy()), np.sort(vals_h)), "compaction, all pass"
     reset_keys()
     sort_keys(sk, tmp, scratch, n)
     assert np.array_equal(sk.to_numpy(), np.sort(keys_h)), "sort"
@@ -234,6 +240,7 @@ def main():
             ("select / copy (same bytes)", t["select f32"] / t["copy select bytes"], "goal <= 1.5"),
             ("select / np.flatnonzero", t["select f32"] / npt["np.flatnonzero"], ""),
             ("compaction kernel / copy (same bytes)", t["compaction kernel f32"] / t["copy select bytes"], "goal <= 1.2"),
+            ("  all pass / copy (same bytes)", t["compaction kernel all pass"] / t["copy select bytes"], ""),
             ("compaction kernel / np.flatnonzero", t["compaction kernel f32"] / npt["np.flatnonzero"], ""),
             ("select / a[flags != 0]", t["select f32"] / npt["a[flags != 0]"], ""),
             ("sort keys / np.sort", t["sort u32 keys"] / npt["np.sort u32"], "cpu goal < 1"),

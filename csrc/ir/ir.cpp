@@ -92,6 +92,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->scope = s.scope;
   c->lowering = s.lowering;
   c->serialize = s.serialize;
+  c->independent = s.independent;
   c->reassoc = s.reassoc;
   c->exact = s.exact;
   c->block_dim = s.block_dim;
@@ -270,7 +271,8 @@ class Printer {
         block(*s.body, depth + 1);
         return;
       case StmtKind::RangeFor:
-        os_ << v(&s) << " = for range(" << ops() << ")" << (s.serialize ? " serial" : "");
+        os_ << v(&s) << " = for range(" << ops() << ")" << (s.serialize ? " serial" : "")
+            << (s.independent ? " independent" : "");
         if (s.block_dim) os_ << " block_dim=" << s.block_dim;
         if (s.first_index) os_ << " grid-stride from " << v(s.first_index) << " next " << v(s.next_index);
         if (s.label) os_ << " (" << s.label << ")";

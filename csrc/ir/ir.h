@@ -86,6 +86,10 @@ struct Stmt {
   MemoryOrder order = MemoryOrder::Relaxed;
   MemScope scope = MemScope::Device;
   bool serialize = false;       // RangeFor
+  // Serial RangeFor: no iteration reads or writes global memory another one writes (a pass made
+  // the loop from a parallel one's iterations). LLVM: its global accesses are marked parallel
+  // (llvm.loop.parallel_accesses), so the vectorizer need not prove that loads and stores do not alias.
+  bool independent = false;
   // Binary: a privatized reduction's combine, which may be reassociated (the atomics it replaced
   // were unordered); float min/max operands are then never NaN (reductions.cpp). cpu: fast-math.
   bool reassoc = false;

@@ -328,6 +328,7 @@ class Batcher {
     B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
     Stmt *r = nullptr;
     IrEmitter b = g.for_(g.ci(it, 0), g.bitcast(total, it), r);
+    r->operands[0]->independent = true;  // each iteration its own element and slot (the loads: gathers)
     CloneMap map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}));
     map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(r, type)));
     for (auto &s : m.branch->body->stmts)

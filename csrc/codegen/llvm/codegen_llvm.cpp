@@ -78,6 +78,7 @@ void LlvmCodegen::emit(const Stmt &s) {
         break;
       }
       auto *load = b_.CreateLoad(type(s.dtype), value(s.operands[0]), s.is_volatile);
+      if (access_group_) load->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
       v = load;
       break;
     }
@@ -85,6 +86,11 @@ void LlvmCodegen::emit(const Stmt &s) {
     case StmtKind::GlobalStore:
       if (s.is_atomic) {
         atomic_store(s);
+        break;
+      }
+      if (access_group_) {
+        b_.CreateStore(value(s.operands[1]), value(s.operands[0]))
+            ->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
         break;
       }
       [[fallthrough]];
@@ -429,7 +435,11 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end) {
   b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
   b_.SetInsertPoint(body);
   loops_.push_back({next, exit});
+  llvm::MDNode *outer_group = access_group_;
+  if (loop.independent) access_group_ = llvm::MDNode::getDistinct(ctx_, {});
+  llvm::MDNode *group = access_group_;
   emit_loop_body(loop, i);
+  access_group_ = outer_group;
   loops_.pop_back();
   b_.CreateBr(next);
   b_.SetInsertPoint(next);
@@ -437,7 +447,14 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end) {
   Value *step = loop.next_index ? value(loop.next_index)
                                 : b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), counter), b_.getInt32(1));
   b_.CreateStore(step, counter);
-  b_.CreateBr(cond);
+  auto *latch = b_.CreateBr(cond);
+  if (loop.independent) {  // !llvm.loop !{self, !{"llvm.loop.parallel_accesses", group}}
+    llvm::Metadata *parallel[] = {llvm::MDString::get(ctx_, "llvm.loop.parallel_accesses"), group};
+    llvm::Metadata *ops[] = {nullptr, llvm::MDNode::get(ctx_, parallel)};
+    llvm::MDNode *md = llvm::MDNode::getDistinct(ctx_, ops);
+    md->replaceOperandWith(0, md);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+  }
   b_.SetInsertPoint(exit);
   if (task) emit_block(task->post_loop);
 }

@@ -122,6 +122,8 @@ class LlvmCodegen {
     llvm::BasicBlock *continue_bb, *break_bb;
   };
   std::vector<LoopTargets> loops_;
+  // Inside an independent RangeFor: the access group its global loads and stores join.
+  llvm::MDNode *access_group_ = nullptr;
 };
 
 }  // namespace qd

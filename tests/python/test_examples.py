@@ -1,24 +1,15 @@
 """examples/particles.py (a dataclass, qd.math vectors, a data-oriented class, atomics into a density
 grid), mass_spring_fit.py (autodiff) and rasterizer.py (atomic_min depth buffer) against numpy, on
 every available arch."""
-import importlib.util
-import os
 
 import numpy as np
 
+from test_simulation_examples import load_example
 from test_utils import test
 
-def _example(name):
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-particles = _example("particles")
-mass_spring_fit = _example("mass_spring_fit")
-rasterizer = _example("rasterizer")
+particles = load_example("particles")
+mass_spring_fit = load_example("mass_spring_fit")
+rasterizer = load_example("rasterizer")
 
 
 @test()

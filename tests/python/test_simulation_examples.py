@@ -17,7 +17,8 @@ import quadrants as qd
 from test_utils import test
 
 
-def _load(name):
+def load_example(name):
+    """examples/NAME.py as a module (test_examples.py uses it too)."""
     path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
     spec = importlib.util.spec_from_file_location(f"{name}_example", path)
     module = importlib.util.module_from_spec(spec)
@@ -25,10 +26,10 @@ def _load(name):
     return module
 
 
-mpm2d = _load("mpm2d")
-nbody = _load("nbody")
-fem2d = _load("fem2d")
-pbf2d = _load("pbf2d")
+mpm2d = load_example("mpm2d")
+nbody = load_example("nbody")
+fem2d = load_example("fem2d")
+pbf2d = load_example("pbf2d")
 
 
 def _skip_without_f64(arch):

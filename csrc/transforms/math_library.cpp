@@ -266,9 +266,8 @@ bool needs_math_library(const Stmt &s, const Target &target) {
   if (!target.has_native_math(t)) return true;
   // The driver's own are thousands of ulp off (Cap::inexact_float_math); its sin cos tan exp pow
   // (within 9 ulp) stay: the f64 ones cost about 8x there.
-  bool far_off = s.kind == StmtKind::Unary ? static_cast<U>(s.op) == U::Asin || static_cast<U>(s.op) == U::Acos ||
-                                                 static_cast<U>(s.op) == U::Atan || static_cast<U>(s.op) == U::Tanh ||
-                                                 static_cast<U>(s.op) == U::Log
+  auto u = static_cast<U>(s.op);
+  bool far_off = s.kind == StmtKind::Unary ? u == U::Asin || u == U::Acos || u == U::Atan || u == U::Tanh || u == U::Log
                                            : static_cast<B>(s.op) == B::Atan2;
   return far_off && target.features.has(Cap::inexact_float_math) && target.features.has(Cap::shader_float64);
 }

@@ -21,9 +21,10 @@
 // Runs after privatize_reductions, so a privatized flush is aggregated too, and before
 // legalization, which expands the elected lane's atomic if it is a CAS loop.
 //
-// In a reverse-mode kernel, on a target that Target::aggregates_scattered_atomics, a scattered
-// address (`x.grad[p[i]]`, the reverse pass of a gather) whose result is unused is aggregated over the active lanes that share the first active lane's address (its indices
-// broadcast and compared), the others keep their own atomic:
+// In a reverse-mode kernel, on a target that Target::aggregates_scattered_atomics, an atomic on a
+// scattered address (`x.grad[p[i]]`, the reverse pass of a gather) whose result is unused is
+// aggregated over the active lanes that share the first active lane's address (its indices
+// broadcast and compared); the others keep their own atomic:
 //
 //   same = all_k(idx_k == broadcast_first(idx_k))
 //   if same:  r = subgroup.reduce op v;  if subgroup.elect: atomic op(x[idx], r)
@@ -64,10 +65,19 @@ bool thread_uniform(const Stmt *s) {
   }
 }
 
-bool thread_uniform_address(const KernelIR &k, const Stmt &ptr) {
+namespace {
+
+// An element of a field, ndarray or the kernel's temps (global memory; not a shared array).
+bool global_element(const KernelIR &k, const Stmt &ptr) {
   if (ptr.kind != StmtKind::GlobalPtr) return false;
   BufferKind kind = k.buffers[ptr.ival].kind;
-  if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
+  return kind == BufferKind::Field || kind == BufferKind::Ndarray || kind == BufferKind::Temps;
+}
+
+}  // namespace
+
+bool thread_uniform_address(const KernelIR &k, const Stmt &ptr) {
+  if (!global_element(k, ptr)) return false;
   for (const Stmt *i : ptr.operands)
     if (!thread_uniform(i)) return false;
   return true;
@@ -107,7 +117,8 @@ class Aggregator {
     if (branch && branch->kind == StmtKind::If && branch->operands[0]->kind == StmtKind::Simt &&
         branch->operands[0]->op == static_cast<int>(SimtOp::SubgroupElect))
       return false;
-    if (!thread_uniform_address(k_, *s.operands[0]) && !(!used && scattered_address(*s.operands[0]))) return false;
+    bool uniform = thread_uniform_address(k_, *s.operands[0]);
+    if (!uniform && (used || !scattered_address(*s.operands[0]))) return false;
     switch (s.atomic_op()) {
       case AtomicOp::Add: case AtomicOp::Sub: case AtomicOp::Min: case AtomicOp::Max:
       case AtomicOp::And: case AtomicOp::Or: case AtomicOp::Xor: break;
@@ -121,9 +132,7 @@ class Aggregator {
   // ones only where shuffles move 64 bits).
   bool scattered_address(const Stmt &ptr) const {
     if (k_.autodiff != KernelIR::Autodiff::Reverse || !target_.aggregates_scattered_atomics()) return false;
-    if (ptr.kind != StmtKind::GlobalPtr || ptr.operands.empty()) return false;
-    BufferKind kind = k_.buffers[ptr.ival].kind;
-    if (kind != BufferKind::Field && kind != BufferKind::Ndarray && kind != BufferKind::Temps) return false;
+    if (!global_element(k_, ptr)) return false;
     for (const Stmt *i : ptr.operands)
       if (!is_integral(i->dtype) || (bit_width(i->dtype) != 32 && (target_.is_spirv() || bit_width(i->dtype) != 64)))
         return false;

@@ -65,8 +65,8 @@ def test_template_argument_fixes_a_specialization():
     assert qd.compile(both).ir.count("\nfunction suffix(") == 2
 
 
-@test(arch=qd.cpu)
-def test_deep_recursion():
+def _sum_to_kernel():
+    """A kernel returning sum_to(n), a recursive real_func: 0 + 1 + ... + n."""
     @qd.real_func
     def sum_to(n: qd.i32) -> qd.i32:
         if n == 0:
@@ -77,6 +77,12 @@ def test_deep_recursion():
     def run(n: qd.i32) -> qd.i32:
         return sum_to(n)
 
+    return run
+
+
+@test(arch=qd.cpu)
+def test_deep_recursion():
+    run = _sum_to_kernel()
     assert run(100) == 5050
     assert run(0) == 0
     assert run(20000) == 20000 * 20001 // 2  # (LLVM makes this tail recursion a loop)
@@ -465,16 +471,7 @@ def test_gpu_code_calls_the_function():
 
 @test(arch=[qd.vulkan, qd.metal])
 def test_spirv_launch_refuses_recursion():
-    @qd.real_func
-    def sum_to(n: qd.i32) -> qd.i32:
-        if n == 0:
-            return 0
-        return sum_to(n - 1) + n
-
-    @qd.kernel
-    def run(n: qd.i32) -> qd.i32:
-        return sum_to(n)
-
+    run = _sum_to_kernel()
     with pytest.raises(qd.QuadrantsCompilationError, match=r"(?s)return sum_to\(n\)\n.*recursive qd.real_func is not "
                                                            r"supported on (vulkan|metal)"):
         run(3)

@@ -9,9 +9,12 @@ Each peer runs in its own process (and, but for ours, its own venv under --venvs
 venv / worker machinery of benchmarks/peers.py; a peer, or a peer's arch, that cannot be installed
 or initialised, or whose results are wrong, is left out with a note. Times are the best of
 --repeat synchronised calls after a warm-up (benchmarks/timing.py); before each timed backward the
-seeds are restored and the input gradients zeroed, untimed. Every worker first checks the forward
-results and the gradients against numpy. For ours it also reads the reverse kernel's compiled IR
-and says what the atomic rewrites made of each adjoint accumulation.
+seeds are restored and the input gradients zeroed, untimed, and the same is done before each timed
+forward, so that both passes start from the same cache state (the reset's host copies evict the
+caches: timed straight after one another, forwards run on warm caches and backwards on cold ones).
+Every worker first checks the forward results and the gradients against numpy. For ours it also
+reads the reverse kernel's compiled IR and says what the atomic rewrites made of each adjoint
+accumulation.
 
 Workloads, n elements (f32 fields, needs_grad=True, y.grad seeded with random values):
   gather 4096   y[i] = x[p[i]] * w[i], p random into x of 4096   backward: scatter-add into x.grad
@@ -173,9 +176,14 @@ def worker(peer, arch, n, repeat):
             qd.sync()
             check()
 
+        def before_each():  # the same untimed state change before every timed call of either pass
+            if reset:
+                reset()
+            seed()
+
         once()
-        fwd = best_of(k, repeat, qd.sync)
-        bwd = best_of(k.grad, repeat, qd.sync, reset=seed)
+        fwd = best_of(k, repeat, qd.sync, reset=before_each)
+        bwd = best_of(k.grad, repeat, qd.sync, reset=before_each)
         once()  # (after the timed calls, still right)
         r = {"fwd": fwd * 1e3, "bwd": bwd * 1e3}
         if peer == "ours":

@@ -204,6 +204,7 @@ void bind_runtime(py::module_ &m) {
         py::buffer_info info = out.request(true);
         r.read(h, off, info.ptr, info.size * info.itemsize);
       })
+      .def("fill", &Runtime::fill)
       .def("compile", [](Runtime &r, Builder &b) { return r.compile(b.finish()); })
       .def("set_offline_cache", &Runtime::set_offline_cache)
       .def("offline_cache_stats", &Runtime::offline_cache_stats)

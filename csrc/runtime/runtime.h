@@ -1,5 +1,6 @@
 #pragma once
 // What every backend's runtime offers the Python layer: memory, compilation and launches.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,6 +47,16 @@ class Runtime {
   virtual void deallocate(uint64_t handle) = 0;
   virtual void write(uint64_t handle, size_t offset, const void *src, size_t bytes) = 0;
   virtual void read(uint64_t handle, size_t offset, void *dst, size_t bytes) = 0;
+  // Sets `bytes` (a multiple of 4, as `offset` is) to copies of the 4-byte `pattern` (a field's
+  // fill()). This default writes the pattern from a small host block, piece by piece.
+  virtual void fill(uint64_t handle, size_t offset, size_t bytes, uint32_t pattern) {
+    const std::vector<uint32_t> block(std::min<size_t>(bytes / 4, size_t(1) << 14), pattern);
+    for (size_t done = 0; done < bytes;) {
+      size_t piece = std::min(bytes - done, 4 * block.size());
+      write(handle, offset + done, block.data(), piece);
+      done += piece;
+    }
+  }
   // Takes a freshly built kernel: runs the passes for this backend, generates and loads code.
   virtual std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) = 0;
   // `buffers` has one handle per kernel buffer (temps/result slots are ignored); `args` are the

@@ -63,6 +63,19 @@ def host_array(value, dtype, what):
         raise ValueError(f"{what}: cannot convert {describe(value)} to {dtype} ({e})") from None
 
 
+def _repeated_word(v):
+    """The 4-byte word whose repetition is the memory of an array filled with the scalar `v` (a numpy
+    0-d array), or None: not a scalar, or 8-byte elements whose two halves differ."""
+    if v.ndim:
+        return None
+    b = v.tobytes()
+    if len(b) < 4:
+        b = b * (4 // len(b))
+    elif len(b) == 8 and b[:4] != b[4:]:
+        return None
+    return int(np.frombuffer(b[:4], dtype=np.uint32)[0])
+
+
 class _IndexCountError(IndexError, AssertionError):
     """A Python-scope index with the wrong number of integers (an AssertionError as in Quadrants)."""
 
@@ -256,7 +269,14 @@ class RuntimeArray:
         ctx = scope.current()
         if ctx is not None:
             return ctx.fill(self, value)
-        self.from_numpy(np.full(self.full_shape, host_array(value, self.dtype, f"{self!r}.fill()")))
+        self._check()
+        v = host_array(value, self.dtype, f"{self!r}.fill()")
+        nbytes = int(np.prod(self._storage_shape)) * v.itemsize
+        word = _repeated_word(v)
+        if word is None or nbytes % 4:  # a vector value, an f64 whose halves differ, ...: from the host
+            self.from_numpy(np.full(self.full_shape, v))
+        elif nbytes:  # set on the device, no host copy of the contents
+            self._program.runtime.fill(self.handle, 0, nbytes, word)
 
     @_scope_checked
     def copy_from(self, other):

@@ -497,8 +497,11 @@ TEST_CASE("vulkan buffers: zeroed, offsets, fills, and errors", "[vulkan]") {
   REQUIRE(download<uint8_t>(*dev, id, 10) == std::vector<uint8_t>(10, 0));
   uint8_t src[3] = {1, 2, 3};
   dev->write_buffer(id, 7, src, 3);
-  dev->fill_buffer(id, 1, 5, 0xab);
+  dev->fill_buffer(id, 1, 5, 0xababababu);
   std::vector<uint8_t> expect{0, 0xab, 0xab, 0xab, 0xab, 0xab, 0, 1, 2, 3};
+  REQUIRE(download<uint8_t>(*dev, id, 10) == expect);
+  dev->fill_buffer(id, 0, 6, 0x04030201u);  // a word pattern, in memory order; the last word cut short
+  expect = {1, 2, 3, 4, 1, 2, 0, 1, 2, 3};
   REQUIRE(download<uint8_t>(*dev, id, 10) == expect);
   uint8_t two[2];
   dev->read_buffer(id, 8, two, 2);
@@ -567,12 +570,12 @@ TEST_CASE("vulkan staged buffers (device-local memory the host cannot map)", "[v
   REQUIRE(download<uint8_t>(*dev, id, 10) == std::vector<uint8_t>(10, 0));
   uint8_t src[3] = {1, 2, 3};
   dev->write_buffer(id, 7, src, 3);
-  dev->fill_buffer(id, 1, 5, 0xab);  // unaligned: staged write
-  dev->fill_buffer(id, 4, 0, 0xcd);
+  dev->fill_buffer(id, 1, 5, 0xababababu);  // unaligned: staged write
+  dev->fill_buffer(id, 4, 0, 0xcdcdcdcdu);
   std::vector<uint8_t> expect{0, 0xab, 0xab, 0xab, 0xab, 0xab, 0, 1, 2, 3};
   REQUIRE(download<uint8_t>(*dev, id, 10) == expect);
-  dev->fill_buffer(id, 0, 8, 0x11);  // aligned: vkCmdFillBuffer
-  expect = {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 2, 3};
+  dev->fill_buffer(id, 0, 8, 0x44332211u);  // aligned: vkCmdFillBuffer
+  expect = {0x11, 0x22, 0x33, 0x44, 0x11, 0x22, 0x33, 0x44, 2, 3};
   REQUIRE(download<uint8_t>(*dev, id, 10) == expect);
   dev->free_buffer(id);
 

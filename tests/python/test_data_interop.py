@@ -21,6 +21,44 @@ def test_fill_and_numpy_round_trip_on_0d_fields():
     assert v.to_numpy().tolist() == [1, 2, 3]
 
 
+FILL_CASES = [  # dtype, shape, value, whether the device sets it from one repeated 4-byte word
+    (qd.f32, (5, 3), -1.25, True), (qd.i32, 7, -7, True), (qd.u8, 12, 200, True), (qd.i8, 5, -3, False),
+    (qd.i16, 6, -2, True), (qd.u16, 3, 9, False), (qd.f64, 4, 0.0, True), (qd.f64, 4, 1.5, False),
+    (qd.i64, 9, -1, True), (qd.i64, 9, 3, False), (qd.u1, 8, True, True)]
+
+
+class _RecordingRuntime:
+    """Forwards to the core runtime, recording the 4-byte words of its fill() calls."""
+
+    def __init__(self, core):
+        self.core, self.words = core, []
+
+    def fill(self, handle, offset, nbytes, word):
+        self.words.append(word)
+        self.core.fill(handle, offset, nbytes, word)
+
+    def __getattr__(self, name):
+        return getattr(self.core, name)
+
+
+@pytest.mark.parametrize("dtype,shape,value,on_device", FILL_CASES)
+@test(arch=[qd.cpu, qd.vulkan])
+def test_fill_sets_every_element_on_the_device_where_one_word_repeats(dtype, shape, value, on_device, monkeypatch):
+    from quadrants._lib.runtime import program
+    recorder = _RecordingRuntime(program().runtime)
+    monkeypatch.setattr(program(), "runtime", recorder)
+    for make in (lambda: qd.field(dtype, shape=shape), lambda: qd.ndarray(dtype, shape=shape)):
+        before, x, after = qd.field(dtype, shape=3), make(), qd.field(dtype, shape=3)
+        npdtype = x.to_numpy().dtype
+        x.from_numpy((np.arange(x.to_numpy().size) % 2 == 0).reshape(x.shape).astype(npdtype))
+        recorder.words.clear()
+        x.fill(value)
+        assert x.to_numpy().tobytes() == np.full(x.shape, value, dtype=npdtype).tobytes()
+        assert not before.to_numpy().any() and not after.to_numpy().any()  # its neighbours untouched
+        want_word = int(np.frombuffer((np.full(4, value, dtype=npdtype).tobytes())[:4], np.uint32)[0])
+        assert recorder.words == ([want_word] if on_device else [])
+
+
 @test(arch=[qd.cpu, qd.vulkan])
 def test_to_numpy_dtype_and_keep_dims():
     x = qd.field(qd.i32, shape=(2, 3))

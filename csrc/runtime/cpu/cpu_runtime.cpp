@@ -163,6 +163,9 @@ class CpuRuntime : public Runtime {
   void read(uint64_t h, size_t off, void *dst, size_t n) override {
     std::memcpy(dst, reinterpret_cast<char *>(h) + off, n);
   }
+  void fill(uint64_t h, size_t off, size_t n, uint32_t pattern) override {
+    std::fill_n(reinterpret_cast<uint32_t *>(h + off), n / 4, pattern);
+  }
 
   bool set_offline_cache(const std::string &dir, const std::string &salt) override {
     cache_.flush();

@@ -88,7 +88,7 @@ class VulkanDevice {
   size_t buffer_size(BufferId id) const;
   void write_buffer(BufferId id, size_t offset, const void *data, size_t bytes, bool wait = true);
   void read_buffer(BufferId id, size_t offset, void *out, size_t bytes);
-  void fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value, bool wait = true);
+  void fill_buffer(BufferId id, size_t offset, size_t bytes, uint32_t pattern, bool wait = true);
 
   // Validates the module, then builds (or finds in the cache) its compute pipeline. The shader
   // declares `num_buffers` storage buffers in set 0, bindings 0 .. num_buffers-1.

@@ -1,5 +1,6 @@
 // Storage buffers: mapped (device-local and host-visible where the device has such memory,
 // as lavapipe and resizable-BAR GPUs do), else device-local with staged reads and writes.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -160,21 +161,21 @@ void VulkanDevice::read_buffer(BufferId id, size_t offset, void *out, size_t byt
   else staged_copy(b, offset, bytes, out, false);
 }
 
-void VulkanDevice::fill_buffer(BufferId id, size_t offset, size_t bytes, uint8_t value, bool wait) {
+void VulkanDevice::fill_buffer(BufferId id, size_t offset, size_t bytes, uint32_t pattern, bool wait) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer &b = buffer(id);
   check_range(b, offset, bytes, "fill_buffer");
   if (bytes == 0) return;
   if (wait) wait_locked(UINT64_MAX);
-  if (b.mapped) {
-    std::memset(b.mapped + offset, value, bytes);
+  if (offset % 4 == 0 && b.mapped) {
+    std::fill_n(reinterpret_cast<uint32_t *>(b.mapped + offset), bytes / 4, pattern);
+    std::memcpy(b.mapped + offset + bytes / 4 * 4, &pattern, bytes % 4);  // (a pool buffer's size need not be whole words)
   } else if (offset % 4 == 0 && bytes % 4 == 0) {  // vkCmdFillBuffer works on whole words
-    submit_and_wait([&](VkCommandBuffer cmd) {
-      dfn_.vkCmdFillBuffer(cmd, b.buffer, offset, bytes, uint32_t(value) * 0x01010101u);
-    });
+    submit_and_wait([&](VkCommandBuffer cmd) { dfn_.vkCmdFillBuffer(cmd, b.buffer, offset, bytes, pattern); });
   } else {
-    std::vector<uint8_t> bytes_to_write(bytes, value);
-    staged_copy(b, offset, bytes, bytes_to_write.data(), true);
+    std::vector<uint32_t> words((bytes + 3) / 4, pattern);
+    if (b.mapped) std::memcpy(b.mapped + offset, words.data(), bytes);
+    else staged_copy(b, offset, bytes, words.data(), true);
   }
 }
 

@@ -109,6 +109,7 @@ class VulkanRuntime : public Runtime {
   }
   void write(uint64_t h, size_t off, const void *src, size_t n) override { device_->write_buffer(h, off, src, n); }
   void read(uint64_t h, size_t off, void *dst, size_t n) override { device_->read_buffer(h, off, dst, n); }
+  void fill(uint64_t h, size_t off, size_t n, uint32_t pattern) override { device_->fill_buffer(h, off, n, pattern); }
   void sync() override { device_->sync(); }
 
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override {

@@ -2,7 +2,7 @@
 stand-in driver (tests/cuda_stub/libcuda_stub.c, built here with the system C compiler) that
 records the calls. Kernels compile to real PTX; launching them does nothing, so only the calls
 are checked: dynamic shared memory above 48 KiB sets the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES
-once and passes the size to every launch; smaller kernels launch with none."""
+once and passes the size to every launch; smaller kernels launch with none; fill() sets device memory."""
 import os
 import shutil
 import subprocess
@@ -71,16 +71,23 @@ def stub_dir(tmp_path_factory):
     return d
 
 
-def test_cuda_launch_sets_dynamic_shared_memory(stub_dir):
-    log = stub_dir / "calls.log"
+def run_on_stub(stub_dir, name, text, *args):
+    """Runs `text` as the script stub_dir/name.py (kernels are compiled from their source file)
+    against the stand-in driver; returns the driver calls it logged."""
+    log = stub_dir / f"{name}.log"
     env = dict(os.environ, LD_LIBRARY_PATH=f"{stub_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
                QD_FAKE_CUDA_LOG=str(log), PYTHONPATH=ROOT)
     env.pop("QD_CUDA_ARCH", None)
-    script = stub_dir / "launch.py"  # kernels are compiled from their source file
-    script.write_text(SCRIPT)
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    script = stub_dir / f"{name}.py"
+    script.write_text(text)
+    r = subprocess.run([sys.executable, str(script), *map(str, args)], env=env, capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
-    calls = log.read_text().splitlines()
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_cuda_launch_sets_dynamic_shared_memory(stub_dir):
+    calls = run_on_stub(stub_dir, "launch", SCRIPT)
     dynamic = 65536 + 64  # the 64 KiB array, then the 16 i32 (16-byte aligned)
     big = [c for c in calls if c.split()[1].startswith("big_")]
     # once per kernel: the opt-in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8), then the
@@ -116,15 +123,7 @@ STACK_SCRIPT = textwrap.dedent("""
 def test_cuda_stack_limit_sets_the_thread_stack(stub_dir, limit):
     """qd.init(cuda_stack_limit=n) sets the context's per-thread stack (CU_LIMIT_STACK_SIZE = 0)
     once, before any launch; without it the driver's default stays."""
-    log = stub_dir / f"stack{limit}.log"
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{stub_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-               QD_FAKE_CUDA_LOG=str(log), PYTHONPATH=ROOT)
-    env.pop("QD_CUDA_ARCH", None)
-    script = stub_dir / "stack.py"
-    script.write_text(STACK_SCRIPT)
-    r = subprocess.run([sys.executable, str(script), str(limit)], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
-    calls = log.read_text().splitlines() if log.exists() else []
+    calls = run_on_stub(stub_dir, f"stack{limit}", STACK_SCRIPT, limit)
     launches = [i for i, c in enumerate(calls) if c.startswith("launch deep_")]
     assert launches, calls
     limits = [i for i, c in enumerate(calls) if c.startswith("limit ")]
@@ -132,3 +131,22 @@ def test_cuda_stack_limit_sets_the_thread_stack(stub_dir, limit):
         assert [calls[i] for i in limits] == [f"limit 0 {limit}"] and limits[0] < launches[0], calls
     else:
         assert limits == [], calls
+
+
+FILL_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import quadrants as qd
+
+    qd.init(arch=qd.cuda)  # the stand-in driver's device memory is host memory: copies and memsets work
+    x = qd.field(qd.f32, shape=50000)
+    x.from_numpy(np.arange(50000, dtype=np.float32))
+    x.fill(0)  # a device memset
+    assert not x.to_numpy().any()
+    x.fill(-2.5)  # a repeated word, written in pieces
+    assert (x.to_numpy() == -2.5).all()
+    print("ok")
+""")
+
+
+def test_cuda_fill_sets_device_memory(stub_dir):
+    run_on_stub(stub_dir, "fill", FILL_SCRIPT)

@@ -45,6 +45,11 @@ void GpuRuntime::write(uint64_t handle, size_t offset, const void *src, size_t b
   device_->to_device(handle + offset, src, bytes);
 }
 
+void GpuRuntime::fill(uint64_t handle, size_t offset, size_t bytes, uint32_t pattern) {
+  if (pattern == 0) device_->zero(handle + offset, bytes);  // a device memset, no host data (gradients)
+  else Runtime::fill(handle, offset, bytes, pattern);
+}
+
 void GpuRuntime::read(uint64_t handle, size_t offset, void *dst, size_t bytes) {
   device_->to_host(dst, handle + offset, bytes);  // waits for the kernels before it
 }

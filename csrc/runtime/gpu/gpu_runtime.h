@@ -63,6 +63,7 @@ class GpuRuntime : public Runtime {
   void deallocate(uint64_t handle) override;
   void write(uint64_t handle, size_t offset, const void *src, size_t bytes) override;
   void read(uint64_t handle, size_t offset, void *dst, size_t bytes) override;
+  void fill(uint64_t handle, size_t offset, size_t bytes, uint32_t pattern) override;
   std::shared_ptr<CompiledKernel> compile(std::unique_ptr<KernelIR> k) override;
   std::vector<uint64_t> launch(CompiledKernel &k, const std::vector<uint64_t> &buffers,
                                const std::vector<int64_t> &args) override;

@@ -185,13 +185,15 @@ void bind_runtime(py::module_ &m) {
 
   py::class_<Runtime>(m, "Runtime")
       .def(py::init([](const std::string &arch, int threads, std::vector<std::string> disabled, std::string device,
-                       bool fast_math, bool subgroup_aggregation, bool constant_folding, int64_t cuda_stack_limit) {
+                       bool fast_math, bool subgroup_aggregation, bool constant_folding, int64_t cuda_stack_limit,
+                       bool interleave_iterations) {
              RuntimeOptions o{threads, caps_from_names(disabled), std::move(device), fast_math, subgroup_aggregation,
-                              constant_folding, cuda_stack_limit};
+                              constant_folding, cuda_stack_limit, interleave_iterations};
              return create_runtime(backend_from_name(arch), o);
            }),
            py::arg("arch"), py::arg("threads"), py::arg("disabled"), py::arg("device"), py::arg("fast_math") = false,
-           py::arg("subgroup_aggregation") = true, py::arg("constant_folding") = true, py::arg("cuda_stack_limit") = 0)
+           py::arg("subgroup_aggregation") = true, py::arg("constant_folding") = true, py::arg("cuda_stack_limit") = 0,
+           py::arg("interleave_iterations") = true)
       .def_property_readonly("features", [](Runtime &r) { return feature_names(r.features()); })
       .def_property_readonly("vulkan_caps", &vulkan_caps_dict)
       .def("allocate", &Runtime::allocate)

@@ -85,6 +85,8 @@ struct RuntimeOptions {
   bool constant_folding = true;
   // cuda: the bytes of stack per thread (qd.init(cuda_stack_limit=...)); 0: the driver's default.
   int64_t cuda_stack_limit = 0;
+  // cpu: all-pairs loops interleaved (transforms/interleave.cpp); false: TargetFeatures::interleave_iterations off.
+  bool interleave_iterations = true;
 };
 
 std::unique_ptr<Runtime> create_runtime(Backend backend, const RuntimeOptions &options);

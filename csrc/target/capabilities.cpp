@@ -19,6 +19,7 @@ constexpr std::string_view kSharedLimit = "max_shared_memory_bytes=";
 constexpr std::string_view kSubgroupSize = "subgroup_size=";
 constexpr const char *kNoSubgroupAggregation = "no_subgroup_aggregation";
 constexpr const char *kNoConstantFolding = "no_constant_folding";
+constexpr const char *kNoInterleave = "no_interleave_iterations";
 
 [[noreturn]] void unknown(const std::string &what) {
   std::string known;
@@ -56,9 +57,10 @@ TargetFeatures features_from_names(const std::vector<std::string> &names) {
     else if (auto lanes = number_after(kSubgroupSize, name)) f.subgroup_size = static_cast<int>(*lanes);
     else if (name == kNoSubgroupAggregation) f.subgroup_aggregation = false;
     else if (name == kNoConstantFolding) f.constant_folding = false;
+    else if (name == kNoInterleave) f.interleave_iterations = false;
     else if (auto c = cap_from_name(name)) f.caps.set(*c);
     else unknown("unknown feature '" + name + "': not sm_NN, gfxNNN, max_shared_memory_bytes=N, subgroup_size=N, " +
-                 kNoSubgroupAggregation + ", " + kNoConstantFolding + " nor a boolean device cap");
+                 kNoSubgroupAggregation + ", " + kNoConstantFolding + ", " + kNoInterleave + " nor a boolean device cap");
   }
   return f;
 }
@@ -73,6 +75,7 @@ std::vector<std::string> feature_names(const TargetFeatures &f) {
   if (f.subgroup_size) out.push_back(std::string(kSubgroupSize) + std::to_string(f.subgroup_size));
   if (!f.subgroup_aggregation) out.push_back(kNoSubgroupAggregation);
   if (!f.constant_folding) out.push_back(kNoConstantFolding);
+  if (!f.interleave_iterations) out.push_back(kNoInterleave);
   return out;
 }
 

@@ -95,6 +95,10 @@ struct TargetFeatures {
   // Also the compile's: constants folded (transforms/fold.cpp); qd.init(constant_folding=False),
   // "no_constant_folding" at the Python boundary, turns it off.
   bool constant_folding = true;
+  // Also the compile's: cpu loops of the all-pairs shape run 8 iterations side by side
+  // (transforms/interleave.cpp); qd.init(interleave_iterations=False), "no_interleave_iterations"
+  // at the Python boundary, turns it off.
+  bool interleave_iterations = true;
   // Also the compile's, for the LLVM targets (SPIR-V's is Target::fast_math): qd.init(fast_math=True)
   // lets LLVM reassociate and contract float arithmetic, use reciprocals and approximate functions,
   // and ignore the sign of zero (the reference's flags but inf and NaN, which stay IEEE); what
@@ -104,7 +108,7 @@ struct TargetFeatures {
 };
 
 // The Python boundary. Features by name: capability names, "sm_90", "gfx942",
-// "max_shared_memory_bytes=N", "subgroup_size=N", "no_subgroup_aggregation" and "no_constant_folding"; an unknown name is a RuntimeError listing the known ones.
+// "max_shared_memory_bytes=N", "subgroup_size=N", "no_subgroup_aggregation", "no_constant_folding" and "no_interleave_iterations"; an unknown name is a RuntimeError listing the known ones.
 TargetFeatures features_from_names(const std::vector<std::string> &names);
 std::vector<std::string> feature_names(const TargetFeatures &f);
 // Capabilities to hide (qd.init(vulkan_disable_caps=...)): names of capabilities only.

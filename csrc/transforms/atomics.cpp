@@ -277,6 +277,7 @@ void run_passes(KernelIR &k, const Target &target) {
   if (backend == Backend::Cpu) run_blocks_on_cpu(k);
   batch_compactions(k, target);
   aggregate_subgroup_atomics(k, target);
+  if (backend == Backend::Cpu && target.features.interleave_iterations) interleave_iterations(k);
   kernel_and_functions(true, [&](KernelIR &code) { legalize(code, target); });
   // the constant operands of its expansions (safe divisors, shift ranges)
   if (fold) kernel_and_functions(true, fold_constants);

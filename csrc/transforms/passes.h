@@ -78,6 +78,12 @@ constexpr int kCpuMaxBlockDim = 1024;
 constexpr int kCpuSubgroupSize = 32;
 void run_blocks_on_cpu(KernelIR &k);
 
+// cpu: a parallel loop of straight-line code around one inner loop of the same trip count in
+// every iteration (all pairs: n-body, distance sums) runs 8 iterations side by side in one inner
+// loop, each in its own order (bit for bit the loop as written), for LLVM's SLP vectorizer
+// (transforms/interleave.cpp).
+void interleave_iterations(KernelIR &k);
+
 // Deterministic mode (KernelIR::deterministic; transforms/deterministic.cpp, docs/atomics.md): f32
 // atomic sums become exact integer sums of fixed-point limbs rounded once after the loop, slot
 // counters hand out slots in iteration order, and atomics whose outcome is the schedule's are a

@@ -35,6 +35,7 @@ OPTIONS = {name: Option(*spec) for name, spec in {
     "subgroup_aggregation": (True, "bool", True),  # gpu: uniform-address atomics combined per subgroup; batched compaction
     "deterministic": (False, "bool", True),       # atomics give the same bits on every run (docs/atomics.md)
     "constant_folding": (True, "bool", True),     # pure math on constants computed at compile time (transforms/fold.cpp)
+    "interleave_iterations": (True, "bool", True),  # cpu: all-pairs loops run 8 iterations side by side (transforms/interleave.cpp)
     "offline_cache": (True, "bool", True),        # the on-disk kernel cache (cpu), lang/offline_cache.py
     "offline_cache_file_path": ("", "str", True),  # "": $QD_OFFLINE_CACHE_FILE_PATH or ~/.cache/quadrants
     "log_level": ("info", "log_level", True),     # the level of the messages the package logs (_lib/log.py)

@@ -48,7 +48,7 @@ class Program:
             self.runtime = _core.Runtime(config.arch.name, config.cpu_max_num_threads or 0,
                                          list(config.vulkan_disable_caps), config.device, bool(config.fast_math),
                                          bool(config.subgroup_aggregation), bool(config.constant_folding),
-                                         int(config.cuda_stack_limit or 0))
+                                         int(config.cuda_stack_limit or 0), bool(config.interleave_iterations))
         finally:
             if _crumb.on:
                 _crumb.end()

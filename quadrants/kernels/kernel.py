@@ -1375,6 +1375,8 @@ def compile(kernel, *args, arch=None, features=None, **kwargs):
         features.append("no_subgroup_aggregation")
     if not prog.config.constant_folding and "no_constant_folding" not in features:
         features.append("no_constant_folding")
+    if not prog.config.interleave_iterations and "no_interleave_iterations" not in features:
+        features.append("no_interleave_iterations")
     if _crumb.on:
         _crumb.begin(_crumb.record(f"compiling kernel {kernel.__name__} ({_crumb.where(kernel.func)}) for {arch.name} "
                                    f"(qd.compile: code only, no device)"))

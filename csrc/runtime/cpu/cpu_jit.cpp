@@ -67,7 +67,9 @@ void CpuJit::optimize_for_host(llvm::Module &m) {
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(tm.get());
+  llvm::PipelineTuningOptions tuning;
+  tuning.SLPVectorization = true;  // off by default in LLVM's PassBuilder (clang turns it on at -O2 and up)
+  llvm::PassBuilder pb(tm.get(), tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);

@@ -121,6 +121,7 @@ class CpuRuntime : public Runtime {
     features_.caps.bits &= ~o.disabled_caps.bits;
     features_.subgroup_aggregation = o.subgroup_aggregation;  // the cpu has batched compaction (compaction.cpp)
     features_.constant_folding = o.constant_folding;
+    features_.interleave_iterations = o.interleave_iterations;
     features_.fast_math = o.fast_math;
   }
   ~CpuRuntime() override { cache_.flush(); }  // entries not yet written (the program ended without qd.reset())

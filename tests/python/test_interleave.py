@@ -1,0 +1,156 @@
+"""Interleaved iterations on the cpu (transforms/interleave.cpp, docs/backends.md): a parallel loop
+of straight-line code around one inner loop of the same trip count in every iteration runs 8
+iterations side by side. Shown applied (printed IR: "interleaved iterations") where it may be and
+not elsewhere; the results bit for bit those of a serial float32 run of the loop as written (numpy,
+one operation at a time), for every length around the 8-iteration blocks, ranges not starting at
+0, 1 and 2 threads, f32 and f64."""
+import numpy as np
+import pytest
+
+import quadrants as qd
+from test_utils import test
+
+EPS2 = 0.0025
+
+
+def _interleaved(kernel, *args):
+    return "interleaved iterations" in qd.compile(kernel, *args).ir
+
+
+def _pull_reference(xs, ms, begin, end, dtype):
+    """What `a[i] = sum over j of m[j] * d / (r2 * sqrt(r2))` gives with every operation rounded to
+    dtype in the order written (d = x[j] - x[i], r2 = d.d + eps2, the sum from j = 0 up)."""
+    t = dtype.type
+    out = np.zeros_like(xs)
+    for i in range(begin, end):
+        acc = [t(0), t(0), t(0)]
+        for j in range(len(xs)):
+            d = [t(xs[j, c] - xs[i, c]) for c in range(3)]
+            r2 = t(t(t(t(d[0] * d[0]) + t(d[1] * d[1])) + t(d[2] * d[2])) + t(EPS2))
+            q = t(r2 * t(np.sqrt(r2)))
+            for c in range(3):
+                acc[c] = t(acc[c] + t(t(ms[j] * d[c]) / q))
+        out[i] = acc
+    return out
+
+
+@pytest.mark.parametrize("n,begin", [(1, 0), (7, 0), (8, 0), (9, 0), (16, 3), (23, 5), (61, 0)])
+@pytest.mark.parametrize("fp", [qd.f32, qd.f64])
+@test(arch=qd.cpu)
+def test_all_pairs_bit_for_bit(n, begin, fp):
+    np_fp = np.dtype(np.float32 if fp == qd.f32 else np.float64)
+    rng = np.random.default_rng(n)
+    xs = rng.random((n, 3)).astype(np_fp)
+    ms = (rng.random(n) + 0.5).astype(np_fp)
+    x = qd.Vector.field(3, fp, shape=n)
+    a = qd.Vector.field(3, fp, shape=n)
+    m = qd.field(fp, shape=n)
+    x.from_numpy(xs)
+    m.from_numpy(ms)
+
+    @qd.kernel
+    def pull(lo: qd.i32):
+        for i in range(lo, n):
+            xi = x[i]
+            acc = qd.Vector.zero(fp, 3)
+            for j in range(n):
+                d = x[j] - xi
+                r2 = d.dot(d) + EPS2
+                acc += m[j] * d / (r2 * qd.sqrt(r2))
+            a[i] = acc
+
+    assert _interleaved(pull, begin)
+    pull(begin)
+    want = _pull_reference(xs, ms, begin, n, np_fp)
+    assert a.to_numpy().tobytes() == want.tobytes()
+
+
+def _inverse_distance_sums():
+    n = 203
+    xs = np.random.default_rng(1).random((n, 3)).astype(np.float32)
+    x = qd.Vector.field(3, qd.f32, shape=n)
+    a = qd.field(qd.f32, shape=n)
+    x.from_numpy(xs)
+
+    @qd.kernel
+    def inverse_distance_sum():
+        for i in x:
+            s = 0.0
+            for j in range(n):
+                s += 1.0 / qd.sqrt((x[j] - x[i]).norm_sqr() + EPS2)
+            a[i] = s
+
+    assert _interleaved(inverse_distance_sum)
+    inverse_distance_sum()
+    d = xs[None, :, :] - xs[:, None, :]
+    want = np.zeros(n, np.float32)
+    for j in range(n):  # the same float32 operations in the same order, vectorized over i
+        r = (d[:, j, 0] * d[:, j, 0] + d[:, j, 1] * d[:, j, 1]) + d[:, j, 2] * d[:, j, 2]
+        want = want + np.float32(1.0) / np.sqrt(r + np.float32(EPS2))
+    assert a.to_numpy().tobytes() == want.tobytes()
+
+
+@test(arch=qd.cpu, cpu_max_num_threads=1)
+def test_one_thread():
+    _inverse_distance_sums()
+
+
+@test(arch=qd.cpu, cpu_max_num_threads=2)
+def test_two_threads():
+    _inverse_distance_sums()
+
+
+@test(arch=qd.cpu)
+def test_left_alone_where_iterations_could_see_each_other():
+    n = 64
+    x = qd.field(qd.f32, shape=n)
+    y = qd.field(qd.f32, shape=n)
+    total = qd.field(qd.f32, shape=())
+    x.from_numpy(np.arange(n, dtype=np.float32))
+
+    @qd.kernel
+    def reads_what_it_writes():
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += x[j] * 0.5
+            x[i] = s
+
+    @qd.kernel
+    def trip_count_varies():
+        for i in range(n):
+            s = 0.0
+            for j in range(i):
+                s += x[j] * 0.5
+            y[i] = s
+
+    @qd.kernel
+    def atomic_in_body():
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += x[j] * 0.5
+            total[None] += s
+
+    @qd.kernel
+    def branch_in_inner_loop():
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                if x[j] > x[i]:
+                    s += x[j]
+            y[i] = s
+
+    @qd.kernel
+    def integer_work_only():
+        for i in range(n):
+            s = 0
+            for j in range(n):
+                s += j * i
+            y[i] = s
+
+    for k in (reads_what_it_writes, trip_count_varies, atomic_in_body, branch_in_inner_loop, integer_work_only):
+        assert not _interleaved(k), k.__name__
+    trip_count_varies()
+    want = np.array([np.float32(0.5) * np.float32(sum(range(i))) for i in range(n)], dtype=np.float32)
+    assert np.allclose(y.to_numpy(), want)

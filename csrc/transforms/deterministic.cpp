@@ -27,7 +27,8 @@
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
 //   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
-//   slots in iteration order (what a serial run of the loop would return).
+//   slots in iteration order (what a serial run of the loop would return). On the cpu a chunk
+//   whose body has the batched compaction's form runs as its batches (batch_chunk_compaction).
 // - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
 //   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
 //   operations, block-shared arrays) is a QuadrantsTypeError naming the line.
@@ -213,7 +214,7 @@ int64_t numel(const BufferDesc &d) {
 
 class Determinizer {
  public:
-  Determinizer(KernelIR &k, bool cpu) : k_(k), cpu_(cpu) {}
+  Determinizer(KernelIR &k, const qd::Target &target) : k_(k), target_(target), cpu_(target.backend == Backend::Cpu) {}
 
   void run() {
     std::vector<Task> out;
@@ -1183,6 +1184,10 @@ class Determinizer {
       Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) {
         run = e.var(ct, e.cast(atomic_io(e.add(StmtKind::GlobalLoad, T::i64, {counts(e, chunk_index(outer))})), ct));
       });
+      if (cpu_ && batch_chunk_compaction(k_, target_, p, inner, run)) {
+        t = std::move(p);
+        return;
+      }
       for (Stmt *orig : counters) {
         Stmt *a = m.at(orig);
         IrEmitter e(a);
@@ -1196,6 +1201,7 @@ class Determinizer {
   }
 
   KernelIR &k_;
+  const qd::Target &target_;
   bool cpu_;
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
   Block *loop_body_ = nullptr;  // the parallel loop being rewritten
@@ -1210,6 +1216,6 @@ class Determinizer {
 
 }  // namespace
 
-void make_deterministic(KernelIR &k, bool cpu) { Determinizer(k, cpu).run(); }
+void make_deterministic(KernelIR &k, const Target &target) { Determinizer(k, target).run(); }
 
 }  // namespace qd

@@ -666,6 +666,59 @@ def test_counter_steps_sub_and_integer_atomics():
     assert m[None] == 15
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("batched", [True, False])
+def test_cpu_compaction_chunks_run_as_batches(threads, batched):
+    """The cpu: each chunk of a compaction whose body has the batched form (a constant step) lists its
+    passing elements a batch of 1024 at a time and takes their slots from the chunk's running slot,
+    in order. Ranges with chunks of 0 or 1 elements, of 1100 and 1101 (a batch and a part), a range
+    from an argument, atomic_sub, no element or every element passing: the slots of a serial run,
+    also with the batching off (subgroup_aggregation=False: one slot at a time)."""
+    qd.init(arch=qd.cpu, deterministic=True, cpu_max_num_threads=threads, subgroup_aggregation=batched,
+            offline_cache=False)
+    n = 4096 * 1100 + 4093
+    x = qd.ndarray(qd.f32, n)
+    out = qd.ndarray(qd.i32, n + 8)
+    c = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def up(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1), lo: qd.i32,
+           hi: qd.i32):
+        for i in range(lo, hi):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 3) // 3] = i
+
+    @qd.kernel
+    def down(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1), lo: qd.i32,
+             hi: qd.i32):
+        for i in range(lo, hi):
+            if x[i] < 0.25:
+                out[n - qd.atomic_sub(c[None], 2) // 2] = i * 2
+
+    for k in (up, down):
+        assert ("batched compaction in loops" in qd.compile(k, x, out, 0, 1).ir) == batched
+    rng = np.random.default_rng(7)
+    xs = rng.random(n, dtype=np.float32)
+    x.from_numpy(xs)
+    for lo, hi, fill in [(0, n, None), (5, 1005, None), (3, 3, None), (17, n - 9, None), (0, n, 1.0), (0, n, 0.375)]:
+        if fill is not None:
+            x.from_numpy(np.full(n, fill, np.float32))
+        vals = xs if fill is None else np.full(n, fill, np.float32)
+        idx = np.arange(lo, hi)
+        for k, keep, c0, slot, value in [(up, vals[lo:hi] > 0.5, 6, lambda r: 2 + r, idx),
+                                         (down, vals[lo:hi] < 0.25, 2 * n, lambda r: r, 2 * idx)]:
+            out.from_numpy(np.full(n + 8, -1, np.int32))
+            c[None] = c0
+            k(x, out, lo, hi)
+            passing = value[keep]
+            want = np.full(n + 8, -1, np.int32)
+            want[slot(np.arange(len(passing)))] = passing
+            assert np.array_equal(out.to_numpy(), want), (k, lo, hi, fill)
+            step = 3 if k is up else -2
+            assert c[None] == c0 + step * len(passing), (k, lo, hi, fill)
+        x.from_numpy(xs)
+
+
 def test_per_kernel_option():
     """@qd.kernel(deterministic=...) overrides qd.init: the same exchange loop is rejected under True
     and compiles under False."""

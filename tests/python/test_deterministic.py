@@ -384,8 +384,10 @@ def _chunk_cases():
 def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
     """The cpu sums a chunk in f64 when at most 1024 addends' magnitudes span at most 19 exponents
     (its sum is then exact), and decodes each addend otherwise: every block here, alone and all in
-    one loop, with an old value, under an if and with two sums of one target per iteration, gives
-    the reference's bits, on 1 and 2 threads and on Vulkan."""
+    one loop, with an old value, under an if, with two sums of one target per iteration, after a
+    continue and from a variable, and in a loop that also stores, gives the reference's bits, on 1
+    and 2 threads and on Vulkan. On the cpu a loop whose only effect is the sum decodes a chunk by
+    running its iterations again; one with other effects stores the addends (`sum.bits`)."""
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
@@ -408,9 +410,39 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
             total[None] += x[2 * i]
             total[None] += x[2 * i + 1]
 
+    @qd.kernel
+    def skipping(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            if i % 5 == 2:
+                continue
+            v = x[i]
+            if i % 7 == 3:
+                v = -v
+            total[None] += v
+
+    @qd.kernel
+    def storing(x: qd.types.ndarray(dtype=qd.f32, ndim=1), seen: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+            seen[i] = i + 1
+
     cases = _chunk_cases()
     cases["all of them"] = np.concatenate(list(cases.values()))
+    if req_arch == qd.cpu:
+        for k, stores in ((plain, False), (guarded, False), (twice, False), (skipping, False), (storing, True)):
+            args = (cases["a short tail"],) + ((np.zeros(100, np.int32),) if k is storing else ())
+            assert ("sum.bits" in qd.compile(k, *args).ir) == stores, k
     for name, xs in cases.items():
+        total[None] = 0.5
+        skipping(xs)
+        idx = np.arange(len(xs))
+        kept = np.where(idx % 7 == 3, -xs, xs)[idx % 5 != 2]
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], kept]))), name
+        seen = np.zeros(len(xs), np.int32)
+        total[None] = -0.0
+        storing(xs, seen)
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], xs]))), name
+        assert np.array_equal(seen, idx + 1), name
         for old in (np.float32(0.0), np.float32(-0.0), np.float32(0.75)):
             total[None] = old
             plain(xs)

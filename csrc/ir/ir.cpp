@@ -93,6 +93,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->lowering = s.lowering;
   c->serialize = s.serialize;
   c->independent = s.independent;
+  c->vector_width = s.vector_width;
   c->reassoc = s.reassoc;
   c->exact = s.exact;
   c->block_dim = s.block_dim;
@@ -274,6 +275,7 @@ class Printer {
         os_ << v(&s) << " = for range(" << ops() << ")" << (s.serialize ? " serial" : "")
             << (s.independent ? " independent" : "");
         if (s.block_dim) os_ << " block_dim=" << s.block_dim;
+        if (s.vector_width) os_ << " vector_width=" << s.vector_width;
         if (s.first_index) os_ << " grid-stride from " << v(s.first_index) << " next " << v(s.next_index);
         if (s.label) os_ << " (" << s.label << ")";
         os_ << ":\n";

@@ -90,6 +90,9 @@ struct Stmt {
   // the loop from a parallel one's iterations). LLVM: its global accesses are marked parallel
   // (llvm.loop.parallel_accesses), so the vectorizer need not prove that loads and stores do not alias.
   bool independent = false;
+  // Serial RangeFor, LLVM: the vectorisation width to use (llvm.loop.vectorize.width); 0: the cost
+  // model's choice.
+  int vector_width = 0;
   // Binary: a privatized reduction's combine, which may be reassociated (the atomics it replaced
   // were unordered); float min/max operands are then never NaN (reductions.cpp). cpu: fast-math.
   bool reassoc = false;

@@ -24,6 +24,9 @@
 // lanes. On the cpu a thread's batch (1024 elements) runs in two loops instead, without a branch
 // per element: the indices of the passing elements are listed, then the body runs for each
 // (Batcher::batch_in_loops).
+// Deterministic mode's stable compaction (deterministic.cpp) runs each of its chunks, a serial loop
+// of one thread, the same way (batch_chunk_compaction): the batches in order, each taking its slots
+// from the chunk's running slot instead of an atomic.
 // Off with qd.init(subgroup_aggregation=False).
 #include <algorithm>
 #include <map>
@@ -122,15 +125,16 @@ class Batcher {
   // The device's subgroup size, when known, lays the elements out and sizes the masks; otherwise
   // the layout assumes 32 lanes and the masks are 64-bit ballots (right for any size).
   // On the cpu a thread is its own subgroup of one lane (and the batch runs in loops).
-  Batcher(KernelIR &k, const Target &target, Task &t)
-      : k_(k), target_(target), t_(t), cpu_(target.backend == Backend::Cpu),
+  // `run` (the cpu only): the loop matched is a serial one whose slots come from that variable
+  // (batch_chunk_compaction); otherwise it is t's parallel loop.
+  Batcher(KernelIR &k, const Target &target, Task &t, Stmt *run = nullptr)
+      : k_(k), target_(target), t_(t), run_(run), cpu_(target.backend == Backend::Cpu),
         known_(cpu_ || target.features.subgroup_size > 0),
         lanes_(cpu_ ? 1 : known_ ? target.features.subgroup_size : 32), batch_(cpu_ ? kCpuBatch : kGpuBatch) {}
 
-  bool match(Match &m) {
-    Stmt *loop = t_.loop();
-    if (loop->serialize || loop->first_index || t_.cpu_block_dim || loop->operands[0]->dtype != DataType::i32 ||
-        (lanes_ & (lanes_ - 1)) != 0 || lanes_ > 64)
+  bool match(Match &m, Stmt *loop) {
+    if ((!run_ && (loop->serialize || t_.cpu_block_dim)) || loop->first_index ||
+        loop->operands[0]->dtype != DataType::i32 || (lanes_ & (lanes_ - 1)) != 0 || lanes_ > 64)
       return false;
     auto &stmts = loop->body->stmts;
     if (stmts.empty() || stmts.back()->kind != StmtKind::If) return false;
@@ -147,6 +151,7 @@ class Batcher {
     };
     for (size_t i = 0; i + 1 < stmts.size(); i++) {
       if (!speculatable(*stmts[i])) return false;
+      if (stmts[i]->kind == StmtKind::LoopIndex && stmts[i]->operands[0] != loop) return false;  // (before_if)
       pre.insert(stmts[i].get());
       m.pre.push_back(stmts[i].get());
     }
@@ -182,8 +187,8 @@ class Batcher {
     Stmt *loop = m.loop, *atomic = m.atomic;
     DataType it = loop->operands[0]->dtype, u32 = DataType::u32;  // it: the index type
     const int chunk = lanes_ * batch_;
-    // The loop now counts threads: S per chunk of S * batch_ elements.
-    IrEmitter p(t_.prologue, loop->loc);
+    // The loop now counts threads: S per chunk of S * batch_ elements (the cpu: batches).
+    IrEmitter p = run_ ? IrEmitter(loop) : IrEmitter(t_.prologue, loop->loc);
     Stmt *begin = loop->operands[0], *end = loop->operands[1];
     // The length as unsigned: right for any i32 range (up to 2^32 - 1), read only when end > begin.
     Stmt *n_u = p.bin(B::Sub, p.bitcast(end, u32), p.bitcast(begin, u32));
@@ -199,7 +204,7 @@ class Batcher {
     IrEmitter e(*loop->body, m.branch->loc);
     Stmt *t = e.bitcast(e.add(StmtKind::LoopIndex, it, {loop}), u32);
     if (cpu_) {
-      loop->label = "batched compaction, in loops";
+      loop->label = run_ ? "deterministic chunk, batched compaction in loops" : "batched compaction, in loops";
       return batch_in_loops(m, e, t, begin, n_u);
     }
     Stmt *lane = e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
@@ -267,11 +272,18 @@ class Batcher {
   }
 
   // One atomic taking `total` elements' slots, by the lowest active lane; every lane gets its old
-  // value. `step` is set to the atomic's operand (the same for every element).
+  // value. `step` is set to the atomic's operand (the same for every element). With run_, the
+  // variable's value instead, advanced past them.
   Stmt *take_slots(IrEmitter &e, Stmt *atomic, Stmt *total, Stmt *&step) const {
     DataType type = atomic->dtype;
     CloneMap hoisted;
     step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
+    if (run_) {
+      Stmt *old = e.load(run_);
+      e.store(run_, e.bin(atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add, old,
+                          e.bin(B::Mul, step, e.cast(total, type))));
+      return old;
+    }
     copy_tree(e, atomic->operands[0], hoisted);
     if (cpu_) {
       hoisted[atomic->operands[1]] = e.bin(B::Mul, step, e.cast(total, type));
@@ -395,6 +407,7 @@ class Batcher {
   KernelIR &k_;
   const Target &target_;
   Task &t_;
+  Stmt *const run_;
   const bool cpu_, known_;
   const int lanes_, batch_;
 };
@@ -414,8 +427,17 @@ void batch_compactions(KernelIR &k, const Target &target) {
     if (!t.parallel || synchronizes(t)) continue;
     Batcher b(k, target, t);
     Match m;
-    if (b.match(m)) b.rewrite(m);
+    if (b.match(m, t.loop())) b.rewrite(m);
   }
+}
+
+bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *loop, Stmt *run) {
+  if (target.backend != Backend::Cpu || !target.features.subgroup_aggregation) return false;
+  Batcher b(k, target, t, run);
+  Match m;
+  if (!b.match(m, loop)) return false;
+  b.rewrite(m);
+  return true;
 }
 
 }  // namespace qd

@@ -27,7 +27,8 @@
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
 //   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
-//   slots in iteration order (what a serial run of the loop would return).
+//   slots in iteration order (what a serial run of the loop would return). On the cpu a chunk
+//   whose body has the batched compaction's form runs as its batches (batch_chunk_compaction).
 // - Everything else whose outcome depends on the order (exchange, cas, inc, dec, float mul / min /
 //   max, a float's old value, ordered atomics, fences, atomic loads / stores, subgroup and block
 //   operations, block-shared arrays) is a QuadrantsTypeError naming the line.
@@ -213,7 +214,7 @@ int64_t numel(const BufferDesc &d) {
 
 class Determinizer {
  public:
-  Determinizer(KernelIR &k, bool cpu) : k_(k), cpu_(cpu) {}
+  Determinizer(KernelIR &k, const qd::Target &target) : k_(k), target_(target), cpu_(target.backend == Backend::Cpu) {}
 
   void run() {
     std::vector<Task> out;
@@ -394,9 +395,10 @@ class Determinizer {
   }
 
   // Removes a rewritten atomic; what still names its value is dead (a variable nobody reads).
-  void drop_atomic(Stmt *a) {
+  // `scope`: where its uses are (default: the loop body).
+  void drop_atomic(Stmt *a, Block *scope = nullptr) {
     IrEmitter e(a);
-    replace_uses(*loop_body_, a, e.c(a->dtype, 0));
+    replace_uses(scope ? *scope : *loop_body_, a, e.c(a->dtype, 0));
     std::erase_if(a->parent->stmts, [&](auto &s) { return s.get() == a; });
   }
 
@@ -460,11 +462,33 @@ class Determinizer {
     skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
     staged_ = !barrier && staged;
+    replay_ = cpu_ && uniform_targets.size() == 1 && field_targets.empty() && effects_only(floats);
     const int64_t adds = cpu_ ? kCpuChunkAdds : kChunkAdds;
     if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
     for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
+  }
+
+  // The loop body has no effect but `atomics`: it only computes (loads, arithmetic, its own
+  // variables, control flow), so running an iteration again gives the same addends (fast_sum).
+  bool effects_only(const std::vector<Stmt *> &atomics) const {
+    std::unordered_set<const Stmt *> mine(atomics.begin(), atomics.end()), vars;
+    bool pure = true;
+    for_each_stmt(*loop_body_, [&](Stmt &s) {
+      switch (s.kind) {
+        case StmtKind::Const: case StmtKind::Arg: case StmtKind::GlobalPtr: case StmtKind::LocalLoad:
+        case StmtKind::Unary: case StmtKind::Binary: case StmtKind::Select: case StmtKind::If: case StmtKind::While:
+        case StmtKind::RangeFor: case StmtKind::LoopIndex: case StmtKind::Break: case StmtKind::Continue:
+        case StmtKind::Fns: break;
+        case StmtKind::Alloca: vars.insert(&s); break;  // (before its stores)
+        case StmtKind::LocalStore: pure = pure && vars.count(s.operands[0]); break;
+        case StmtKind::GlobalLoad: pure = pure && !s.is_atomic && !s.is_volatile; break;
+        case StmtKind::Atomic: pure = pure && mine.count(&s); break;
+        default: pure = false;
+      }
+    });
+    return pure;
   }
 
   // An atomic's addend (sub adds the negation).
@@ -596,11 +620,14 @@ class Determinizer {
   // add may be reassociated (LLVM vectorises it). Beside it the loop keeps the smallest and largest
   // non-zero |addend| (track_range) and stores each
   // addend's bits in a per-chunk array (-0.0, which adds nothing, first where an iteration may have
-  // none: the atomic under an if, or a continue / break / return in the loop).
+  // none: the atomic under an if, or a continue / break / return in the loop); a loop body whose
+  // only effects are these atomics (replay_) stores nothing: a chunk that needs them runs its
+  // iterations again.
   // After the chunk: if the range holds (some addend non-zero, so the flags are just kNotNegZero;
   // smax <= 251: no inf / NaN, all below 2^126), the sum, an integer N < 2^62 times 2^P
   // (P = min(smin, 223)), goes to accumulators P / 32 and P / 32 + 1; otherwise a second loop
-  // decodes the stored bits (`accumulate`), flushing the accumulators every 256.
+  // decodes the stored bits (`accumulate`), flushing the accumulators every 256 (or runs the chunk's
+  // iterations again, 256 / k at a time for k atomics, decoding the addends).
   void fast_sum(const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
                 const std::vector<Stmt *> &acc, Stmt *flags, const std::function<void(IrEmitter &)> &flush) {
     const SourceLoc loc = atomics[0]->loc;
@@ -608,25 +635,47 @@ class Determinizer {
     pre.mark_exact();
     Stmt *sum = pre.var(T::f64, pre.c(T::f64, 0.0));
     Stmt *low = pre.var(T::u32, pre.ci(T::u32, 0xFFFFFFFF)), *high = pre.var(T::u32, pre.ci(T::u32, 0));
+    // Eight lanes: the 32-bit work (the magnitudes' minimum and maximum) at the full width of AVX2,
+    // the f64 sums in two registers; the cost model's choice, four (the f64 width), runs it at half
+    // (benchmarks/deterministic.py).
+    chunk_inner_->vector_width = 8;
+    std::unique_ptr<Stmt> again;  // replay_: the chunk's loop once more, decoding
+    if (replay_) {
+      again = std::make_unique<Stmt>(StmtKind::RangeFor, T::none);
+      again->serialize = true;
+      again->body = std::make_unique<Block>();
+      again->body->owner = again.get();
+      CloneMap m{{chunk_inner_, again.get()}};
+      clone_into(*chunk_inner_->body, *again->body, m);
+      for (Stmt *a : atomics) {
+        Stmt *c = m.at(a);
+        IrEmitter e(c);
+        e.mark_exact();
+        accumulate(e, addend(e, c));
+        drop_atomic(c, again->body.get());
+      }
+    }
     std::vector<int> bits;
     for (Stmt *a : atomics) {
-      int b = stage("sum.bits", T::i32);
-      bits.push_back(b);
-      if (skips_ || a->parent != loop_body_) {  // an iteration may not store: -0.0 first
-        Stmt *j;
-        IrEmitter fill = pre.for_(pre.ci(T::i32, 0), chunk_trips_, j);
-        fill.add(StmtKind::GlobalStore, T::none, {private_ptr(fill, b, j), fill.ci(T::i32, std::numeric_limits<int32_t>::min())});
-      }
       IrEmitter e(a);
       e.mark_exact();
       Stmt *v = addend(e, a);
       Stmt *u = e.bitcast(v, T::u32);
-      Stmt *i = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
-      e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, i), e.bitcast(u, T::i32)});
       track_range(e, u, low, high);
       Stmt *add = e.bin(B::Add, e.load(sum), e.cast(v, T::f64));
       add->reassoc = true;
       e.store(sum, add);
+      if (!replay_) {
+        int b = stage("sum.bits", T::i32);
+        bits.push_back(b);
+        if (skips_ || a->parent != loop_body_) {  // an iteration may not store: -0.0 first
+          Stmt *j;
+          IrEmitter fill = pre.for_(pre.ci(T::i32, 0), chunk_trips_, j);
+          fill.add(StmtKind::GlobalStore, T::none, {private_ptr(fill, b, j), fill.ci(T::i32, std::numeric_limits<int32_t>::min())});
+        }
+        Stmt *i = e.bin(B::Sub, e.add(StmtKind::LoopIndex, T::i32, {chunk_inner_}), chunk_lo_);
+        e.add(StmtKind::GlobalStore, T::none, {private_ptr(e, b, i), e.bitcast(u, T::i32)});
+      }
       drop_atomic(a);
     }
     IrEmitter post(*chunk_outer_->body, loc);
@@ -648,6 +697,18 @@ class Determinizer {
     fast.store(flags, i64(fast, kNotNegZero));
     flush(fast);
     IrEmitter slow = post.if_(post.not_(fits));
+    if (again) {  // kChunkAdds / k iterations at a time
+      Stmt *begin = chunk_inner_->operands[0], *end = chunk_inner_->operands[1];
+      DataType it = begin->dtype;
+      const int64_t per = kChunkAdds / static_cast<int64_t>(atomics.size());
+      Stmt *part;
+      IrEmitter parts = slow.for_(slow.ci(T::i32, 0), slow.bin(B::Div, slow.bin(B::Add, chunk_trips_, slow.ci(T::i32, per - 1)),
+                                                           slow.ci(T::i32, per)), part);
+      Stmt *from = parts.bin(B::Add, begin, parts.cast(parts.bin(B::Mul, part, parts.ci(T::i32, per)), it));
+      again->operands = {from, parts.bin(B::Min, parts.bin(B::Add, from, parts.ci(it, per)), end)};
+      parts.insert(std::move(again));
+      flush(parts);
+    }
     for (int b : bits) {  // kChunkAdds at a time: what the accumulators hold
       Stmt *part;
       IrEmitter parts = slow.for_(slow.ci(T::i32, 0), slow.bin(B::Div, slow.bin(B::Add, chunk_trips_, slow.ci(T::i32, kChunkAdds - 1)),
@@ -1183,6 +1244,10 @@ class Determinizer {
       Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) {
         run = e.var(ct, e.cast(atomic_io(e.add(StmtKind::GlobalLoad, T::i64, {counts(e, chunk_index(outer))})), ct));
       });
+      if (cpu_ && batch_chunk_compaction(k_, target_, p, inner, run)) {
+        t = std::move(p);
+        return;
+      }
       for (Stmt *orig : counters) {
         Stmt *a = m.at(orig);
         IrEmitter e(a);
@@ -1196,6 +1261,7 @@ class Determinizer {
   }
 
   KernelIR &k_;
+  const qd::Target &target_;
   bool cpu_;
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
   Block *loop_body_ = nullptr;  // the parallel loop being rewritten
@@ -1204,12 +1270,13 @@ class Determinizer {
   int64_t chunk_ = 1;
   bool chunk_sums_ = false;  // the same-address sums use the chunks
   bool staged_ = false;      // a field's updates in the loop body are staged per chunk (cpu)
+  bool replay_ = false;      // cpu: one same-address target, the loop's only effect (fast_sum)
   bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 
 }  // namespace
 
-void make_deterministic(KernelIR &k, bool cpu) { Determinizer(k, cpu).run(); }
+void make_deterministic(KernelIR &k, const Target &target) { Determinizer(k, target).run(); }
 
 }  // namespace qd

@@ -62,6 +62,11 @@ void aggregate_subgroup_atomics(KernelIR &k, const Target &target);
 // stores at out[slot] (transforms/compaction.cpp). Runs before aggregate_subgroup_atomics, under
 // the same switch.
 void batch_compactions(KernelIR &k, const Target &target);
+// The cpu, deterministic mode's stable compaction: `loop`, a serial loop of task t over one chunk
+// whose body has that form, handing out the slots from the variable `run` (the chunk's next slot)
+// in iteration order, runs as batches of listed passing elements, each taking its slots from `run`.
+// Returns whether it did; under the same switch.
+bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *loop, Stmt *run);
 
 // cpu: a parallel loop whose only effects are reducible atomics with unused results into one
 // large field (scatter-add) runs as a bucketing of its updates by destination range, each bucket
@@ -89,7 +94,7 @@ void interleave_iterations(KernelIR &k);
 // counters hand out slots in iteration order, and atomics whose outcome is the schedule's are a
 // QuadrantsTypeError naming the line. Runs after demotion and before the verdicts, so every
 // later rewrite (privatization, bucketing, subgroup aggregation) sees integer atomics.
-void make_deterministic(KernelIR &k, bool cpu);
+void make_deterministic(KernelIR &k, const Target &target);
 
 // Stores the support table's verdict on every atomic on memory (Stmt::lowering); raises
 // QuadrantsTypeError (naming the source line) for atomics the target cannot do.

@@ -384,8 +384,10 @@ def _chunk_cases():
 def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
     """The cpu sums a chunk in f64 when at most 1024 addends' magnitudes span at most 19 exponents
     (its sum is then exact), and decodes each addend otherwise: every block here, alone and all in
-    one loop, with an old value, under an if and with two sums of one target per iteration, gives
-    the reference's bits, on 1 and 2 threads and on Vulkan."""
+    one loop, with an old value, under an if, with two sums of one target per iteration, after a
+    continue and from a variable, and in a loop that also stores, gives the reference's bits, on 1
+    and 2 threads and on Vulkan. On the cpu a loop whose only effect is the sum decodes a chunk by
+    running its iterations again; one with other effects stores the addends (`sum.bits`)."""
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
@@ -408,9 +410,41 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
             total[None] += x[2 * i]
             total[None] += x[2 * i + 1]
 
+    @qd.kernel
+    def skipping(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            if i % 5 == 2:
+                continue
+            v = x[i]
+            if i % 7 == 3:
+                v = -v
+            total[None] += v
+
+    @qd.kernel
+    def storing(x: qd.types.ndarray(dtype=qd.f32, ndim=1), seen: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+            seen[i] = i + 1
+
     cases = _chunk_cases()
     cases["all of them"] = np.concatenate(list(cases.values()))
+    if req_arch == qd.cpu:
+        for k, stores in ((plain, False), (guarded, False), (twice, False), (skipping, False), (storing, True)):
+            args = (cases["a short tail"],) + ((np.zeros(100, np.int32),) if k is storing else ())
+            ir = qd.compile(k, *args).ir
+            assert ("sum.bits" in ir) == stores, k
+            assert "serial vector_width=8 (deterministic chunk)" in ir, k  # (the f64 chunk loop, eight lanes)
     for name, xs in cases.items():
+        total[None] = 0.5
+        skipping(xs)
+        idx = np.arange(len(xs))
+        kept = np.where(idx % 7 == 3, -xs, xs)[idx % 5 != 2]
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0.5)], kept]))), name
+        seen = np.zeros(len(xs), np.int32)
+        total[None] = -0.0
+        storing(xs, seen)
+        assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(-0.0)], xs]))), name
+        assert np.array_equal(seen, idx + 1), name
         for old in (np.float32(0.0), np.float32(-0.0), np.float32(0.75)):
             total[None] = old
             plain(xs)
@@ -664,6 +698,59 @@ def test_counter_steps_sub_and_integer_atomics():
     assert c[None] == 2 + steps.sum()
     assert d[None] == 100 - int((xs < 0).sum())
     assert m[None] == 15
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("batched", [True, False])
+def test_cpu_compaction_chunks_run_as_batches(threads, batched):
+    """The cpu: each chunk of a compaction whose body has the batched form (a constant step) lists its
+    passing elements a batch of 1024 at a time and takes their slots from the chunk's running slot,
+    in order. Ranges with chunks of 0 or 1 elements, of 1100 and 1101 (a batch and a part), a range
+    from an argument, atomic_sub, no element or every element passing: the slots of a serial run,
+    also with the batching off (subgroup_aggregation=False: one slot at a time)."""
+    qd.init(arch=qd.cpu, deterministic=True, cpu_max_num_threads=threads, subgroup_aggregation=batched,
+            offline_cache=False)
+    n = 4096 * 1100 + 4093
+    x = qd.ndarray(qd.f32, n)
+    out = qd.ndarray(qd.i32, n + 8)
+    c = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def up(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1), lo: qd.i32,
+           hi: qd.i32):
+        for i in range(lo, hi):
+            if x[i] > 0.5:
+                out[qd.atomic_add(c[None], 3) // 3] = i
+
+    @qd.kernel
+    def down(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1), lo: qd.i32,
+             hi: qd.i32):
+        for i in range(lo, hi):
+            if x[i] < 0.25:
+                out[n - qd.atomic_sub(c[None], 2) // 2] = i * 2
+
+    for k in (up, down):
+        assert ("batched compaction in loops" in qd.compile(k, x, out, 0, 1).ir) == batched
+    rng = np.random.default_rng(7)
+    xs = rng.random(n, dtype=np.float32)
+    x.from_numpy(xs)
+    for lo, hi, fill in [(0, n, None), (5, 1005, None), (3, 3, None), (17, n - 9, None), (0, n, 1.0), (0, n, 0.375)]:
+        if fill is not None:
+            x.from_numpy(np.full(n, fill, np.float32))
+        vals = xs if fill is None else np.full(n, fill, np.float32)
+        idx = np.arange(lo, hi)
+        for k, keep, c0, slot, value in [(up, vals[lo:hi] > 0.5, 6, lambda r: 2 + r, idx),
+                                         (down, vals[lo:hi] < 0.25, 2 * n, lambda r: r, 2 * idx)]:
+            out.from_numpy(np.full(n + 8, -1, np.int32))
+            c[None] = c0
+            k(x, out, lo, hi)
+            passing = value[keep]
+            want = np.full(n + 8, -1, np.int32)
+            want[slot(np.arange(len(passing)))] = passing
+            assert np.array_equal(out.to_numpy(), want), (k, lo, hi, fill)
+            step = 3 if k is up else -2
+            assert c[None] == c0 + step * len(passing), (k, lo, hi, fill)
+        x.from_numpy(xs)
 
 
 def test_per_kernel_option():

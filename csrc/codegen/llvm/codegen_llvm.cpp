@@ -448,10 +448,15 @@ void LlvmCodegen::emit_index_loop(const Stmt &loop, Value *begin, Value *end) {
                                 : b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), counter), b_.getInt32(1));
   b_.CreateStore(step, counter);
   auto *latch = b_.CreateBr(cond);
-  if (loop.independent) {  // !llvm.loop !{self, !{"llvm.loop.parallel_accesses", group}}
-    llvm::Metadata *parallel[] = {llvm::MDString::get(ctx_, "llvm.loop.parallel_accesses"), group};
-    llvm::Metadata *ops[] = {nullptr, llvm::MDNode::get(ctx_, parallel)};
-    llvm::MDNode *md = llvm::MDNode::getDistinct(ctx_, ops);
+  // !llvm.loop !{self, !{"llvm.loop.parallel_accesses", group}, !{"llvm.loop.vectorize.width", i32 w}}
+  std::vector<llvm::Metadata *> hints{nullptr};
+  if (loop.independent)
+    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.parallel_accesses"), group}));
+  if (loop.vector_width)
+    hints.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+                                             llvm::ConstantAsMetadata::get(b_.getInt32(loop.vector_width))}));
+  if (hints.size() > 1) {
+    llvm::MDNode *md = llvm::MDNode::getDistinct(ctx_, hints);
     md->replaceOperandWith(0, md);
     latch->setMetadata(llvm::LLVMContext::MD_loop, md);
   }

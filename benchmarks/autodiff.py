@@ -3,7 +3,7 @@
 this checkout ("ours"), the reference's PyPI release (quadrants==1.3.3) and Taichi, in one run.
 
     python3 benchmarks/autodiff.py [--log2n-cpu 20] [--log2n-vulkan 18] [--repeat 7] [--no-install]
-                                   [--archs cpu,vulkan] [--peers "ours,reference 1.3.3,taichi"]
+                                   [--archs cpu,vulkan] [--peers "ours,reference 1.3.3,taichi"] [--cpu-time]
 
 Each peer runs in its own process (and, but for ours, its own venv under --venvs), through the
 venv / worker machinery of benchmarks/peers.py; a peer, or a peer's arch, that cannot be installed
@@ -15,6 +15,9 @@ caches: timed straight after one another, forwards run on warm caches and backwa
 Every worker first checks the forward results and the gradients against numpy. For ours it also
 reads the reverse kernel's compiled IR and says what the atomic rewrites made of each adjoint
 accumulation.
+
+--cpu-time counts each worker process's CPU seconds instead of wall time (lavapipe's threads
+included), which other work on a shared machine disturbs less.
 
 Workloads, n elements (f32 fields, needs_grad=True, y.grad seeded with random values):
   gather 4096   y[i] = x[p[i]] * w[i], p random into x of 4096   backward: scatter-add into x.grad
@@ -33,6 +36,7 @@ import sys
 from peers import PEERS, peer_python, run_worker
 from timing import best_of
 
+CPU_TIME_ENV = "QD_BENCH_CPU_TIME"  # set for the workers: time.process_time instead of wall time
 WORKLOADS = ["gather 4096", "gather n/16", "loss x*x", "broadcast s"]
 SMALL = 4096
 
@@ -84,7 +88,10 @@ def reverse_rewrites(ir, grads):
 
 
 def worker(peer, arch, n, repeat):
+    import time
+
     import numpy as np
+    clock = time.process_time if os.environ.get(CPU_TIME_ENV) == "1" else time.perf_counter
     module = PEERS[peer][1]
     qd = __import__(module)
     qd.init(arch=getattr(qd, arch), **({"log_level": "error"} if module == "taichi" else {}))
@@ -182,8 +189,8 @@ def worker(peer, arch, n, repeat):
             seed()
 
         once()
-        fwd = best_of(k, repeat, qd.sync, reset=before_each)
-        bwd = best_of(k.grad, repeat, qd.sync, reset=before_each)
+        fwd = best_of(k, repeat, qd.sync, reset=before_each, clock=clock)
+        bwd = best_of(k.grad, repeat, qd.sync, reset=before_each, clock=clock)
         once()  # (after the timed calls, still right)
         r = {"fwd": fwd * 1e3, "bwd": bwd * 1e3}
         if peer == "ours":
@@ -216,6 +223,7 @@ def main():
     p.add_argument("--archs", default="cpu,vulkan")
     p.add_argument("--peers", default=",".join(PEERS), help="a subset of: " + ", ".join(PEERS))
     p.add_argument("--timeout", type=int, default=900, help="seconds per peer and arch")
+    p.add_argument("--cpu-time", action="store_true", help="time in process CPU seconds (lavapipe's threads included)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
     p.add_argument("--log2n", type=int, help=argparse.SUPPRESS)
@@ -225,6 +233,8 @@ def main():
         return
 
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if a.cpu_time:
+        base_env[CPU_TIME_ENV] = "1"
     sizes = {"cpu": a.log2n_cpu, "vulkan": a.log2n_vulkan}
     archs = a.archs.split(",")
     results, notes, device = {}, [], None  # (arch, peer) -> workload -> {fwd, bwd[, rewrite]}
@@ -266,7 +276,8 @@ def main():
                              + ("-" if slower is None else f"{'yes' if slower <= 1 else 'no'} (worst {slower:.2f}x)")
                              + f" | {ours.get('rewrite', '')} |")
     print(f"host: {cpu_model()}, {os.cpu_count()} cores; vulkan device: {device or 'not run'}")
-    print(f"best of {a.repeat} synchronised calls after a warm-up; the machine is shared, so times are noisy\n")
+    print(f"best of {a.repeat} synchronised calls after a warm-up, "
+          f"{'process CPU time' if a.cpu_time else 'wall time'}; the machine is shared, so times are noisy\n")
     print("\n".join(rows) + "\n")
     print("\n".join(goals))
     for n_ in notes:

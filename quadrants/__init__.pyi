@@ -123,6 +123,7 @@ def init(
     fast_math: bool = ...,
     subgroup_aggregation: bool = ...,
     constant_folding: bool = ...,
+    interleave_iterations: bool = ...,
     deterministic: bool = ...,
     offline_cache: bool = ...,
     offline_cache_file_path: str = ...,

@@ -109,6 +109,14 @@ def test_left_alone_where_iterations_could_see_each_other():
     x.from_numpy(np.arange(n, dtype=np.float32))
 
     @qd.kernel
+    def control():  # what each kernel below changes, and this one has not
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += x[j] * 0.5
+            y[i] = s
+
+    @qd.kernel
     def reads_what_it_writes():
         for i in range(n):
             s = 0.0
@@ -149,6 +157,7 @@ def test_left_alone_where_iterations_could_see_each_other():
                 s += j * i
             y[i] = s
 
+    assert _interleaved(control)
     for k in (reads_what_it_writes, trip_count_varies, atomic_in_body, branch_in_inner_loop, integer_work_only):
         assert not _interleaved(k), k.__name__
     trip_count_varies()

@@ -2,7 +2,7 @@
 """qd.algorithms against NumPy and against a copy of the same bytes (the memory-speed yardstick),
 on each arch in one run (docs/algorithms.md, "Speed").
 
-    python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan]
+    python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan] [--cpu-time]
 
 For n = 2**log2n elements, each op runs in a kernel of its own, timed from launch to qd.sync()
 (each op warmed up, which also compiles, then all run in turn `repeat` times; the best of each):
@@ -17,7 +17,9 @@ For n = 2**log2n elements, each op runs in a kernel of its own, timed from launc
   sort (u32 keys)               vs np.sort (and the copy); key-value (u32 keys, u32 values) vs np.argsort
   reduce_add (f32)              vs np.sum
   reduce_by_key_add (i32)       vs np.add.reduceat (runs of 1..8 equal keys, heads precomputed for numpy)
-Each result is checked against NumPy's. Prints ms, ns per element and the ratios.
+Each result is checked against NumPy's. Prints ms, ns per element and the ratios. --cpu-time
+counts the process's CPU seconds (every thread: the cpu's workers, lavapipe's) instead of wall
+time: a loaded machine disturbs it less, and lavapipe's cost is CPU time.
 """
 import argparse
 import os
@@ -37,6 +39,9 @@ def nd(dtype):
     return qd.types.ndarray(dtype, ndim=1)
 
 
+CLOCK = time.perf_counter  # --cpu-time: time.process_time
+
+
 def interleaved(cases, repeat, sync=qd.sync):
     """Best time of each case, the cases run in turn `repeat` times (the machine may be shared: a
     busy moment then slows all of them alike); each is warmed up (and compiled) first."""
@@ -52,10 +57,10 @@ def interleaved(cases, repeat, sync=qd.sync):
             if reset is not None:
                 reset()
             sync()
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             fn()
             sync()
-            best[name] = min(best[name], time.perf_counter() - t0)
+            best[name] = min(best[name], CLOCK() - t0)
     return best
 
 
@@ -105,7 +110,7 @@ def bench_arch(arch, n, repeat, rng):
         A.select(x, f, y, k, s, m, D)
 
     lowering = A.scan_lowering()
-    with A._lookback.forced("reduce_then_scan"):
+    with A._lookback.forced("reduce_then_scan"):  # kernels compile at their first call: made inside
         @qd.kernel
         def scan_rts(x: nd(u32), y: nd(u32), s: nd(u32), m: qd.i32):
             A.exclusive_scan_add(x, y, s, m, u32, D)
@@ -113,6 +118,9 @@ def bench_arch(arch, n, repeat, rng):
         @qd.kernel
         def select_rts(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), s: nd(u32), m: qd.i32):
             A.select(x, f, y, k, s, m, D)
+
+        scan_rts(a, b, scratch, n)
+        select_rts(fa, flags, fo, num, scratch, n)
 
     @qd.kernel
     def compaction(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), m: qd.i32):
@@ -203,14 +211,18 @@ def bench_numpy(n, repeat, rng):
     starts = np.flatnonzero(np.concatenate([[True], run_keys_h[1:] != run_keys_h[:-1]]))
     out = np.empty_like(keys_h)
     t = {}
-    t["np.copyto u32"] = best_of(lambda: np.copyto(out, keys_h), repeat)
-    t["np.cumsum u32"] = best_of(lambda: np.cumsum(keys_h, dtype=np.uint32, out=out), repeat)
-    t["np.flatnonzero"] = best_of(lambda: np.flatnonzero(flags_h), repeat)
-    t["a[flags != 0]"] = best_of(lambda: vals_h[flags_h != 0], repeat)
-    t["np.sort u32"] = best_of(lambda: np.sort(keys_h), repeat)
-    t["np.argsort u32 (stable)"] = best_of(lambda: np.argsort(keys_h, kind="stable"), repeat)
-    t["np.sum f32"] = best_of(lambda: np.sum(vals_h), repeat)
-    t["np.add.reduceat i32"] = best_of(lambda: np.add.reduceat(ones_h, starts), repeat)
+    ops = {
+        "np.copyto u32": lambda: np.copyto(out, keys_h),
+        "np.cumsum u32": lambda: np.cumsum(keys_h, dtype=np.uint32, out=out),
+        "np.flatnonzero": lambda: np.flatnonzero(flags_h),
+        "a[flags != 0]": lambda: vals_h[flags_h != 0],
+        "np.sort u32": lambda: np.sort(keys_h),
+        "np.argsort u32 (stable)": lambda: np.argsort(keys_h, kind="stable"),
+        "np.sum f32": lambda: np.sum(vals_h),
+        "np.add.reduceat i32": lambda: np.add.reduceat(ones_h, starts),
+    }
+    for name, fn in ops.items():
+        t[name] = best_of(fn, repeat, clock=CLOCK)
     return t
 
 
@@ -219,11 +231,15 @@ def main():
     p.add_argument("--log2n", type=int, default=22)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--arch", default="cpu,vulkan")
+    p.add_argument("--cpu-time", action="store_true", help="process CPU seconds instead of wall time")
     args = p.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.cpu_time else time.perf_counter
     n = 1 << args.log2n
     rng = np.random.default_rng(0)
     npt = bench_numpy(n, args.repeat, rng)
-    print(f"n = 2^{args.log2n} = {n}; best of {args.repeat}; ms (ns per element)")
+    print(f"n = 2^{args.log2n} = {n}; best of {args.repeat}; ms (ns per element) of "
+          f"{'process CPU time' if args.cpu_time else 'wall time'}")
     for name, s in npt.items():
         print(f"  numpy  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
     for arch in args.arch.split(","):

@@ -5,7 +5,8 @@ on each arch in one run (docs/algorithms.md, "Speed").
     python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan] [--cpu-time]
 
 For n = 2**log2n elements, each op runs in a kernel of its own, timed from launch to qd.sync()
-(each op warmed up, which also compiles, then all run in turn `repeat` times; the best of each):
+(each op warmed up, which also compiles, then all run in turn `repeat` times, NumPy's among them;
+the best of each):
   exclusive_scan_add (u32)      vs a u32 copy (n read, n written) and np.cumsum; in the lowering the
                                    target records (qd.algorithms.scan_lowering()) and, where that is
                                    the look-back, also forced to reduce-then-scan
@@ -167,6 +168,7 @@ def bench_arch(arch, n, repeat, rng):
     if lowering != "reduce_then_scan":
         cases["exclusive_scan_add u32 reduce_then_scan"] = (lambda: scan_rts(a, b, scratch, n), None)
         cases["select f32 reduce_then_scan"] = (lambda: select_rts(fa, flags, fo, num, scratch, n), None)
+    cases.update(numpy_cases(keys_h, vals_h, flags_h, run_keys_h, ones_h))
     t = interleaved(cases, repeat)
     t["lowering"] = lowering
     # the results of the last runs, against NumPy's
@@ -202,15 +204,11 @@ def bench_arch(arch, n, repeat, rng):
     return t
 
 
-def bench_numpy(n, repeat, rng):
-    keys_h = rng.integers(0, 2 ** 32, n, dtype=np.uint32)
-    vals_h = rng.standard_normal(n).astype(np.float32)
-    flags_h = (rng.random(n) < 0.5).astype(np.int32)
-    run_keys_h = np.repeat(np.arange(n), rng.integers(1, 9, n))[:n].astype(np.int32)
-    ones_h = rng.integers(0, 10, n).astype(np.int32)
+def numpy_cases(keys_h, vals_h, flags_h, run_keys_h, ones_h):
+    """NumPy's counterparts, timed in the same interleaved loop as the arch's ops (a busy moment of
+    the shared machine then slows both alike)."""
     starts = np.flatnonzero(np.concatenate([[True], run_keys_h[1:] != run_keys_h[:-1]]))
     out = np.empty_like(keys_h)
-    t = {}
     ops = {
         "np.copyto u32": lambda: np.copyto(out, keys_h),
         "np.cumsum u32": lambda: np.cumsum(keys_h, dtype=np.uint32, out=out),
@@ -221,9 +219,7 @@ def bench_numpy(n, repeat, rng):
         "np.sum f32": lambda: np.sum(vals_h),
         "np.add.reduceat i32": lambda: np.add.reduceat(ones_h, starts),
     }
-    for name, fn in ops.items():
-        t[name] = best_of(fn, repeat, clock=CLOCK)
-    return t
+    return {name: (fn, None) for name, fn in ops.items()}
 
 
 def main():
@@ -236,12 +232,8 @@ def main():
     global CLOCK
     CLOCK = time.process_time if args.cpu_time else time.perf_counter
     n = 1 << args.log2n
-    rng = np.random.default_rng(0)
-    npt = bench_numpy(n, args.repeat, rng)
     print(f"n = 2^{args.log2n} = {n}; best of {args.repeat}; ms (ns per element) of "
           f"{'process CPU time' if args.cpu_time else 'wall time'}")
-    for name, s in npt.items():
-        print(f"  numpy  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
     for arch in args.arch.split(","):
         if not qd.is_arch_available(getattr(qd, arch)):
             print(f"{arch}: not available")
@@ -252,18 +244,18 @@ def main():
             print(f"  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
         ratios = [
             ("exclusive_scan / copy", t["exclusive_scan_add u32"] / t["copy u32"], "goal <= 1.5"),
-            ("exclusive_scan / np.cumsum", t["exclusive_scan_add u32"] / npt["np.cumsum u32"], ""),
+            ("exclusive_scan / np.cumsum", t["exclusive_scan_add u32"] / t["np.cumsum u32"], ""),
             ("select / copy (same bytes)", t["select f32"] / t["copy select bytes"], "goal <= 1.5"),
-            ("select / np.flatnonzero", t["select f32"] / npt["np.flatnonzero"], ""),
+            ("select / np.flatnonzero", t["select f32"] / t["np.flatnonzero"], ""),
             ("compaction kernel / copy (same bytes)", t["compaction kernel f32"] / t["copy select bytes"], "goal <= 1.2"),
             ("  all pass / copy (same bytes)", t["compaction kernel all pass"] / t["copy select bytes"], ""),
-            ("compaction kernel / np.flatnonzero", t["compaction kernel f32"] / npt["np.flatnonzero"], ""),
-            ("select / a[flags != 0]", t["select f32"] / npt["a[flags != 0]"], ""),
-            ("sort keys / np.sort", t["sort u32 keys"] / npt["np.sort u32"], "cpu goal < 1"),
+            ("compaction kernel / np.flatnonzero", t["compaction kernel f32"] / t["np.flatnonzero"], ""),
+            ("select / a[flags != 0]", t["select f32"] / t["a[flags != 0]"], ""),
+            ("sort keys / np.sort", t["sort u32 keys"] / t["np.sort u32"], "cpu goal < 1"),
             ("sort keys / copy", t["sort u32 keys"] / t["copy u32"], ""),
-            ("sort key-value / np.argsort", t["sort u32 key-value"] / npt["np.argsort u32 (stable)"], ""),
-            ("reduce_add / np.sum", t["reduce_add f32"] / npt["np.sum f32"], ""),
-            ("reduce_by_key / np.add.reduceat", t["reduce_by_key_add i32"] / npt["np.add.reduceat i32"], ""),
+            ("sort key-value / np.argsort", t["sort u32 key-value"] / t["np.argsort u32 (stable)"], ""),
+            ("reduce_add / np.sum", t["reduce_add f32"] / t["np.sum f32"], ""),
+            ("reduce_by_key / np.add.reduceat", t["reduce_by_key_add i32"] / t["np.add.reduceat i32"], ""),
         ]
         if "exclusive_scan_add u32 reduce_then_scan" in t:
             ratios[1:1] = [("  reduce_then_scan scan / copy", t["exclusive_scan_add u32 reduce_then_scan"] / t["copy u32"],

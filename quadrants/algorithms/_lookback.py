@@ -56,7 +56,8 @@ from quadrants.algorithms._phases import (
 
 LOOKBACK = "decoupled_lookback"
 REDUCE_THEN_SCAN = "reduce_then_scan"
-RELAXED_LOOKBACK = "relaxed_lookback"  # exclusive scans of 32-bit values only; select keeps reduce-then-scan
+RELAXED_LOOKBACK = "relaxed_lookback"  # GPU exclusive scans of 32-bit values; select, 64-bit values and the cpu
+                                       # (also where forced) take reduce-then-scan
 LOWERINGS = (LOOKBACK, REDUCE_THEN_SCAN, RELAXED_LOOKBACK)
 # The decoupled look-back's tiles are 1024 (GPUs) or 4096 (cpu) elements and take 3 state slots
 # each; the relaxed look-back's take 4 per RELAXED_TILE: what lookback_slots sizes for.

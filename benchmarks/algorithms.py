@@ -2,10 +2,11 @@
 """qd.algorithms against NumPy and against a copy of the same bytes (the memory-speed yardstick),
 on each arch in one run (docs/algorithms.md, "Speed").
 
-    python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan]
+    python3 benchmarks/algorithms.py [--log2n 22] [--repeat 5] [--arch cpu,vulkan] [--cpu-time]
 
 For n = 2**log2n elements, each op runs in a kernel of its own, timed from launch to qd.sync()
-(each op warmed up, which also compiles, then all run in turn `repeat` times; the best of each):
+(each op warmed up, which also compiles, then all run in turn `repeat` times, NumPy's among them;
+the best of each):
   exclusive_scan_add (u32)      vs a u32 copy (n read, n written) and np.cumsum; in the lowering the
                                    target records (qd.algorithms.scan_lowering()) and, where that is
                                    the look-back, also forced to reduce-then-scan
@@ -17,7 +18,9 @@ For n = 2**log2n elements, each op runs in a kernel of its own, timed from launc
   sort (u32 keys)               vs np.sort (and the copy); key-value (u32 keys, u32 values) vs np.argsort
   reduce_add (f32)              vs np.sum
   reduce_by_key_add (i32)       vs np.add.reduceat (runs of 1..8 equal keys, heads precomputed for numpy)
-Each result is checked against NumPy's. Prints ms, ns per element and the ratios.
+Each result is checked against NumPy's. Prints ms, ns per element and the ratios. --cpu-time
+counts the process's CPU seconds (every thread: the cpu's workers, lavapipe's) instead of wall
+time: a loaded machine disturbs it less, and lavapipe's cost is CPU time.
 """
 import argparse
 import os
@@ -37,6 +40,9 @@ def nd(dtype):
     return qd.types.ndarray(dtype, ndim=1)
 
 
+CLOCK = time.perf_counter  # --cpu-time: time.process_time
+
+
 def interleaved(cases, repeat, sync=qd.sync):
     """Best time of each case, the cases run in turn `repeat` times (the machine may be shared: a
     busy moment then slows all of them alike); each is warmed up (and compiled) first."""
@@ -52,10 +58,10 @@ def interleaved(cases, repeat, sync=qd.sync):
             if reset is not None:
                 reset()
             sync()
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             fn()
             sync()
-            best[name] = min(best[name], time.perf_counter() - t0)
+            best[name] = min(best[name], CLOCK() - t0)
     return best
 
 
@@ -105,7 +111,7 @@ def bench_arch(arch, n, repeat, rng):
         A.select(x, f, y, k, s, m, D)
 
     lowering = A.scan_lowering()
-    with A._lookback.forced("reduce_then_scan"):
+    with A._lookback.forced("reduce_then_scan"):  # kernels compile at their first call: made inside
         @qd.kernel
         def scan_rts(x: nd(u32), y: nd(u32), s: nd(u32), m: qd.i32):
             A.exclusive_scan_add(x, y, s, m, u32, D)
@@ -113,6 +119,9 @@ def bench_arch(arch, n, repeat, rng):
         @qd.kernel
         def select_rts(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), s: nd(u32), m: qd.i32):
             A.select(x, f, y, k, s, m, D)
+
+        scan_rts(a, b, scratch, n)
+        select_rts(fa, flags, fo, num, scratch, n)
 
     @qd.kernel
     def compaction(x: nd(f32), f: nd(i32), y: nd(f32), k: nd(i32), m: qd.i32):
@@ -159,6 +168,7 @@ def bench_arch(arch, n, repeat, rng):
     if lowering != "reduce_then_scan":
         cases["exclusive_scan_add u32 reduce_then_scan"] = (lambda: scan_rts(a, b, scratch, n), None)
         cases["select f32 reduce_then_scan"] = (lambda: select_rts(fa, flags, fo, num, scratch, n), None)
+    cases.update(numpy_cases(keys_h, vals_h, flags_h, run_keys_h, ones_h))
     t = interleaved(cases, repeat)
     t["lowering"] = lowering
     # the results of the last runs, against NumPy's
@@ -194,24 +204,22 @@ def bench_arch(arch, n, repeat, rng):
     return t
 
 
-def bench_numpy(n, repeat, rng):
-    keys_h = rng.integers(0, 2 ** 32, n, dtype=np.uint32)
-    vals_h = rng.standard_normal(n).astype(np.float32)
-    flags_h = (rng.random(n) < 0.5).astype(np.int32)
-    run_keys_h = np.repeat(np.arange(n), rng.integers(1, 9, n))[:n].astype(np.int32)
-    ones_h = rng.integers(0, 10, n).astype(np.int32)
+def numpy_cases(keys_h, vals_h, flags_h, run_keys_h, ones_h):
+    """NumPy's counterparts, timed in the same interleaved loop as the arch's ops (a busy moment of
+    the shared machine then slows both alike)."""
     starts = np.flatnonzero(np.concatenate([[True], run_keys_h[1:] != run_keys_h[:-1]]))
     out = np.empty_like(keys_h)
-    t = {}
-    t["np.copyto u32"] = best_of(lambda: np.copyto(out, keys_h), repeat)
-    t["np.cumsum u32"] = best_of(lambda: np.cumsum(keys_h, dtype=np.uint32, out=out), repeat)
-    t["np.flatnonzero"] = best_of(lambda: np.flatnonzero(flags_h), repeat)
-    t["a[flags != 0]"] = best_of(lambda: vals_h[flags_h != 0], repeat)
-    t["np.sort u32"] = best_of(lambda: np.sort(keys_h), repeat)
-    t["np.argsort u32 (stable)"] = best_of(lambda: np.argsort(keys_h, kind="stable"), repeat)
-    t["np.sum f32"] = best_of(lambda: np.sum(vals_h), repeat)
-    t["np.add.reduceat i32"] = best_of(lambda: np.add.reduceat(ones_h, starts), repeat)
-    return t
+    ops = {
+        "np.copyto u32": lambda: np.copyto(out, keys_h),
+        "np.cumsum u32": lambda: np.cumsum(keys_h, dtype=np.uint32, out=out),
+        "np.flatnonzero": lambda: np.flatnonzero(flags_h),
+        "a[flags != 0]": lambda: vals_h[flags_h != 0],
+        "np.sort u32": lambda: np.sort(keys_h),
+        "np.argsort u32 (stable)": lambda: np.argsort(keys_h, kind="stable"),
+        "np.sum f32": lambda: np.sum(vals_h),
+        "np.add.reduceat i32": lambda: np.add.reduceat(ones_h, starts),
+    }
+    return {name: (fn, None) for name, fn in ops.items()}
 
 
 def main():
@@ -219,13 +227,13 @@ def main():
     p.add_argument("--log2n", type=int, default=22)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--arch", default="cpu,vulkan")
+    p.add_argument("--cpu-time", action="store_true", help="process CPU seconds instead of wall time")
     args = p.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.cpu_time else time.perf_counter
     n = 1 << args.log2n
-    rng = np.random.default_rng(0)
-    npt = bench_numpy(n, args.repeat, rng)
-    print(f"n = 2^{args.log2n} = {n}; best of {args.repeat}; ms (ns per element)")
-    for name, s in npt.items():
-        print(f"  numpy  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
+    print(f"n = 2^{args.log2n} = {n}; best of {args.repeat}; ms (ns per element) of "
+          f"{'process CPU time' if args.cpu_time else 'wall time'}")
     for arch in args.arch.split(","):
         if not qd.is_arch_available(getattr(qd, arch)):
             print(f"{arch}: not available")
@@ -236,18 +244,18 @@ def main():
             print(f"  {name:28s} {s * 1e3:9.2f} ms ({s / n * 1e9:6.2f} ns)")
         ratios = [
             ("exclusive_scan / copy", t["exclusive_scan_add u32"] / t["copy u32"], "goal <= 1.5"),
-            ("exclusive_scan / np.cumsum", t["exclusive_scan_add u32"] / npt["np.cumsum u32"], ""),
+            ("exclusive_scan / np.cumsum", t["exclusive_scan_add u32"] / t["np.cumsum u32"], ""),
             ("select / copy (same bytes)", t["select f32"] / t["copy select bytes"], "goal <= 1.5"),
-            ("select / np.flatnonzero", t["select f32"] / npt["np.flatnonzero"], ""),
+            ("select / np.flatnonzero", t["select f32"] / t["np.flatnonzero"], ""),
             ("compaction kernel / copy (same bytes)", t["compaction kernel f32"] / t["copy select bytes"], "goal <= 1.2"),
             ("  all pass / copy (same bytes)", t["compaction kernel all pass"] / t["copy select bytes"], ""),
-            ("compaction kernel / np.flatnonzero", t["compaction kernel f32"] / npt["np.flatnonzero"], ""),
-            ("select / a[flags != 0]", t["select f32"] / npt["a[flags != 0]"], ""),
-            ("sort keys / np.sort", t["sort u32 keys"] / npt["np.sort u32"], "cpu goal < 1"),
+            ("compaction kernel / np.flatnonzero", t["compaction kernel f32"] / t["np.flatnonzero"], ""),
+            ("select / a[flags != 0]", t["select f32"] / t["a[flags != 0]"], ""),
+            ("sort keys / np.sort", t["sort u32 keys"] / t["np.sort u32"], "cpu goal < 1"),
             ("sort keys / copy", t["sort u32 keys"] / t["copy u32"], ""),
-            ("sort key-value / np.argsort", t["sort u32 key-value"] / npt["np.argsort u32 (stable)"], ""),
-            ("reduce_add / np.sum", t["reduce_add f32"] / npt["np.sum f32"], ""),
-            ("reduce_by_key / np.add.reduceat", t["reduce_by_key_add i32"] / npt["np.add.reduceat i32"], ""),
+            ("sort key-value / np.argsort", t["sort u32 key-value"] / t["np.argsort u32 (stable)"], ""),
+            ("reduce_add / np.sum", t["reduce_add f32"] / t["np.sum f32"], ""),
+            ("reduce_by_key / np.add.reduceat", t["reduce_by_key_add i32"] / t["np.add.reduceat i32"], ""),
         ]
         if "exclusive_scan_add u32 reduce_then_scan" in t:
             ratios[1:1] = [("  reduce_then_scan scan / copy", t["exclusive_scan_add u32 reduce_then_scan"] / t["copy u32"],

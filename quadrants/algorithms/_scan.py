@@ -8,7 +8,10 @@ from quadrants.algorithms._common import (
     check_array, check_depth, check_dtype, check_scratch, count_of, depth_arg, k_count, k_max, staircase_slots,
     top_level_func,
 )
-from quadrants.algorithms._lookback import lookback_slots, reset_state, scan_cpu, scan_gpu, use_lookback
+from quadrants.algorithms._lookback import (
+    RELAXED_TILE, lookback_slots, reset_state, scan_cpu, scan_gpu, scan_relaxed_gpu, use_lookback,
+    use_relaxed_lookback,
+)
 from quadrants.algorithms._phases import num_tiles, scan_staircase
 from quadrants.algorithms._common import tile_size
 
@@ -41,6 +44,10 @@ def _scan(what, arr, out, scratch, n, op, dtype, log256_max_n):
         c = ctx.scalar(num_tiles(n, tile_size()))
         reset_state.inline(ctx, [scratch, c], {})
         (scan_cpu if ctx.arch.name == "cpu" else scan_gpu).inline(ctx, [arr, False, out, n, scratch, c, op, dtype], {})
+    elif use_relaxed_lookback(dtype.bits) and dtype.bits == 32 and ctx.arch.name != "cpu":
+        c = ctx.scalar(num_tiles(n, RELAXED_TILE))
+        reset_state.inline(ctx, [scratch, ctx.binary("mul", c, 4)], {})
+        scan_relaxed_gpu.inline(ctx, [arr, False, out, n, scratch, c, op, dtype], {})
     else:
         scan_staircase(arr, 0, False, out, 0, False, scratch, 0, n, op, dtype, depth)
     return None

@@ -5,6 +5,7 @@ each capacity boundary (256, 256**2), random and adversarial inputs.
 
 Each kernel is compiled once per (dtype, depth) and run for every count: the count is a device value.
 """
+import contextlib
 import math
 
 import numpy as np
@@ -217,12 +218,15 @@ def test_capacity_boundaries():
 LOWERINGS = ["decoupled_lookback", "reduce_then_scan"]
 
 
-def _expected_lowering():
+def _expected_lowering(dtype=qd.u32):
     """What the target's facts give (docs/algorithms.md): look-back on the cpu; on Vulkan only where
-    the driver does not run ordered atomics as barriers (llvmpipe does)."""
+    the driver does not run ordered atomics as barriers; where it does (llvmpipe) the relaxed
+    look-back for 32-bit dtypes, reduce-then-scan for 64-bit ones."""
     if qd._lib.runtime.program().config.arch is qd.cpu:
         return "decoupled_lookback"
-    return "reduce_then_scan" if qd.vulkan_caps().get("ordered_atomics_act_as_barriers") else "decoupled_lookback"
+    if not qd.vulkan_caps().get("ordered_atomics_act_as_barriers"):
+        return "decoupled_lookback"
+    return "relaxed_lookback" if dtype.bits == 32 else "reduce_then_scan"
 
 
 def _scan_select_kernel(dtype):
@@ -266,15 +270,17 @@ def test_scan_lowering_is_the_targets():
     look-back publishes with Release atomic stores and reads with Acquire atomic loads; the
     reduce-then-scan staircase has neither."""
     arch = qd._lib.runtime.program().config.arch
-    want = _expected_lowering()
+    want = _expected_lowering(qd.i32)
     for dt in (qd.i32, qd.u64, None):
-        assert A.scan_lowering(dt) == want
-    assert A.scan_lowering(arch=arch) == want
+        assert A.scan_lowering(dt) == _expected_lowering(dt or qd.u32)
+    assert A.scan_lowering(arch=arch) == _expected_lowering()
     a, o, sel = (qd.ndarray(qd.i32, (8,)) for _ in range(3))
     f, num, s32 = qd.ndarray(qd.i32, (8,)), qd.ndarray(qd.i32, (1,)), qd.ndarray(qd.u32, (8,))
     ir = qd.compile(_scan_select_kernel(qd.i32), a, o, f, sel, num, s32, s32, 8).ir
     ordered = "load atomic Acquire@Device" in ir and "store atomic Release@Device" in ir
     assert ordered == (want == "decoupled_lookback")
+    # the relaxed look-back's state accesses are atomics without an order (printed without one)
+    assert ("load atomic" in ir) == (want != "reduce_then_scan")
     for lowering in LOWERINGS:
         with A._lookback.forced(lowering):
             assert A.scan_lowering() == lowering
@@ -390,9 +396,61 @@ def test_cpu_span_edges(flag_dtype, dtype):
 @pytest.mark.parametrize("dtype", [qd.i32, qd.u64])
 @test_utils.test(arch=qd.vulkan)
 def test_scan_and_select_recorded_lowering_vulkan(dtype):
-    """The lowering Vulkan records (reduce-then-scan on lavapipe), exact, many 1024-element tiles."""
-    assert A.scan_lowering(dtype) == _expected_lowering()
+    """The lowering Vulkan records (on lavapipe: the relaxed look-back for i32, reduce-then-scan for
+    u64 and for select), exact, many tiles."""
+    assert A.scan_lowering(dtype) == _expected_lowering(dtype)
     _check_scan_select(_scan_select_kernel(dtype), dtype, SIZES + [2 ** 20 + 5], np.random.default_rng(12))
+
+
+@pytest.mark.parametrize("fallback_only", [False, True])
+@test_utils.test(arch=qd.vulkan)
+def test_relaxed_lookback_vulkan(fallback_only):
+    """The relaxed look-back (forced), exact for add / min / max of u32, i32 and f32, n across its
+    128-element tiles. fallback_only: every tile reduces its predecessors from their input instead
+    of reading their published aggregates (the path a tile takes when a predecessor has not
+    published yet, which scheduling decides)."""
+    rng = np.random.default_rng(21)
+    sizes = [0, 1, 7, 127, 128, 129, 1000, 4097] + ([] if fallback_only else [70001])
+    cap = max(sizes)
+    for dtype in (qd.u32, qd.i32, qd.f32):
+        host = (rng.integers(-100, 100, cap) if dtype is not qd.u32 else rng.integers(0, 2 ** 32, cap)).astype(np_of(dtype))
+        x, y = qd.ndarray(dtype, (cap,)), qd.ndarray(dtype, (cap,))
+        scratch = qd.ndarray(qd.u32, (A.exclusive_scan_scratch_slots(cap, D),))
+        x.from_numpy(host)
+        for op, acc, first in (("add", None, 0), ("min", np.minimum.accumulate, None), ("max", np.maximum.accumulate, None)):
+            scan = getattr(A, f"exclusive_scan_{op}")
+            with A._lookback.forced("relaxed_lookback"), contextlib.ExitStack() as stack:
+                if fallback_only:
+                    stack.enter_context(A._lookback.fallback_only())
+
+                @qd.kernel
+                def run(a: nd(dtype), o: nd(dtype), s: nd(qd.u32), n: qd.i32):
+                    scan(a, o, s, n, dtype, D)
+
+                assert "load atomic" in qd.compile(run, x, y, scratch, 8).ir
+                for n in sizes:
+                    y.from_numpy(np.full(cap, 7, np_of(dtype)))
+                    run(x, y, scratch, n)
+                    h = host[:n]
+                    if op == "add":
+                        inc = np.cumsum(h, dtype=np_of(dtype))
+                    else:
+                        inc = acc(h)
+                    ident = scan_identity(op, dtype)
+                    want = np.concatenate([np.array([ident], np_of(dtype)), inc[:-1]])[:n]
+                    got = y.to_numpy()
+                    np.testing.assert_array_equal(got[:n], want, err_msg=f"{op} {dtype} n={n}")
+                    assert (got[n:] == 7).all(), f"{op} {dtype} n={n}: wrote past n"
+
+
+def scan_identity(op, dtype):
+    """The scan's first output: add 0, min the largest value (+inf), max the smallest (-inf)."""
+    if op == "add":
+        return 0
+    if dtype is qd.f32:
+        return np.inf if op == "min" else -np.inf
+    info = np.iinfo(np_of(dtype))
+    return info.max if op == "min" else info.min
 
 
 # --- select ---------------------------------------------------------------------------------------

@@ -269,7 +269,7 @@ void run_passes(KernelIR &k, const Target &target) {
   if (k.debug) kernel_and_functions(false, insert_bounds_checks);
   offload(k);
   demote_unique_atomics(k);  // before the verdicts: an element unique to its iteration needs no atomic
-  if (k.deterministic) make_deterministic(k, /*cpu=*/backend == Backend::Cpu);
+  if (k.deterministic) make_deterministic(k, backend);
   kernel_and_functions(true, [&](KernelIR &code) { decide_atomics(code, target); });
   if (backend == Backend::Cpu || backend == Backend::Cuda || backend == Backend::Amdgpu || backend == Backend::Vulkan)
     privatize_reductions(k, /*cpu=*/backend == Backend::Cpu);

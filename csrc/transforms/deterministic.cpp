@@ -21,9 +21,13 @@
 //   (those in the loop body itself staged a chunk at a time and summed in f64 per element while a
 //   window of exponents allows it: Window; else decoded, vectorised, then applied); a larger
 //   one's limb slots hold unsplit sums wrapped to 64 bits, one atomic per update with its carries
-//   (unsplit_add), those in the loop body staged a chunk at a time, their rows loaded before the
-//   atomics (apply_touched).
-//   The runtimes zero the temps before every launch: no pass zeroes the slots.
+//   (unsplit_add; so on Vulkan too), those in the loop body staged a chunk at a time, their rows
+//   loaded before the atomics (apply_touched). On the cpu a scatter into a field of more than 2^16
+//   elements whose loop suits scatter.cpp's bucketing runs as its buckets instead, each bucket's
+//   sums made by one thread, in f64 where its values allow it, else in limbs (apply_buckets); the
+//   slots are then the fallback for a launch without scratch memory.
+//   The runtimes zero the temps before every launch: no pass zeroes the slots (but the cpu's, for
+//   a bucketed scatter's fallback: KernelIR::temps_zeroed_by_tasks).
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
 //   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
@@ -62,6 +66,8 @@ constexpr int64_t kCpuChunkAdds = 1024;  // cpu: addends per chunk (fast_sum), d
 constexpr int kCpuSpan = 19;  // cpu: 1024 addends within 19 exponents: f64 partial sums below 2^(24 + 19 + 10)
 constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
 constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
+constexpr int kBucketShift = 13;  // cpu, a bucketed scatter: buckets of at most 2^13 elements (64 KiB of f64 sums)
+constexpr int64_t kExactElements = 1024;  // and its exact path's limbs: this many elements at a time (80 KiB)
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
@@ -213,7 +219,8 @@ int64_t numel(const BufferDesc &d) {
 
 class Determinizer {
  public:
-  Determinizer(KernelIR &k, bool cpu) : k_(k), cpu_(cpu) {}
+  Determinizer(KernelIR &k, Backend backend)
+      : k_(k), cpu_(backend == Backend::Cpu), spirv_(backend == Backend::Vulkan || backend == Backend::Metal) {}
 
   void run() {
     std::vector<Task> out;
@@ -461,9 +468,13 @@ class Determinizer {
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
     staged_ = !barrier && staged;
     const int64_t adds = cpu_ ? kCpuChunkAdds : kChunkAdds;
+    // cpu: a scatter into one large field, the loop's only sums, runs bucketed where the runtime
+    // has the scratch memory for it (bucketed_sum); the loop's lowering below is its fallback.
+    fallback_ = cpu_ && uniform_targets.empty() && field_targets.size() == 1 &&
+                bucketed_sum(t, field_targets[0].first, field_targets[0].second, before);
     if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
-    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
+    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, before, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
   }
 
@@ -661,12 +672,23 @@ class Determinizer {
   }
 
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
-  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &after) {
+  // (fallback_: the bucketed tasks' fallback, which zeroes its slots itself, in `before`.)
+  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before,
+                 std::vector<Task> &after) {
     const BufferDesc d = k_.buffers[buffer];
     const SourceLoc loc = atomics[0]->loc;
     int64_t n = numel(d);
     if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
     int64_t first = reserve(n * kSlots, loc, /*align=*/kRow);  // (the runtime zeroes the temps at launch)
+    if (fallback_) {
+      k_.temps_zeroed_by_tasks.emplace_back(first, n * kSlots);
+      Stmt *loop;
+      Task zero = parallel_task(n * kSlots, loc, loop);
+      zero.when = Task::When::WithoutScratch;
+      IrEmitter z(*loop->body, loc);
+      z.add(StmtKind::GlobalStore, T::none, {slot(z, first, z.add(StmtKind::LoopIndex, T::i32, {loop})), i64(z, 0)});
+      before.push_back(std::move(zero));
+    }
     const Layout lay{n};
     auto load = [&](IrEmitter &e, Stmt *ptr, bool atomic) {
       Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
@@ -685,9 +707,10 @@ class Determinizer {
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
-    // cpu, no private copy: slot k of an element holds the wrapped sum of its unsplit values of limb
-    // k (unsplit_add); the final pass splits them.
-    const bool unsplit = cpu_ && priv < 0;
+    // cpu and SPIR-V, no private copy: slot k of an element holds the wrapped sum of its unsplit
+    // values of limb k (unsplit_add); the final pass splits them. (CUDA / AMDGPU keep the two split
+    // adds, which need no returned value.)
+    const bool unsplit = (cpu_ || spirv_) && priv < 0;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
@@ -782,7 +805,165 @@ class Determinizer {
     }
     Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+    if (fallback_) fin.when = Task::When::WithoutScratch;
     after.push_back(std::move(fin));
+  }
+
+  // cpu: a scatter into a large field whose loop suits scatter.cpp's bucketing (bucket_scatter:
+  // the loop's only effects are these atomics and writes of the iteration's own elements) runs as
+  // its passes 1-3, which bucket the updates by 2^shift consecutive elements, then apply_buckets.
+  // The loop (as lowered for the field's slots) stays as the fallback where the runtime has no
+  // scratch memory: then the buckets' tasks are skipped, otherwise the loop's.
+  bool bucketed_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before) {
+    ScatterBuckets b;
+    if (numel(k_.buffers[buffer]) <= kCachedElements || !bucket_scatter(k_, t, atomics, kBucketShift, before, &b))
+      return false;
+    before.push_back(apply_buckets(b, atomics[0]->atomic_op() == AtomicOp::Sub, atomics[0]->loc));
+    t.when = Task::When::WithoutScratch;
+    return true;
+  }
+
+  // One bucket per iteration, its elements' sums made and rounded into the field by one thread.
+  // A first loop adds each update (its addend widened to f64) to its element's f64 sum, which
+  // starts at -0.0, counts the element's updates, and keeps the smallest and largest non-zero
+  // magnitude (track_range); a second takes the elements' largest count, and the magnitudes of
+  // the old values of the elements updated. Every f32 is m 2^s in units of 2^-149 (m < 2^24); if
+  // every such value and addend has s in [smin, smax], none is an inf or NaN (nor the old value of
+  // one not updated), and (most updates + 1) 2^(smax - smin) <= 2^29, each element's partial sums
+  // in any order are multiples of 2^smin below 2^(smin + 53): exact, and the old value added to
+  // the sum and rounded to f32 (IEEE: to nearest even, past the largest to inf) is the exact sum
+  // rounded once; the sum of -0.0 and addends is -0.0 only if they all are. Otherwise
+  // (bucket_limbs) the bucket's updates are decoded into limbs, kExactElements at a time.
+  Task apply_buckets(const ScatterBuckets &b, bool sub, const SourceLoc &loc) {
+    const int64_t size = int64_t(1) << b.shift;
+    auto scratch = [&](IrEmitter &e, int buffer, Stmt *i) {
+      Stmt *p = e.add(StmtKind::GlobalPtr, k_.buffers[buffer].dtype, {i});
+      p->ival = buffer;
+      return e.add(StmtKind::GlobalLoad, k_.buffers[buffer].dtype, {p});
+    };
+    auto private_array = [&](const std::string &name, DataType dt, int64_t count) {
+      BufferDesc a{BufferKind::Private, dt, {count}};
+      a.name = k_.buffers[b.target].name + name;
+      return k_.add_buffer(a);
+    };
+    int sums = private_array(".bucket.f64", T::f64, size), counts = private_array(".bucket.count", T::i32, size);
+    Stmt *loop;
+    Task p = parallel_task(b.buckets, loc, loop);
+    p.when = Task::When::WithScratch;
+    IrEmitter e(*loop->body, loc);
+    e.mark_exact();
+    Stmt *bucket = e.add(StmtKind::LoopIndex, T::i32, {loop});
+    Bucket bk;
+    bk.target = b.target;
+    bk.sub = sub;
+    bk.base = e.bin(B::Shl, bucket, e.ci(T::i32, b.shift));
+    bk.count = e.bin(B::Min, e.ci(T::i32, size), e.bin(B::Sub, e.ci(T::i32, b.size), bk.base));
+    bk.lo = scratch(e, b.starts, bucket);
+    bk.hi = scratch(e, b.starts, e.bin(B::Add, bucket, e.ci(T::i32, 1)));
+    // An update's element in the bucket (clamped: a body whose passes disagree on the indices
+    // stays in the arrays) and addend.
+    bk.element = [&, b](IrEmitter &x, Stmt *o, Stmt *base) {
+      Stmt *j = x.bin(B::Sub, scratch(x, b.indices, o), base);
+      return x.bin(B::Max, x.bin(B::Min, j, x.bin(B::Sub, bk.count, x.ci(T::i32, 1))), x.ci(T::i32, 0));
+    };
+    bk.addend = [&, b, sub](IrEmitter &x, Stmt *o) {
+      Stmt *v = scratch(x, b.values, o);
+      return sub ? x.un(UnaryOp::Neg, v) : v;
+    };
+    Stmt *j;
+    IrEmitter zero = e.for_(e.ci(T::i32, 0), bk.count, j);
+    zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, sums, j), zero.c(T::f64, -0.0)});
+    zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, counts, j), zero.ci(T::i32, 0)});
+    Stmt *low = e.var(T::u32, e.ci(T::u32, 0xFFFFFFFF)), *high = e.var(T::u32, e.ci(T::u32, 0));
+    Stmt *top = e.var(T::u32, e.ci(T::u32, 0));  // the old values' largest bits << 1
+    Stmt *most = e.var(T::i32, e.ci(T::i32, 0));
+    Stmt *o;
+    IrEmitter add = e.for_(bk.lo, bk.hi, o);
+    Stmt *el = bk.element(add, o, bk.base);
+    Stmt *v = bk.addend(add, o);
+    track_range(add, add.bitcast(v, T::u32), low, high);
+    Stmt *sp = private_ptr(add, sums, el), *cp = private_ptr(add, counts, el);
+    add.add(StmtKind::GlobalStore, T::none, {sp, add.bin(B::Add, add.add(StmtKind::GlobalLoad, T::f64, {sp}), add.cast(v, T::f64))});
+    add.add(StmtKind::GlobalStore, T::none, {cp, add.bin(B::Add, add.add(StmtKind::GlobalLoad, T::i32, {cp}), add.ci(T::i32, 1))});
+    auto target = [&](IrEmitter &x, Stmt *j) {  // the field's element base + j (one flat index)
+      Stmt *tp = x.add(StmtKind::GlobalPtr, T::f32, {x.bin(B::Add, bk.base, j)});
+      tp->ival = b.target;
+      return tp;
+    };
+    IrEmitter scan = e.for_(e.ci(T::i32, 0), bk.count, j);
+    Stmt *c = scan.add(StmtKind::GlobalLoad, T::i32, {private_ptr(scan, counts, j)});
+    scan.store(most, scan.bin(B::Max, scan.load(most), c));
+    Stmt *bits = scan.bitcast(scan.add(StmtKind::GlobalLoad, T::f32, {target(scan, j)}), T::u32);
+    scan.store(top, scan.bin(B::Max, scan.load(top), scan.bin(B::Shl, bits, scan.ci(T::u32, 1))));
+    track_range(scan, scan.sel(scan.bin(B::Gt, c, scan.ci(T::i32, 0)), bits, scan.ci(T::u32, 0)), low, high);
+    Stmt *lv = e.load(low), *hv = e.load(high);
+    Stmt *span = e.bin(B::Sub, exponent_s(e, hv), exponent_s(e, e.bin(B::Add, lv, e.ci(T::u32, 1))));  // (0: no non-zero)
+    Stmt *span29 = e.bin(B::Min, span, i64(e, 29));  // (a defined shift)
+    Stmt *adds = e.bin(B::Shl, e.cast(e.bin(B::Add, e.load(most), e.ci(T::i32, 1)), T::i64), span29);
+    Stmt *fits = e.both(e.both(e.bin(B::Lt, e.bin(B::Max, hv, e.load(top)), e.ci(T::u32, 0xFF000000)),
+                               e.bin(B::Le, span, i64(e, 29))),
+                        e.bin(B::Le, adds, i64(e, int64_t(1) << 29)));
+    IrEmitter fast = e.if_(fits);
+    IrEmitter round = fast.for_(fast.ci(T::i32, 0), bk.count, j);
+    Stmt *tp = target(round, j);
+    Stmt *sum = round.bin(B::Add, round.add(StmtKind::GlobalLoad, T::f64, {private_ptr(round, sums, j)}),
+                          round.cast(round.add(StmtKind::GlobalLoad, T::f32, {tp}), T::f64));
+    round.add(StmtKind::GlobalStore, T::none, {tp, round.cast(sum, T::f32)});
+    IrEmitter slow = e.if_(e.not_(fits));
+    bucket_limbs(slow, bk, target);
+    return p;
+  }
+
+  // A bucket of apply_buckets: its first element, elements and updates [lo, hi).
+  struct Bucket {
+    int64_t target;
+    bool sub;
+    Stmt *base, *count, *lo, *hi;
+    std::function<Stmt *(IrEmitter &, Stmt *, Stmt *)> element;  // (o, base): the update's element - base
+    std::function<Stmt *(IrEmitter &, Stmt *)> addend;
+  };
+
+  // A bucket's exact sums (apply_buckets): for each kExactElements of its elements, the updates of
+  // those decoded into the ten slots per element of a private array (limbs 0..8, split: lo and
+  // hi, at most 2^31 updates; the flags), then each element's limbs with its old value's, rounded
+  // into the field.
+  void bucket_limbs(IrEmitter &e, const Bucket &bk, const std::function<Stmt *(IrEmitter &, Stmt *)> &target) {
+    BufferDesc a{BufferKind::Private, T::i64, {kExactElements * kSlots}};
+    a.name = k_.buffers[bk.target].name + ".bucket.limbs";
+    int limbs = k_.add_buffer(a);
+    Stmt *part;
+    Stmt *parts = e.bin(B::Div, e.bin(B::Add, bk.count, e.ci(T::i32, kExactElements - 1)), e.ci(T::i32, kExactElements));
+    IrEmitter in = e.for_(e.ci(T::i32, 0), parts, part);
+    Stmt *from = in.bin(B::Mul, part, in.ci(T::i32, kExactElements));
+    Stmt *m = in.bin(B::Min, in.ci(T::i32, kExactElements), in.bin(B::Sub, bk.count, from));
+    Stmt *j;
+    IrEmitter zero = in.for_(in.ci(T::i32, 0), in.bin(B::Mul, m, in.ci(T::i32, kSlots)), j);
+    zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, limbs, j), i64(zero, 0)});
+    auto at = [&](IrEmitter &x, Stmt *el, Stmt *k) {
+      return private_ptr(x, limbs, x.bin(B::Add, x.bin(B::Mul, el, x.ci(T::i32, kSlots)), k));
+    };
+    auto plus = [&](IrEmitter &x, Stmt *ptr, B op, Stmt *v) {
+      x.add(StmtKind::GlobalStore, T::none, {ptr, x.bin(op, x.add(StmtKind::GlobalLoad, T::i64, {ptr}), v)});
+    };
+    Stmt *o;
+    IrEmitter add = in.for_(bk.lo, bk.hi, o);
+    Stmt *el = add.bin(B::Sub, bk.element(add, o, bk.base), from);  // (clamped to the bucket)
+    IrEmitter mine = add.if_(add.both(add.bin(B::Ge, el, add.ci(T::i32, 0)), add.bin(B::Lt, el, m)));
+    Parts q = decode(mine, bk.addend(mine, o));
+    Stmt *k = mine.cast(q.limb, T::i32);
+    plus(mine, at(mine, el, k), B::Add, q.lo);
+    plus(mine, at(mine, el, mine.bin(B::Add, k, mine.ci(T::i32, 1))), B::Add, q.hi);
+    plus(mine, at(mine, el, mine.ci(T::i32, kLimbs)), B::BitOr, q.flags);
+    IrEmitter round = in.for_(in.ci(T::i32, 0), m, j);
+    Stmt *tp = target(round, round.bin(B::Add, from, j));
+    Parts init = decode(round, round.add(StmtKind::GlobalLoad, T::f32, {tp}));
+    std::vector<Stmt *> sum;
+    for (int k = 0; k < kLimbs; k++)
+      sum.push_back(round.bin(B::Add, round.add(StmtKind::GlobalLoad, T::i64, {at(round, j, round.ci(T::i32, k))}),
+                              contribution(round, init, k)));
+    Stmt *flags = round.bin(B::BitOr, round.add(StmtKind::GlobalLoad, T::i64, {at(round, j, round.ci(T::i32, kLimbs))}),
+                            init.flags);
+    round.add(StmtKind::GlobalStore, T::none, {tp, round_f32(round, sum, flags)});
   }
 
   Stmt *private_ptr(IrEmitter &e, int buffer, Stmt *i) {
@@ -949,7 +1130,7 @@ class Determinizer {
     }
   }
 
-  // cpu, a field without a private copy (field_sum): one atomic add of the unsplit value sw
+  // cpu and SPIR-V, a field without a private copy (field_sum): one atomic add of the unsplit value sw
   // (|sw| < 2^55) of limb k to element el's slot k, which holds that limb's sum wrapped to 64 bits.
   // An add that wraps (from its old value: signed overflow) carries +-2^64 in slot k's units, that
   // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
@@ -1197,6 +1378,7 @@ class Determinizer {
 
   KernelIR &k_;
   bool cpu_;
+  bool spirv_;  // Vulkan / Metal
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
   Block *loop_body_ = nullptr;  // the parallel loop being rewritten
   // chunk_loop: the loop over the chunks, the original loop inside it, and the chunk's iterations
@@ -1205,11 +1387,12 @@ class Determinizer {
   bool chunk_sums_ = false;  // the same-address sums use the chunks
   bool staged_ = false;      // a field's updates in the loop body are staged per chunk (cpu)
   bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
+  bool fallback_ = false;    // the loop is a bucketed scatter's fallback (bucketed_sum)
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 
 }  // namespace
 
-void make_deterministic(KernelIR &k, bool cpu) { Determinizer(k, cpu).run(); }
+void make_deterministic(KernelIR &k, Backend backend) { Determinizer(k, backend).run(); }
 
 }  // namespace qd

@@ -216,11 +216,20 @@ class CpuRuntime : public Runtime {
         default: table[i] = reinterpret_cast<void *>(buffers.at(i));
       }
     }
-    // (Large temps, deterministic sums' accumulators: zeroed by the workers, in parallel.)
-    auto zero = [&](int64_t lo, int64_t hi) { std::fill(k.temps.begin() + lo, k.temps.begin() + hi, 0); };
-    int64_t slots = static_cast<int64_t>(k.temps.size());
-    if (slots >= (int64_t(1) << 20)) pool_.parallel_for(0, slots, int64_t(1) << 17, zero);
-    else zero(0, slots);
+    // (Large temps, deterministic sums' accumulators: zeroed by the workers, in parallel; not the
+    // ranges the kernel's tasks zero themselves, which the passes reserve in ascending order.)
+    int64_t *temps = k.temps_base();
+    auto zero = [&](int64_t lo, int64_t hi) { std::fill(temps + lo, temps + hi, 0); };
+    auto zero_slots = [&](int64_t lo, int64_t hi) {
+      if (hi - lo >= (int64_t(1) << 20)) pool_.parallel_for(lo, hi, int64_t(1) << 17, zero);
+      else zero(lo, hi);
+    };
+    int64_t from = 0;
+    for (auto [first, count] : k.temps_zeroed_by_tasks) {
+      zero_slots(from, first);
+      from = first + count;
+    }
+    zero_slots(from, k.temps_bytes / 8);
     std::fill(k.result.begin(), k.result.end(), 0);
     void **bufs = table.data();
     int64_t *a = const_cast<int64_t *>(args.data());

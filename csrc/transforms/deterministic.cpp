@@ -69,6 +69,7 @@ constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight
 constexpr int kBucketShift = 13;  // cpu, a bucketed scatter: buckets of at most 2^13 elements (64 KiB of f64 sums)
 constexpr int64_t kExactElements = 1024;  // and its exact path's limbs: this many elements at a time (80 KiB)
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
+constexpr int kSlotBits = 4;  // SPIR-V, a field's flags: bit kSlotBits + k says slot k was added to (field_sum)
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
   type_error("deterministic mode (qd.init(deterministic=True) / @qd.kernel(deterministic=True)): " + why, loc);
@@ -711,6 +712,9 @@ class Determinizer {
     // values of limb k (unsplit_add); the final pass splits them. (CUDA / AMDGPU keep the two split
     // adds, which need no returned value.)
     const bool unsplit = (cpu_ || spirv_) && priv < 0;
+    // SPIR-V: the flags also record the slots updated, and the final pass loads only those (each
+    // load of a storage buffer is a per-lane access on lavapipe; an update touches one or two).
+    const bool slot_bits = spirv_ && unsplit;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
@@ -755,7 +759,8 @@ class Determinizer {
       } else {
         Stmt *flags = lay.flags(e, el);
         if (unsplit) {
-          unsplit_add(e, first, lay, el, k, q.sw);
+          unsplit_add(e, first, lay, el, k, q.sw, slot_bits);
+          if (slot_bits) q.flags = e.bin(B::BitOr, q.flags, e.bin(B::Shl, i64(e, int64_t(1) << kSlotBits), e.cast(k, T::i64)));
         } else {
           Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
           atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
@@ -793,8 +798,18 @@ class Determinizer {
     Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
     std::vector<Stmt *> limbs;
     Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
+    Stmt *stored = load(f, slot(f, first, lay.flags(f, el)), gpu);
     for (int k = 0; k < kLimbs; k++) {
-      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+      Stmt *v;
+      if (slot_bits) {  // (zero where not updated)
+        Stmt *var = f.var(T::i64, i64(f, 0));
+        Stmt *bit = f.bin(B::BitAnd, stored, i64(f, int64_t(1) << (kSlotBits + k)));
+        IrEmitter has = f.if_(f.bin(B::Ne, bit, i64(f, 0)));
+        has.store(var, load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))), gpu));
+        v = f.load(var);
+      } else {
+        v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+      }
       if (unsplit) {  // limb k: slot k's low 32 bits (the last slot: all of it) and slot k - 1's high part
         Stmt *low = k < kLimbs - 1 ? f.bin(B::BitAnd, v, i64(f, 0xFFFFFFFF)) : v;
         Stmt *sum = f.bin(B::Add, low, high);
@@ -803,7 +818,7 @@ class Determinizer {
       }
       limbs.push_back(f.bin(B::Add, v, contribution(f, init, k)));
     }
-    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
+    Stmt *flags = f.bin(B::BitOr, stored, init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
     if (fallback_) fin.when = Task::When::WithoutScratch;
     after.push_back(std::move(fin));
@@ -1125,7 +1140,7 @@ class Determinizer {
       IrEmitter in = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
       Stmt *el = get(in, st.el, T::i32, j);
       Parts q = decode(in, in.bitcast(get(in, st.bits, T::i32, j), T::f32));
-      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw);
+      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw, false);
       or_flags(in, flags_slot(in, el), get(in, st.seen, T::i64, j), q.flags);
     }
   }
@@ -1136,7 +1151,8 @@ class Determinizer {
   // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
   // |sum| < 2^308 units). Whatever the order of the adds, the slots and their carries hold the
   // exact sum. One atomic per update where the split value takes two.
-  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw) {
+  // slot_bits: a carry's slot is recorded in the element's flags (field_sum).
+  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw, bool slot_bits) {
     Stmt *pos = e.var(T::i32, k), *value = e.var(T::i64, sw);
     IrEmitter loop = e.while_("deterministic carry");
     Stmt *v = loop.load(value);
@@ -1146,6 +1162,9 @@ class Determinizer {
     loop.if_(loop.not_(wrapped)).break_();
     loop.store(value, loop.sel(loop.bin(B::Lt, v, i64(loop, 0)), i64(loop, -(int64_t(1) << 32)), i64(loop, int64_t(1) << 32)));
     loop.store(pos, loop.bin(B::Add, loop.load(pos), loop.ci(T::i32, 1)));
+    if (slot_bits)
+      atomic(loop, AtomicOp::Or, slot(loop, first, lay.flags(loop, el)),
+             loop.bin(B::Shl, i64(loop, int64_t(1) << kSlotBits), loop.cast(loop.load(pos), T::i64)));
   }
 
   // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit

@@ -684,6 +684,26 @@ def test_large_scatter_buckets_give_the_reference(threads, req_arch):
                 assert np.array_equal(_bits(z.to_numpy()), _bits(want))
 
 
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_large_scatter_into_a_2d_field():
+    """A 2-D field's buckets are ranges of its row-major flat index (301 x 233 elements: the last
+    bucket short, rows across bucket boundaries); updates at both indices computed."""
+    y = qd.field(qd.f32, shape=(301, 233))
+    _, y0, xs, at = _bucketed_cases()[1]  # (the limbs' data)
+    flat = at % (301 * 233)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[at[i] // 233, at[i] % 233] += x[i]
+
+    y0 = np.linspace(-3, 3, 301 * 233).astype(np.float32)
+    y.from_numpy(y0.reshape(301, 233))
+    k(xs, flat)
+    assert (".bucket.f64" in qd.compile(k, xs, flat).ir) == (qd.lang.impl.current_cfg().arch == qd.cpu)
+    assert np.array_equal(_bits(y.to_numpy().reshape(-1)), _bits(_scatter_want(y0, xs, flat)))
+
+
 def test_large_scatter_without_scratch_gives_the_reference():
     """Where the runtime has no scratch memory for the buckets (here a 1-byte limit) the loop's
     accumulators per element take over, zeroed by a task of the kernel's at each launch (the runtime

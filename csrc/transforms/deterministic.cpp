@@ -66,8 +66,9 @@ constexpr int64_t kCpuChunkAdds = 1024;  // cpu: addends per chunk (fast_sum), d
 constexpr int kCpuSpan = 19;  // cpu: 1024 addends within 19 exponents: f64 partial sums below 2^(24 + 19 + 10)
 constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
 constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
-constexpr int kBucketShift = 13;  // cpu, a bucketed scatter: buckets of at most 2^13 elements (64 KiB of f64 sums)
-constexpr int64_t kExactElements = 1024;  // and its exact path's limbs: this many elements at a time (80 KiB)
+// cpu, a bucketed scatter: buckets of at most 2^13 elements (private arrays of 64 KiB of f64 sums,
+// 32 KiB of counts and, for the exact path, 640 KiB of limbs)
+constexpr int kBucketShift = 13;
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
 constexpr int kSlotBits = 4;  // SPIR-V, a field's flags: bit kSlotBits + k says slot k was added to (field_sum)
 
@@ -848,7 +849,7 @@ class Determinizer {
   // in any order are multiples of 2^smin below 2^(smin + 53): exact, and the old value added to
   // the sum and rounded to f32 (IEEE: to nearest even, past the largest to inf) is the exact sum
   // rounded once; the sum of -0.0 and addends is -0.0 only if they all are. Otherwise
-  // (bucket_limbs) the bucket's updates are decoded into limbs, kExactElements at a time.
+  // (bucket_limbs) the bucket's updates are decoded into limbs.
   Task apply_buckets(const ScatterBuckets &b, bool sub, const SourceLoc &loc) {
     const int64_t size = int64_t(1) << b.shift;
     auto scratch = [&](IrEmitter &e, int buffer, Stmt *i) {
@@ -925,7 +926,7 @@ class Determinizer {
                           round.cast(round.add(StmtKind::GlobalLoad, T::f32, {tp}), T::f64));
     round.add(StmtKind::GlobalStore, T::none, {tp, round.cast(sum, T::f32)});
     IrEmitter slow = e.if_(e.not_(fits));
-    bucket_limbs(slow, bk, target);
+    bucket_limbs(slow, bk, size, target);
     return p;
   }
 
@@ -938,21 +939,17 @@ class Determinizer {
     std::function<Stmt *(IrEmitter &, Stmt *)> addend;
   };
 
-  // A bucket's exact sums (apply_buckets): for each kExactElements of its elements, the updates of
-  // those decoded into the ten slots per element of a private array (limbs 0..8, split: lo and
-  // hi, at most 2^31 updates; the flags), then each element's limbs with its old value's, rounded
-  // into the field.
-  void bucket_limbs(IrEmitter &e, const Bucket &bk, const std::function<Stmt *(IrEmitter &, Stmt *)> &target) {
-    BufferDesc a{BufferKind::Private, T::i64, {kExactElements * kSlots}};
+  // A bucket's exact sums (apply_buckets): its updates decoded into ten split slots per element of
+  // a private array (limbs 0..8, lo and hi: at most 2^31 updates; the flags), then each element's
+  // limbs with its old value's, rounded into the field. (One array for the whole bucket: a pass over
+  // the updates per part of it would take a mispredicted branch per update and part.)
+  void bucket_limbs(IrEmitter &e, const Bucket &bk, int64_t size,
+                    const std::function<Stmt *(IrEmitter &, Stmt *)> &target) {
+    BufferDesc a{BufferKind::Private, T::i64, {size * kSlots}};
     a.name = k_.buffers[bk.target].name + ".bucket.limbs";
     int limbs = k_.add_buffer(a);
-    Stmt *part;
-    Stmt *parts = e.bin(B::Div, e.bin(B::Add, bk.count, e.ci(T::i32, kExactElements - 1)), e.ci(T::i32, kExactElements));
-    IrEmitter in = e.for_(e.ci(T::i32, 0), parts, part);
-    Stmt *from = in.bin(B::Mul, part, in.ci(T::i32, kExactElements));
-    Stmt *m = in.bin(B::Min, in.ci(T::i32, kExactElements), in.bin(B::Sub, bk.count, from));
     Stmt *j;
-    IrEmitter zero = in.for_(in.ci(T::i32, 0), in.bin(B::Mul, m, in.ci(T::i32, kSlots)), j);
+    IrEmitter zero = e.for_(e.ci(T::i32, 0), e.bin(B::Mul, bk.count, e.ci(T::i32, kSlots)), j);
     zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, limbs, j), i64(zero, 0)});
     auto at = [&](IrEmitter &x, Stmt *el, Stmt *k) {
       return private_ptr(x, limbs, x.bin(B::Add, x.bin(B::Mul, el, x.ci(T::i32, kSlots)), k));
@@ -961,16 +958,15 @@ class Determinizer {
       x.add(StmtKind::GlobalStore, T::none, {ptr, x.bin(op, x.add(StmtKind::GlobalLoad, T::i64, {ptr}), v)});
     };
     Stmt *o;
-    IrEmitter add = in.for_(bk.lo, bk.hi, o);
-    Stmt *el = add.bin(B::Sub, bk.element(add, o, bk.base), from);  // (clamped to the bucket)
-    IrEmitter mine = add.if_(add.both(add.bin(B::Ge, el, add.ci(T::i32, 0)), add.bin(B::Lt, el, m)));
-    Parts q = decode(mine, bk.addend(mine, o));
-    Stmt *k = mine.cast(q.limb, T::i32);
-    plus(mine, at(mine, el, k), B::Add, q.lo);
-    plus(mine, at(mine, el, mine.bin(B::Add, k, mine.ci(T::i32, 1))), B::Add, q.hi);
-    plus(mine, at(mine, el, mine.ci(T::i32, kLimbs)), B::BitOr, q.flags);
-    IrEmitter round = in.for_(in.ci(T::i32, 0), m, j);
-    Stmt *tp = target(round, round.bin(B::Add, from, j));
+    IrEmitter add = e.for_(bk.lo, bk.hi, o);
+    Stmt *el = bk.element(add, o, bk.base);
+    Parts q = decode(add, bk.addend(add, o));
+    Stmt *k = add.cast(q.limb, T::i32);
+    plus(add, at(add, el, k), B::Add, q.lo);
+    plus(add, at(add, el, add.bin(B::Add, k, add.ci(T::i32, 1))), B::Add, q.hi);
+    plus(add, at(add, el, add.ci(T::i32, kLimbs)), B::BitOr, q.flags);
+    IrEmitter round = e.for_(e.ci(T::i32, 0), bk.count, j);
+    Stmt *tp = target(round, j);
     Parts init = decode(round, round.add(StmtKind::GlobalLoad, T::f32, {tp}));
     std::vector<Stmt *> sum;
     for (int k = 0; k < kLimbs; k++)

@@ -871,15 +871,14 @@ class Determinizer {
     Stmt *bucket = e.add(StmtKind::LoopIndex, T::i32, {loop});
     Bucket bk;
     bk.target = b.target;
-    bk.sub = sub;
     bk.base = e.bin(B::Shl, bucket, e.ci(T::i32, b.shift));
     bk.count = e.bin(B::Min, e.ci(T::i32, size), e.bin(B::Sub, e.ci(T::i32, b.size), bk.base));
     bk.lo = scratch(e, b.starts, bucket);
     bk.hi = scratch(e, b.starts, e.bin(B::Add, bucket, e.ci(T::i32, 1)));
     // An update's element in the bucket (clamped: a body whose passes disagree on the indices
     // stays in the arrays) and addend.
-    bk.element = [&, b](IrEmitter &x, Stmt *o, Stmt *base) {
-      Stmt *j = x.bin(B::Sub, scratch(x, b.indices, o), base);
+    bk.element = [&, b](IrEmitter &x, Stmt *o) {
+      Stmt *j = x.bin(B::Sub, scratch(x, b.indices, o), bk.base);
       return x.bin(B::Max, x.bin(B::Min, j, x.bin(B::Sub, bk.count, x.ci(T::i32, 1))), x.ci(T::i32, 0));
     };
     bk.addend = [&, b, sub](IrEmitter &x, Stmt *o) {
@@ -895,7 +894,7 @@ class Determinizer {
     Stmt *most = e.var(T::i32, e.ci(T::i32, 0));
     Stmt *o;
     IrEmitter add = e.for_(bk.lo, bk.hi, o);
-    Stmt *el = bk.element(add, o, bk.base);
+    Stmt *el = bk.element(add, o);
     Stmt *v = bk.addend(add, o);
     track_range(add, add.bitcast(v, T::u32), low, high);
     Stmt *sp = private_ptr(add, sums, el), *cp = private_ptr(add, counts, el);
@@ -933,9 +932,8 @@ class Determinizer {
   // A bucket of apply_buckets: its first element, elements and updates [lo, hi).
   struct Bucket {
     int64_t target;
-    bool sub;
     Stmt *base, *count, *lo, *hi;
-    std::function<Stmt *(IrEmitter &, Stmt *, Stmt *)> element;  // (o, base): the update's element - base
+    std::function<Stmt *(IrEmitter &, Stmt *)> element;  // update o's element - base
     std::function<Stmt *(IrEmitter &, Stmt *)> addend;
   };
 
@@ -959,7 +957,7 @@ class Determinizer {
     };
     Stmt *o;
     IrEmitter add = e.for_(bk.lo, bk.hi, o);
-    Stmt *el = bk.element(add, o, bk.base);
+    Stmt *el = bk.element(add, o);
     Parts q = decode(add, bk.addend(add, o));
     Stmt *k = add.cast(q.limb, T::i32);
     plus(add, at(add, el, k), B::Add, q.lo);

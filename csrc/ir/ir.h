@@ -180,6 +180,9 @@ struct KernelIR {
   // After offloading:
   std::vector<Task> tasks;
   int64_t temps_bytes = 0;
+  // Slot ranges {first, count} of the temps that the kernel's own tasks zero before using them (a
+  // deterministic sum's fallback, transforms/deterministic.cpp): the cpu runtime skips them at launch.
+  std::vector<std::pair<int64_t, int64_t>> temps_zeroed_by_tasks;
   int temps_buffer = -1, result_buffer = -1;
   // Debug mode: bounds checks report through two result slots (message index + 1, the bad index).
   bool debug = false;

@@ -20,6 +20,7 @@ struct CompiledKernel {
   std::vector<BufferDesc> buffers;
   std::vector<DataType> returns;
   int64_t temps_bytes = 0;
+  std::vector<std::pair<int64_t, int64_t>> temps_zeroed_by_tasks;  // (KernelIR's)
   int num_tasks = 0;
   int error_slot = -1;  // debug mode: result slots [error_slot, +1] = (message index + 1, bad index)
   std::vector<std::string> error_messages;
@@ -31,6 +32,7 @@ struct CompiledKernel {
     buffers = k.buffers;
     returns = k.returns;
     temps_bytes = k.temps_bytes;
+    temps_zeroed_by_tasks = k.temps_zeroed_by_tasks;
     num_tasks = static_cast<int>(k.tasks.size());
     error_slot = k.error_slot;
     error_messages = k.error_messages;

@@ -21,9 +21,13 @@
 //   (those in the loop body itself staged a chunk at a time and summed in f64 per element while a
 //   window of exponents allows it: Window; else decoded, vectorised, then applied); a larger
 //   one's limb slots hold unsplit sums wrapped to 64 bits, one atomic per update with its carries
-//   (unsplit_add), those in the loop body staged a chunk at a time, their rows loaded before the
-//   atomics (apply_touched).
-//   The runtimes zero the temps before every launch: no pass zeroes the slots.
+//   (unsplit_add; so on Vulkan too), those in the loop body staged a chunk at a time, their rows
+//   loaded before the atomics (apply_touched). On the cpu a scatter into a field of more than 2^16
+//   elements whose loop suits scatter.cpp's bucketing runs as its buckets instead, each bucket's
+//   sums made by one thread, in f64 where its values allow it, else in limbs (apply_buckets); the
+//   slots are then the fallback for a launch without scratch memory.
+//   The runtimes zero the temps before every launch: no pass zeroes the slots (but the cpu's, for
+//   a bucketed scatter's fallback: KernelIR::temps_zeroed_by_tasks).
 // - A counter whose old value is used (`slot = qd.atomic_add(c[None], k)`, integer): the loop runs
 //   as a stable compaction, in fixed chunks of the iteration range: a pass counts each chunk's
 //   increments, a serial scan gives each chunk its first slot, and a second pass hands out the
@@ -63,7 +67,11 @@ constexpr int64_t kCpuChunkAdds = 1024;  // cpu: addends per chunk (fast_sum), d
 constexpr int kCpuSpan = 19;  // cpu: 1024 addends within 19 exponents: f64 partial sums below 2^(24 + 19 + 10)
 constexpr int64_t kMaxPrivateElements = 1024;  // cpu: private sums (72 KiB per thread) up to this many elements
 constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight unsplit sums, the flags
+// cpu, a bucketed scatter: buckets of at most 2^13 elements (private arrays of 64 KiB of f64 sums,
+// 32 KiB of counts and, for the exact path, 640 KiB of limbs)
+constexpr int kBucketShift = 13;
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
+constexpr int kSlotBits = 4;  // SPIR-V, a field's flags: bit kSlotBits + k says slot k was added to (field_sum)
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
   type_error("deterministic mode (qd.init(deterministic=True) / @qd.kernel(deterministic=True)): " + why, loc);
@@ -214,7 +222,9 @@ int64_t numel(const BufferDesc &d) {
 
 class Determinizer {
  public:
-  Determinizer(KernelIR &k, const qd::Target &target) : k_(k), target_(target), cpu_(target.backend == Backend::Cpu) {}
+  Determinizer(KernelIR &k, const qd::Target &target)
+      : k_(k), target_(target), cpu_(target.backend == Backend::Cpu),
+        spirv_(target.backend == Backend::Vulkan || target.backend == Backend::Metal) {}
 
   void run() {
     std::vector<Task> out;
@@ -464,9 +474,13 @@ class Determinizer {
     staged_ = !barrier && staged;
     replay_ = cpu_ && uniform_targets.size() == 1 && field_targets.empty() && effects_only(floats);
     const int64_t adds = cpu_ ? kCpuChunkAdds : kChunkAdds;
+    // cpu: a scatter into one large field, the loop's only sums, runs bucketed where the runtime
+    // has the scratch memory for it (bucketed_sum); the loop's lowering below is its fallback.
+    fallback_ = cpu_ && uniform_targets.empty() && field_targets.size() == 1 &&
+                bucketed_sum(t, field_targets[0].first, field_targets[0].second, before);
     if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
     for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
-    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, after);
+    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, before, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
   }
 
@@ -722,12 +736,23 @@ class Determinizer {
   }
 
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
-  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &after) {
+  // (fallback_: the bucketed tasks' fallback, which zeroes its slots itself, in `before`.)
+  void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before,
+                 std::vector<Task> &after) {
     const BufferDesc d = k_.buffers[buffer];
     const SourceLoc loc = atomics[0]->loc;
     int64_t n = numel(d);
     if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
     int64_t first = reserve(n * kSlots, loc, /*align=*/kRow);  // (the runtime zeroes the temps at launch)
+    if (fallback_) {
+      k_.temps_zeroed_by_tasks.emplace_back(first, n * kSlots);
+      Stmt *loop;
+      Task zero = parallel_task(n * kSlots, loc, loop);
+      zero.when = Task::When::WithoutScratch;
+      IrEmitter z(*loop->body, loc);
+      z.add(StmtKind::GlobalStore, T::none, {slot(z, first, z.add(StmtKind::LoopIndex, T::i32, {loop})), i64(z, 0)});
+      before.push_back(std::move(zero));
+    }
     const Layout lay{n};
     auto load = [&](IrEmitter &e, Stmt *ptr, bool atomic) {
       Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
@@ -746,9 +771,13 @@ class Determinizer {
       copy.name = d.name + ".limbs";
       priv = k_.add_buffer(copy);
     }
-    // cpu, no private copy: slot k of an element holds the wrapped sum of its unsplit values of limb
-    // k (unsplit_add); the final pass splits them.
-    const bool unsplit = cpu_ && priv < 0;
+    // cpu and SPIR-V, no private copy: slot k of an element holds the wrapped sum of its unsplit
+    // values of limb k (unsplit_add); the final pass splits them. (CUDA / AMDGPU keep the two split
+    // adds, which need no returned value.)
+    const bool unsplit = (cpu_ || spirv_) && priv < 0;
+    // SPIR-V: the flags also record the slots updated, and the final pass loads only those (each
+    // load of a storage buffer is a per-lane access on lavapipe; an update touches one or two).
+    const bool slot_bits = spirv_ && unsplit;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
@@ -793,7 +822,8 @@ class Determinizer {
       } else {
         Stmt *flags = lay.flags(e, el);
         if (unsplit) {
-          unsplit_add(e, first, lay, el, k, q.sw);
+          unsplit_add(e, first, lay, el, k, q.sw, slot_bits);
+          if (slot_bits) q.flags = e.bin(B::BitOr, q.flags, e.bin(B::Shl, i64(e, int64_t(1) << kSlotBits), e.cast(k, T::i64)));
         } else {
           Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
           atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
@@ -831,8 +861,18 @@ class Determinizer {
     Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
     std::vector<Stmt *> limbs;
     Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
+    Stmt *stored = load(f, slot(f, first, lay.flags(f, el)), gpu);
     for (int k = 0; k < kLimbs; k++) {
-      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+      Stmt *v;
+      if (slot_bits) {  // (zero where not updated)
+        Stmt *var = f.var(T::i64, i64(f, 0));
+        Stmt *bit = f.bin(B::BitAnd, stored, i64(f, int64_t(1) << (kSlotBits + k)));
+        IrEmitter has = f.if_(f.bin(B::Ne, bit, i64(f, 0)));
+        has.store(var, load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))), gpu));
+        v = f.load(var);
+      } else {
+        v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+      }
       if (unsplit) {  // limb k: slot k's low 32 bits (the last slot: all of it) and slot k - 1's high part
         Stmt *low = k < kLimbs - 1 ? f.bin(B::BitAnd, v, i64(f, 0xFFFFFFFF)) : v;
         Stmt *sum = f.bin(B::Add, low, high);
@@ -841,9 +881,160 @@ class Determinizer {
       }
       limbs.push_back(f.bin(B::Add, v, contribution(f, init, k)));
     }
-    Stmt *flags = f.bin(B::BitOr, load(f, slot(f, first, lay.flags(f, el)), gpu), init.flags);
+    Stmt *flags = f.bin(B::BitOr, stored, init.flags);
     f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
+    if (fallback_) fin.when = Task::When::WithoutScratch;
     after.push_back(std::move(fin));
+  }
+
+  // cpu: a scatter into a large field whose loop suits scatter.cpp's bucketing (bucket_scatter:
+  // the loop's only effects are these atomics and writes of the iteration's own elements) runs as
+  // its passes 1-3, which bucket the updates by 2^shift consecutive elements, then apply_buckets.
+  // The loop (as lowered for the field's slots) stays as the fallback where the runtime has no
+  // scratch memory: then the buckets' tasks are skipped, otherwise the loop's.
+  bool bucketed_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before) {
+    ScatterBuckets b;
+    if (numel(k_.buffers[buffer]) <= kCachedElements || !bucket_scatter(k_, t, atomics, kBucketShift, before, &b))
+      return false;
+    before.push_back(apply_buckets(b, atomics[0]->atomic_op() == AtomicOp::Sub, atomics[0]->loc));
+    t.when = Task::When::WithoutScratch;
+    return true;
+  }
+
+  // One bucket per iteration, its elements' sums made and rounded into the field by one thread.
+  // A first loop adds each update (its addend widened to f64) to its element's f64 sum, which
+  // starts at -0.0, counts the element's updates, and keeps the smallest and largest non-zero
+  // magnitude (track_range); a second takes the elements' largest count, and the magnitudes of
+  // the old values of the elements updated. Every f32 is m 2^s in units of 2^-149 (m < 2^24); if
+  // every such value and addend has s in [smin, smax], none is an inf or NaN (nor the old value of
+  // one not updated), and (most updates + 1) 2^(smax - smin) <= 2^29, each element's partial sums
+  // in any order are multiples of 2^smin below 2^(smin + 53): exact, and the old value added to
+  // the sum and rounded to f32 (IEEE: to nearest even, past the largest to inf) is the exact sum
+  // rounded once; the sum of -0.0 and addends is -0.0 only if they all are. Otherwise
+  // (bucket_limbs) the bucket's updates are decoded into limbs.
+  Task apply_buckets(const ScatterBuckets &b, bool sub, const SourceLoc &loc) {
+    const int64_t size = int64_t(1) << b.shift;
+    auto scratch = [&](IrEmitter &e, int buffer, Stmt *i) {
+      Stmt *p = e.add(StmtKind::GlobalPtr, k_.buffers[buffer].dtype, {i});
+      p->ival = buffer;
+      return e.add(StmtKind::GlobalLoad, k_.buffers[buffer].dtype, {p});
+    };
+    auto private_array = [&](const std::string &name, DataType dt, int64_t count) {
+      BufferDesc a{BufferKind::Private, dt, {count}};
+      a.name = k_.buffers[b.target].name + name;
+      return k_.add_buffer(a);
+    };
+    int sums = private_array(".bucket.f64", T::f64, size), counts = private_array(".bucket.count", T::i32, size);
+    Stmt *loop;
+    Task p = parallel_task(b.buckets, loc, loop);
+    p.when = Task::When::WithScratch;
+    IrEmitter e(*loop->body, loc);
+    e.mark_exact();
+    Stmt *bucket = e.add(StmtKind::LoopIndex, T::i32, {loop});
+    Bucket bk;
+    bk.target = b.target;
+    bk.base = e.bin(B::Shl, bucket, e.ci(T::i32, b.shift));
+    bk.count = e.bin(B::Min, e.ci(T::i32, size), e.bin(B::Sub, e.ci(T::i32, b.size), bk.base));
+    bk.lo = scratch(e, b.starts, bucket);
+    bk.hi = scratch(e, b.starts, e.bin(B::Add, bucket, e.ci(T::i32, 1)));
+    // An update's element in the bucket (clamped: a body whose passes disagree on the indices
+    // stays in the arrays) and addend.
+    bk.element = [&, b](IrEmitter &x, Stmt *o) {
+      Stmt *j = x.bin(B::Sub, scratch(x, b.indices, o), bk.base);
+      return x.bin(B::Max, x.bin(B::Min, j, x.bin(B::Sub, bk.count, x.ci(T::i32, 1))), x.ci(T::i32, 0));
+    };
+    bk.addend = [&, b, sub](IrEmitter &x, Stmt *o) {
+      Stmt *v = scratch(x, b.values, o);
+      return sub ? x.un(UnaryOp::Neg, v) : v;
+    };
+    Stmt *j;
+    IrEmitter zero = e.for_(e.ci(T::i32, 0), bk.count, j);
+    zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, sums, j), zero.c(T::f64, -0.0)});
+    zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, counts, j), zero.ci(T::i32, 0)});
+    Stmt *low = e.var(T::u32, e.ci(T::u32, 0xFFFFFFFF)), *high = e.var(T::u32, e.ci(T::u32, 0));
+    Stmt *top = e.var(T::u32, e.ci(T::u32, 0));  // the old values' largest bits << 1
+    Stmt *most = e.var(T::i32, e.ci(T::i32, 0));
+    Stmt *o;
+    IrEmitter add = e.for_(bk.lo, bk.hi, o);
+    Stmt *el = bk.element(add, o);
+    Stmt *v = bk.addend(add, o);
+    track_range(add, add.bitcast(v, T::u32), low, high);
+    Stmt *sp = private_ptr(add, sums, el), *cp = private_ptr(add, counts, el);
+    add.add(StmtKind::GlobalStore, T::none, {sp, add.bin(B::Add, add.add(StmtKind::GlobalLoad, T::f64, {sp}), add.cast(v, T::f64))});
+    add.add(StmtKind::GlobalStore, T::none, {cp, add.bin(B::Add, add.add(StmtKind::GlobalLoad, T::i32, {cp}), add.ci(T::i32, 1))});
+    auto target = [&](IrEmitter &x, Stmt *j) {  // the field's element base + j (one flat index)
+      Stmt *tp = x.add(StmtKind::GlobalPtr, T::f32, {x.bin(B::Add, bk.base, j)});
+      tp->ival = b.target;
+      return tp;
+    };
+    IrEmitter scan = e.for_(e.ci(T::i32, 0), bk.count, j);
+    Stmt *c = scan.add(StmtKind::GlobalLoad, T::i32, {private_ptr(scan, counts, j)});
+    scan.store(most, scan.bin(B::Max, scan.load(most), c));
+    Stmt *bits = scan.bitcast(scan.add(StmtKind::GlobalLoad, T::f32, {target(scan, j)}), T::u32);
+    scan.store(top, scan.bin(B::Max, scan.load(top), scan.bin(B::Shl, bits, scan.ci(T::u32, 1))));
+    track_range(scan, scan.sel(scan.bin(B::Gt, c, scan.ci(T::i32, 0)), bits, scan.ci(T::u32, 0)), low, high);
+    Stmt *lv = e.load(low), *hv = e.load(high);
+    Stmt *span = e.bin(B::Sub, exponent_s(e, hv), exponent_s(e, e.bin(B::Add, lv, e.ci(T::u32, 1))));  // (0: no non-zero)
+    Stmt *span29 = e.bin(B::Min, span, i64(e, 29));  // (a defined shift)
+    Stmt *adds = e.bin(B::Shl, e.cast(e.bin(B::Add, e.load(most), e.ci(T::i32, 1)), T::i64), span29);
+    Stmt *fits = e.both(e.both(e.bin(B::Lt, e.bin(B::Max, hv, e.load(top)), e.ci(T::u32, 0xFF000000)),
+                               e.bin(B::Le, span, i64(e, 29))),
+                        e.bin(B::Le, adds, i64(e, int64_t(1) << 29)));
+    IrEmitter fast = e.if_(fits);
+    IrEmitter round = fast.for_(fast.ci(T::i32, 0), bk.count, j);
+    Stmt *tp = target(round, j);
+    Stmt *sum = round.bin(B::Add, round.add(StmtKind::GlobalLoad, T::f64, {private_ptr(round, sums, j)}),
+                          round.cast(round.add(StmtKind::GlobalLoad, T::f32, {tp}), T::f64));
+    round.add(StmtKind::GlobalStore, T::none, {tp, round.cast(sum, T::f32)});
+    IrEmitter slow = e.if_(e.not_(fits));
+    bucket_limbs(slow, bk, size, target);
+    return p;
+  }
+
+  // A bucket of apply_buckets: its first element, elements and updates [lo, hi).
+  struct Bucket {
+    int64_t target;
+    Stmt *base, *count, *lo, *hi;
+    std::function<Stmt *(IrEmitter &, Stmt *)> element;  // update o's element - base
+    std::function<Stmt *(IrEmitter &, Stmt *)> addend;
+  };
+
+  // A bucket's exact sums (apply_buckets): its updates decoded into ten split slots per element of
+  // a private array (limbs 0..8, lo and hi: at most 2^31 updates; the flags), then each element's
+  // limbs with its old value's, rounded into the field. (One array for the whole bucket: a pass over
+  // the updates per part of it would take a mispredicted branch per update and part.)
+  void bucket_limbs(IrEmitter &e, const Bucket &bk, int64_t size,
+                    const std::function<Stmt *(IrEmitter &, Stmt *)> &target) {
+    BufferDesc a{BufferKind::Private, T::i64, {size * kSlots}};
+    a.name = k_.buffers[bk.target].name + ".bucket.limbs";
+    int limbs = k_.add_buffer(a);
+    Stmt *j;
+    IrEmitter zero = e.for_(e.ci(T::i32, 0), e.bin(B::Mul, bk.count, e.ci(T::i32, kSlots)), j);
+    zero.add(StmtKind::GlobalStore, T::none, {private_ptr(zero, limbs, j), i64(zero, 0)});
+    auto at = [&](IrEmitter &x, Stmt *el, Stmt *k) {
+      return private_ptr(x, limbs, x.bin(B::Add, x.bin(B::Mul, el, x.ci(T::i32, kSlots)), k));
+    };
+    auto plus = [&](IrEmitter &x, Stmt *ptr, B op, Stmt *v) {
+      x.add(StmtKind::GlobalStore, T::none, {ptr, x.bin(op, x.add(StmtKind::GlobalLoad, T::i64, {ptr}), v)});
+    };
+    Stmt *o;
+    IrEmitter add = e.for_(bk.lo, bk.hi, o);
+    Stmt *el = bk.element(add, o);
+    Parts q = decode(add, bk.addend(add, o));
+    Stmt *k = add.cast(q.limb, T::i32);
+    plus(add, at(add, el, k), B::Add, q.lo);
+    plus(add, at(add, el, add.bin(B::Add, k, add.ci(T::i32, 1))), B::Add, q.hi);
+    plus(add, at(add, el, add.ci(T::i32, kLimbs)), B::BitOr, q.flags);
+    IrEmitter round = e.for_(e.ci(T::i32, 0), bk.count, j);
+    Stmt *tp = target(round, j);
+    Parts init = decode(round, round.add(StmtKind::GlobalLoad, T::f32, {tp}));
+    std::vector<Stmt *> sum;
+    for (int k = 0; k < kLimbs; k++)
+      sum.push_back(round.bin(B::Add, round.add(StmtKind::GlobalLoad, T::i64, {at(round, j, round.ci(T::i32, k))}),
+                              contribution(round, init, k)));
+    Stmt *flags = round.bin(B::BitOr, round.add(StmtKind::GlobalLoad, T::i64, {at(round, j, round.ci(T::i32, kLimbs))}),
+                            init.flags);
+    round.add(StmtKind::GlobalStore, T::none, {tp, round_f32(round, sum, flags)});
   }
 
   Stmt *private_ptr(IrEmitter &e, int buffer, Stmt *i) {
@@ -1005,18 +1196,19 @@ class Determinizer {
       IrEmitter in = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
       Stmt *el = get(in, st.el, T::i32, j);
       Parts q = decode(in, in.bitcast(get(in, st.bits, T::i32, j), T::f32));
-      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw);
+      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw, false);
       or_flags(in, flags_slot(in, el), get(in, st.seen, T::i64, j), q.flags);
     }
   }
 
-  // cpu, a field without a private copy (field_sum): one atomic add of the unsplit value sw
+  // cpu and SPIR-V, a field without a private copy (field_sum): one atomic add of the unsplit value sw
   // (|sw| < 2^55) of limb k to element el's slot k, which holds that limb's sum wrapped to 64 bits.
   // An add that wraps (from its old value: signed overflow) carries +-2^64 in slot k's units, that
   // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
   // |sum| < 2^308 units). Whatever the order of the adds, the slots and their carries hold the
   // exact sum. One atomic per update where the split value takes two.
-  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw) {
+  // slot_bits: a carry's slot is recorded in the element's flags (field_sum).
+  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw, bool slot_bits) {
     Stmt *pos = e.var(T::i32, k), *value = e.var(T::i64, sw);
     IrEmitter loop = e.while_("deterministic carry");
     Stmt *v = loop.load(value);
@@ -1026,6 +1218,9 @@ class Determinizer {
     loop.if_(loop.not_(wrapped)).break_();
     loop.store(value, loop.sel(loop.bin(B::Lt, v, i64(loop, 0)), i64(loop, -(int64_t(1) << 32)), i64(loop, int64_t(1) << 32)));
     loop.store(pos, loop.bin(B::Add, loop.load(pos), loop.ci(T::i32, 1)));
+    if (slot_bits)
+      atomic(loop, AtomicOp::Or, slot(loop, first, lay.flags(loop, el)),
+             loop.bin(B::Shl, i64(loop, int64_t(1) << kSlotBits), loop.cast(loop.load(pos), T::i64)));
   }
 
   // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit
@@ -1263,6 +1458,7 @@ class Determinizer {
   KernelIR &k_;
   const qd::Target &target_;
   bool cpu_;
+  bool spirv_;  // Vulkan / Metal
   std::vector<Stmt *> steps_;  // integer add / sub with unused results on invariant addresses
   Block *loop_body_ = nullptr;  // the parallel loop being rewritten
   // chunk_loop: the loop over the chunks, the original loop inside it, and the chunk's iterations
@@ -1272,6 +1468,7 @@ class Determinizer {
   bool staged_ = false;      // a field's updates in the loop body are staged per chunk (cpu)
   bool replay_ = false;      // cpu: one same-address target, the loop's only effect (fast_sum)
   bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
+  bool fallback_ = false;    // the loop is a bucketed scatter's fallback (bucketed_sum)
   Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
 };
 

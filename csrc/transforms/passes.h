@@ -75,6 +75,21 @@ bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *lo
 // applying its part's updates (scatter.cpp, docs/atomics.md).
 void partition_scatters(KernelIR &k);
 
+// The bucketing of partition_scatters for a pass that applies the buckets its own way (the cpu's
+// deterministic f32 scatter, deterministic.cpp): t's loop, when it suits one, as its first three
+// tasks (count, offsets, fill; When::WithScratch, appended to `out`), buckets of at most
+// 2^max_shift consecutive elements of the target's flat index. Bucket b's updates are
+// indices[o] / values[o] for o in [starts[b], starts[b + 1]) (Scratch buffers, i32 / the atomics'
+// type; values are the atomics' operands, a sub's not negated). Returns false, adding nothing,
+// where the loop does not suit one or its atomics are not exactly `atomics`.
+struct ScatterBuckets {
+  int64_t target = -1, size = 0, buckets = 0;  // the field, its elements, the buckets
+  int shift = 0;                               // bucket b: elements [b << shift, (b + 1) << shift)
+  int starts = -1, indices = -1, values = -1;  // buffers
+};
+bool bucket_scatter(KernelIR &k, const Task &t, const std::vector<Stmt *> &atomics, int max_shift,
+                    std::vector<Task> &out, ScatterBuckets *b);
+
 // cpu: a parallel loop using block / subgroup operations or shared arrays runs block by block,
 // each block's logical threads region by region between barriers on one worker
 // (transforms/cpu_blocks.cpp, docs/backends.md); serial code is a one-thread block.

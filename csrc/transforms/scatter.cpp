@@ -197,8 +197,9 @@ Stmt *range_for(IrEmitter &e, Stmt *begin, Stmt *end, bool serial) {
 
 class Bucketing {
  public:
+  // max_shift: buckets of at most 2^max_shift elements (-1: this pass's choice, below).
   Bucketing(KernelIR &k, const Task &t, int64_t target, const std::vector<Stmt *> &atomics,
-            const std::vector<Stmt *> &own, int threads)
+            const std::vector<Stmt *> &own, int threads, int max_shift = -1)
       : k_(k), t_(t), target_(target), atomics_(atomics), own_(own), loc_(t.loop()->loc) {
     const BufferDesc &d = k.buffers[target];
     shape_ = d.shape;
@@ -212,8 +213,10 @@ class Bucketing {
     // 16 buckets of 2^20 f32 for 2^24 elements run in 0.6-0.9x the time of a scatter store, 256
     // of 2^16 in 1.0-1.2x. Enough parts of the iterations that a busy thread's share moves to
     // another.
-    int max_shift = 22;
-    for (int64_t b = byte_size(dtype_); b > 1; b /= 2) max_shift--;
+    if (max_shift < 0) {
+      max_shift = 22;
+      for (int64_t b = byte_size(dtype_); b > 1; b /= 2) max_shift--;
+    }
     int64_t want = std::max(16, 4 * threads);
     shift_ = 10;
     while (shift_ < max_shift && ((size_ - 1) >> shift_) + 1 > want) shift_++;
@@ -235,14 +238,16 @@ class Bucketing {
     return size < (int64_t(1) << 31);
   }
 
-  std::vector<Task> tasks() {
+  // Passes 1-3 (the buckets filled), then pass 4 where `apply`.
+  std::vector<Task> tasks(bool apply) {
     std::vector<Task> out;
     out.push_back(pass(false));
     out.push_back(offsets());
     out.push_back(pass(true));
-    out.push_back(apply());
+    if (apply) out.push_back(this->apply());
     return out;
   }
+  ScatterBuckets buckets() const { return {target_, size_, buckets_, shift_, starts_, indices_, values_}; }
 
  private:
   int scratch(std::string name, DataType t, int64_t fixed, int64_t per_item) {
@@ -403,21 +408,43 @@ class Bucketing {
   int counts_ = -1, starts_ = -1, indices_ = -1, values_ = -1;
 };
 
+// The atomics of t's loop that partition_scatters rewrites (none: it leaves the loop alone).
+std::vector<Stmt *> scatter_atomics(KernelIR &k, Task &t, int64_t *target, std::vector<Stmt *> *own) {
+  if (k.debug || !t.parallel || !t.pre_loop.stmts.empty() || !t.post_loop.stmts.empty() || t.loop()->block_dim ||
+      first_call(*t.loop()->body))  // a call's memory accesses are not the loop's to reorder
+    return {};
+  return partitionable(k, t, target, own);
+}
+
+int host_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 }  // namespace
 
+bool bucket_scatter(KernelIR &k, const Task &t, const std::vector<Stmt *> &atomics, int max_shift,
+                    std::vector<Task> &out, ScatterBuckets *b) {
+  int64_t target = -1;
+  std::vector<Stmt *> own;
+  std::vector<Stmt *> found = scatter_atomics(k, const_cast<Task &>(t), &target, &own);  // (only reads t)
+  std::vector<Stmt *> want = atomics;
+  std::sort(found.begin(), found.end());
+  std::sort(want.begin(), want.end());
+  if (found.empty() || found != want || !Bucketing::applies(k, target, found)) return false;
+  Bucketing bucketing(k, t, target, found, own, host_threads(), max_shift);
+  for (Task &p : bucketing.tasks(/*apply=*/false)) out.push_back(std::move(p));
+  *b = bucketing.buckets();
+  return true;
+}
+
 void partition_scatters(KernelIR &k) {
-  if (k.debug) return;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = host_threads();
   std::vector<Task> tasks;
   for (Task &t : k.tasks) {
     int64_t target = -1;
-    std::vector<Stmt *> atomics, own;
-    if (t.parallel && t.pre_loop.stmts.empty() && t.post_loop.stmts.empty() && !t.loop()->block_dim &&
-        !first_call(*t.loop()->body))  // a call's memory accesses are not the loop's to reorder
-      atomics = partitionable(k, t, &target, &own);
+    std::vector<Stmt *> own;
+    std::vector<Stmt *> atomics = scatter_atomics(k, t, &target, &own);
     if (!atomics.empty()) {
       if (Bucketing::applies(k, target, atomics)) {
-        for (Task &b : Bucketing(k, t, target, atomics, own, threads).tasks()) tasks.push_back(std::move(b));
+        for (Task &b : Bucketing(k, t, target, atomics, own, threads).tasks(/*apply=*/true)) tasks.push_back(std::move(b));
         t.when = Task::When::WithoutScratch;
       }
       if (threads >= 2 && threads <= kMaxParts && own.empty()) partition(k, t, target, atomics, threads);

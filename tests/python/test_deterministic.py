@@ -584,10 +584,12 @@ def _carry_cases():
 @pytest.mark.parametrize("threads", [1, 2])
 @test(arch=[qd.cpu, qd.vulkan])
 def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
-    """A large field's updates on the cpu add each value unsplit to one slot per limb, kept wrapped
-    to 64 bits, and carry a wrap into the next limb's slot (a carry may wrap that one too; the last
-    slot only gets carries): staged per chunk (the loop body's), or at once (under an if, or in a
-    loop with a continue). The sums are the reference's bits, with old values 0.5 and -0.0."""
+    """A large field's updates on the cpu and Vulkan add each value unsplit to one slot per limb,
+    kept wrapped to 64 bits, and carry a wrap into the next limb's slot (a carry may wrap that one
+    too; the last slot only gets carries; Vulkan's final pass reads only the slots the flags say were
+    updated, carries' included): on the cpu staged per chunk (the loop body's), or at once (under an
+    if, or in a loop with a continue). The sums are the reference's bits, with old values 0.5 and
+    -0.0."""
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
@@ -615,7 +617,7 @@ def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
     cpu = req_arch == qd.cpu
     for k in (staged, guarded, skipping):
         ir = qd.compile(k, xs, at).ir
-        assert (".seen" in ir) == (cpu and k is staged) and ("while true" in ir or not cpu), k  # (the carries' loop)
+        assert (".seen" in ir) == (cpu and k is staged) and "while true" in ir, k  # (the carries' loop, Vulkan's too)
         for old in (np.float32(0.5), np.float32(-0.0)):
             y.fill(old)
             k(xs, at)
@@ -623,6 +625,148 @@ def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
             for j in (7, 4000):
                 assert _bits(got[j]) == _bits(f32_sum(np.concatenate([[old], xs[at == j]]))), (k, old, j)
             assert np.all(_bits(np.delete(got, [7, 4000])) == _bits(old))
+
+
+BUCKETED = 70001  # > 2^16 elements: the cpu's bucketed scatter; nine buckets of at most 2^13, the last short
+
+
+def _scatter_want(y0, xs, at, sign=1):
+    """Each element's f32_sum of its old value and its addends (sign times the values at it)."""
+    order = np.argsort(at, kind="stable")
+    groups = np.split(xs[order], np.cumsum(np.bincount(at, minlength=len(y0)))[:-1])
+    want = np.where(np.isnan(y0), np.float32(np.nan), y0).astype(np.float32)  # (no addends: f32_sum([old]))
+    for k in np.unique(at):
+        want[k] = f32_sum(np.concatenate([[y0[k]], np.float32(sign) * groups[k]]))
+    return want
+
+
+def _bucketed_cases():
+    """(name, old values, addends, elements): addends within a few exponents (the f64 sums), spread
+    over 50 (the limbs), infinities and NaNs among them and a NaN old value nobody updates, and 20000
+    updates of one element within 16 exponents (too many for an f64 sum)."""
+    rng = np.random.default_rng(5)
+    n = 40000
+    at = rng.integers(0, BUCKETED, n).astype(np.int32)
+    y0 = np.linspace(-1, 1, BUCKETED).astype(np.float32)
+    few = (rng.uniform(0.5, 4, n) * np.where(rng.random(n) < 0.5, 1, -1)).astype(np.float32)
+    special = few.copy()
+    special[[3, 4, 5]] = [np.inf, -np.inf, np.nan]
+    y_nan = y0.copy()
+    untouched = np.setdiff1d(np.arange(BUCKETED), at)
+    y_nan[untouched[len(untouched) // 2]] = np.nan
+    crowd = at.copy()
+    crowd[:20000] = 8191  # the first bucket's last element
+    wide16 = (rng.uniform(1, 2, n) * np.exp2(rng.integers(0, 16, n))).astype(np.float32)
+    return [("few exponents", y0, few, at), ("wide", np.zeros(BUCKETED, np.float32), _data(3, n), at),
+            ("specials", y_nan, special, at), ("crowded", y0, wide16, crowd)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_large_scatter_buckets_give_the_reference(threads, req_arch):
+    """On the cpu a scatter into a large field (the loop's only effect besides its own elements'
+    writes) runs bucketed: its updates sorted into buckets of consecutive elements, each bucket summed
+    by one thread, exactly in f64 where its values allow, else in limbs. Every element is the
+    reference's bits, with add and sub; a loop that also sums into a second field, or one with a
+    block_dim, keeps the field's accumulators."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    y = qd.field(qd.f32, shape=BUCKETED)
+    z = qd.field(qd.f32, shape=BUCKETED)
+    w = qd.field(qd.f32, shape=40000)
+
+    @qd.kernel
+    def add(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[at[i]] += x[i]
+            w[i] = 2 * x[i]  # the iteration's own element: still bucketed
+
+    @qd.kernel
+    def sub(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[at[i]] -= x[i]
+
+    @qd.kernel
+    def two(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[at[i]] += x[i]
+            z[at[i]] += x[i]
+
+    @qd.kernel
+    def blocks(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        qd.loop_config(block_dim=64)
+        for i in range(x.shape[0]):
+            y[at[i]] += x[i]
+
+    cpu = req_arch == qd.cpu
+    for name, y0, xs, at in _bucketed_cases():
+        wants = {1: _scatter_want(y0, xs, at), -1: _scatter_want(y0, xs, at, -1)}
+        for k, sign in ((add, 1), (sub, -1), (two, 1), (blocks, 1)):
+            if k in (two, blocks) and name != "few exponents":
+                continue
+            assert (".bucket.f64" in qd.compile(k, xs, at).ir) == (cpu and k in (add, sub)), (name, k)
+            want = wants[sign]
+            for _ in range(2):
+                y.from_numpy(y0)
+                z.from_numpy(y0)
+                k(xs, at)
+                assert np.array_equal(_bits(y.to_numpy()), _bits(want)), (name, k, int((_bits(y.to_numpy()) != _bits(want)).sum()))
+            if k is add:
+                assert np.array_equal(w.to_numpy(), 2 * xs, equal_nan=True)
+            if k is two:
+                assert np.array_equal(_bits(z.to_numpy()), _bits(want))
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_large_scatter_into_a_2d_field():
+    """A 2-D field's buckets are ranges of its row-major flat index (301 x 233 elements: the last
+    bucket short, rows across bucket boundaries); updates at both indices computed."""
+    y = qd.field(qd.f32, shape=(301, 233))
+    _, y0, xs, at = _bucketed_cases()[1]  # (the limbs' data)
+    flat = at % (301 * 233)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[at[i] // 233, at[i] % 233] += x[i]
+
+    y0 = np.linspace(-3, 3, 301 * 233).astype(np.float32)
+    y.from_numpy(y0.reshape(301, 233))
+    k(xs, flat)
+    assert (".bucket.f64" in qd.compile(k, xs, flat).ir) == (qd.lang.impl.current_cfg().arch == qd.cpu)
+    assert np.array_equal(_bits(y.to_numpy().reshape(-1)), _bits(_scatter_want(y0, xs, flat)))
+
+
+def test_large_scatter_without_scratch_gives_the_reference():
+    """Where the runtime has no scratch memory for the buckets (here a 1-byte limit) the loop's
+    accumulators per element take over, zeroed by a task of the kernel's at each launch (the runtime
+    skips them): the same bits launch after launch."""
+    old = os.environ.get("QD_CPU_MAX_SCRATCH_BYTES")
+    os.environ["QD_CPU_MAX_SCRATCH_BYTES"] = "1"
+    try:
+        qd.init(arch=qd.cpu, deterministic=True, enable_fallback=False, offline_cache=False)
+        y = qd.field(qd.f32, shape=BUCKETED)
+
+        @qd.kernel
+        def add(x: qd.types.ndarray(dtype=qd.f32, ndim=1), at: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+            for i in range(x.shape[0]):
+                y[at[i]] += x[i]
+
+        for name, y0, xs, at in _bucketed_cases()[:3]:
+            ir = qd.compile(add, xs, at).ir
+            assert ".bucket.f64" in ir and ir.count("without scratch") == 3, ir  # (zeroing, the loop, rounding)
+            want = _scatter_want(y0, xs, at)
+            for _ in range(3):
+                y.from_numpy(y0)
+                add(xs, at)
+                assert np.array_equal(_bits(y.to_numpy()), _bits(want)), name
+    finally:
+        if old is None:
+            del os.environ["QD_CPU_MAX_SCRATCH_BYTES"]
+        else:
+            os.environ["QD_CPU_MAX_SCRATCH_BYTES"] = old
+        qd.reset()
 
 
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)

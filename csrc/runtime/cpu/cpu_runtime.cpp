@@ -53,11 +53,14 @@ struct CpuKernel : CompiledKernel {
     if (code) jit->remove(*code);
   }
   std::vector<CpuTask> tasks;
-  std::vector<int64_t> temps;    // 8-byte slots, from temps_base()
+  // 8-byte slots, from temps_base(); calloc'ed (the OS's fresh pages of a large one read as zero and
+  // take no memory until written: a bucketed scatter's fallback slots, KernelIR::temps_zeroed_by_tasks,
+  // are written only by launches without scratch memory).
+  std::unique_ptr<int64_t, decltype(&std::free)> temps{nullptr, &std::free};
   // The temps from a 64-byte boundary (deterministic sums keep a field element's slots in one
-  // cache line); the vector has 8 slots more than the kernel's.
+  // cache line); 8 slots more than the kernel's are allocated.
   int64_t *temps_base() {
-    auto p = reinterpret_cast<uintptr_t>(temps.data());
+    auto p = reinterpret_cast<uintptr_t>(temps.get());
     return reinterpret_cast<int64_t *>((p + 63) & ~uintptr_t(63));
   }
   std::vector<uint64_t> result;  // 8-byte slots
@@ -188,7 +191,8 @@ class CpuRuntime : public Runtime {
     auto g = generate(*k, features_);
     auto out = std::make_shared<CpuKernel>();
     out->describe(*k);
-    out->temps.assign(k->temps_bytes / 8 + 8, 0);
+    out->temps.reset(static_cast<int64_t *>(std::calloc(static_cast<size_t>(k->temps_bytes / 8 + 8), 8)));
+    if (!out->temps) throw RuntimeError("out of host memory allocating " + std::to_string(k->temps_bytes) + " bytes of temps");
     out->result.assign(k->returns.size(), 0);
     // The object code is a function of the generated module and the host (in the cache's salt).
     std::string key = cache_.enabled() ? cache_.key(module_text(*g.module)) : "";
@@ -226,11 +230,20 @@ class CpuRuntime : public Runtime {
         default: table[i] = reinterpret_cast<void *>(buffers.at(i));
       }
     }
-    // (Large temps, deterministic sums' accumulators: zeroed by the workers, in parallel.)
-    auto zero = [&](int64_t lo, int64_t hi) { std::fill(k.temps.begin() + lo, k.temps.begin() + hi, 0); };
-    int64_t slots = static_cast<int64_t>(k.temps.size());
-    if (slots >= (int64_t(1) << 20)) pool_.parallel_for(0, slots, int64_t(1) << 17, zero);
-    else zero(0, slots);
+    // (Large temps, deterministic sums' accumulators: zeroed by the workers, in parallel; not the
+    // ranges the kernel's tasks zero themselves, which the passes reserve in ascending order.)
+    int64_t *temps = k.temps_base();
+    auto zero = [&](int64_t lo, int64_t hi) { std::fill(temps + lo, temps + hi, 0); };
+    auto zero_slots = [&](int64_t lo, int64_t hi) {
+      if (hi - lo >= (int64_t(1) << 20)) pool_.parallel_for(lo, hi, int64_t(1) << 17, zero);
+      else zero(lo, hi);
+    };
+    int64_t from = 0;
+    for (auto [first, count] : k.temps_zeroed_by_tasks) {
+      zero_slots(from, first);
+      from = first + count;
+    }
+    zero_slots(from, k.temps_bytes / 8);
     std::fill(k.result.begin(), k.result.end(), 0);
     void **bufs = table.data();
     int64_t *a = const_cast<int64_t *>(args.data());

@@ -202,11 +202,18 @@ class Legalizer {
     return r;
   }
 
+  // The sign bit of v read from its bits (an integer compare: no division, nothing the driver's
+  // float folding touches); where v may be NaN, signbit()'s float test is used instead.
+  static Stmt *sign_bit(IrEmitter &e, Stmt *v) {
+    return e.bin(B::Lt, e.bitcast(v, int_of_width(bit_width(v->dtype), true)), e.ci(int_of_width(bit_width(v->dtype), true), 0));
+  }
+
   // x op z (left: z op x) for a zero z of either sign, per IEEE.
   Stmt *zero_case(IrEmitter &e, B op, Stmt *x, Stmt *z, bool left) {
     DataType t = x->dtype;
-    Stmt *zero = e.c(t, 0.0), *sx = signbit(e, x);
-    Stmt *sz = z->kind == StmtKind::Const ? e.ci(DataType::i32, std::signbit(z->fval)) : signbit(e, z);
+    // x's sign matters to + and - only when x is zero too (no NaN there); z is a zero
+    Stmt *zero = e.c(t, 0.0), *sx = op == B::Add || op == B::Sub ? sign_bit(e, x) : signbit(e, x);
+    Stmt *sz = z->kind == StmtKind::Const ? e.ci(DataType::i32, std::signbit(z->fval)) : sign_bit(e, z);
     auto signed_zero = [&](Stmt *negative) { return e.sel(negative, e.c(t, -0.0), zero); };
     Stmt *x_zero = e.bin(B::Eq, x, zero), *x_nan = e.bin(B::Ne, x, x);
     switch (op) {

@@ -518,6 +518,26 @@ def test_zero_operand_rewrite_only_where_the_device_needs_it():
     qd.reset()
 
 
+def test_zero_operand_sums_read_signs_from_bits():
+    """A sum into a variable that starts at zero (`s = 0.0; s += x[i]`, what every adjoint and
+    privatized accumulator is) takes the zero-operand rewrite on llvmpipe; the signs it needs there
+    are read from the bits (an integer compare), not by a division (1 / x < 0) per add."""
+    qd.init(arch=qd.cpu)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            s = 0.0
+            for j in range(3):
+                s += x[(i + j) % x.shape[0]]
+            out[i] = s
+
+    x = np.zeros(4, np.float32)
+    quirk = qd.compile(k, x, x, arch=qd.vulkan, features=["folds_float_zero_operands"]).spirv_asm
+    assert "OpSelect" in quirk and "OpFDiv" not in quirk, quirk
+    qd.reset()
+
+
 @test()
 def test_int_float_int_round_trip_rounds():
     """An integer converted to a float that cannot hold it rounds: cast(cast(i64, f32), i64) and

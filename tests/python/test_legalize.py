@@ -599,3 +599,61 @@ def test_abs_of_negative_zero_is_positive_zero():
         o[2] = 0.0
         k(o, t)
         assert o.tolist() == [0.0, 0.0, 0.0] and not np.signbit(o).any(), (t, o)
+
+
+CONVERSION_ENDS = [  # (from, to, values whose integer part fits: each converts to it exactly)
+    (qd.f32, qd.i32, [-2147483648.0, 2147483520.0, -0.9, 0.9, -1.5]),
+    (qd.f64, qd.i32, [-2147483648.9, 2147483647.9, -7.25]),
+    (qd.f32, qd.u8, [-0.9, 255.9, 0.0, 128.5]),
+    (qd.f64, qd.u32, [4294967295.5, -0.5, 1e9]),
+    (qd.f32, qd.i16, [-32768.9, 32767.9]),
+    (qd.f64, qd.i64, [-9.223372036854775808e18, 9.223372036854774784e18]),
+    (qd.f64, qd.u64, [1.8446744073709550e19, 0.75]),
+]
+
+
+@pytest.mark.parametrize("src,dst,values", CONVERSION_ENDS)
+@test(arch=[qd.cpu, qd.vulkan])
+def test_float_to_int_at_the_ends_of_the_range(src, dst, values):
+    """In-range conversions (the integer part fits, up to the range's ends) truncate, on every arch
+    (Vulkan's conversions take a guarded input, since SPIR-V leaves out-of-range ones undefined)."""
+    np_src = np.float32 if src == qd.f32 else np.float64
+    np_dst = {qd.i32: np.int32, qd.u8: np.uint8, qd.u32: np.uint32, qd.i16: np.int16, qd.i64: np.int64,
+              qd.u64: np.uint64}[dst]
+
+    @qd.kernel
+    def conv(x: qd.types.ndarray(dtype=src, ndim=1), out: qd.types.ndarray(dtype=dst, ndim=1)):
+        for i in range(x.shape[0]):
+            out[i] = qd.cast(x[i], dst)
+
+    x = np.array(values, dtype=np_src)
+    out = np.zeros(len(values), dtype=np_dst)
+    conv(x, out)
+    assert out.tolist() == [int(np.trunc(v)) for v in x.tolist()]
+
+
+NAN = float("nan")
+
+
+@test(arch=[qd.cpu, qd.vulkan])
+def test_a_branch_on_an_unfit_conversion_is_consistent():
+    """A float that does not fit its integer type converts to an unspecified but single value
+    (docs/language.md): branching on it runs one side or the other, and a loop of zero trips stays
+    empty (lavapipe ran this zero-trip loop's body when the conversion was undefined)."""
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), big: qd.types.ndarray(dtype=qd.i64, ndim=1),
+          f: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for _ in range(1):
+            for j in range(qd.i32(0)):
+                if qd.f32(-7.1e17) < qd.f32(5.2e30) > f[0]:
+                    if qd.i64(13) >= qd.i64(0) <= qd.cast(big[0] - qd.f64(NAN), qd.i64):
+                        continue
+                    qd.atomic_or(a[0], 1)
+            taken = qd.cast(f[1] * qd.f32(NAN), qd.i32) > 0
+            a[1] = 1 if taken else 2
+            a[2] = 2 if not taken else 1
+
+    a = np.array([8, 0, 0], np.int32)
+    k(a, np.array([1249380776488297360], np.int64), np.array([1e10, 1.0], np.float32))
+    assert a[0] == 8 and a[1] in (1, 2) and a[1] == a[2]

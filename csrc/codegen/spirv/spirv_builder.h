@@ -232,6 +232,7 @@ class Builder {
   // Code emitted after a terminator (break, continue, return) opens an unreachable block.
   void require_block(const char *what);
   Id like(Id shape, Id scalar);
+  Id in_int_range(Id from_type, Id value, const TypeInfo &to);  // convert()'s defined inputs
   Id splat(Id type, double v);  // `scalar`, or a vector of it as wide as `shape`
   Op pick(Id type, Op for_signed, Op for_unsigned, Op for_float) const;
   const TypeInfo &scalar_info(Id type) const;

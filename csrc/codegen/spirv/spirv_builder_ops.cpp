@@ -1,5 +1,7 @@
 // The instruction half of the builder: generic emission, arithmetic and conversions, memory
 // access, atomics and barriers.
+#include <cmath>
+
 #include "codegen/spirv/spirv_builder.h"
 
 namespace qd::spirv {
@@ -97,6 +99,38 @@ Id Builder::splat(Id type, double v) {
   return c_int(type, int64_t(v));
 }
 
+namespace {
+
+// v (an integer-valued double: a power of two, or one past it) rounded to a float of `width` bits:
+// 11, 24 or 53 significant bits; beyond f16's largest finite value, infinity.
+double in_float(double v, int width) {
+  if (width == 64) return v;
+  if (width == 32) return double(float(v));
+  if (std::fabs(v) > 65504.0) return std::copysign(INFINITY, v);
+  int e = 0;
+  double m = std::frexp(v, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);
+}
+
+}  // namespace
+
+// `value` (floats of from_type) where its conversion to the integer type `to` is defined, else 0.
+// OpConvertFToS / FToU of NaN or of a value whose integer part does not fit is undefined, which a
+// driver may take for poison: lavapipe ran the body of a zero-trip loop that a branch on such a
+// value guarded. The language leaves the value unspecified but single (docs/language.md).
+Id Builder::in_int_range(Id from_type, Id value, const TypeInfo &to) {
+  int w = scalar_info(from_type).width, n = to.width;
+  double lo = to.is_signed ? -std::ldexp(1.0, n - 1) : 0.0, hi = std::ldexp(1.0, to.is_signed ? n - 1 : n);
+  // lowest: x > lo - 1 where that is a float of its own, else x >= lo, or x > -inf past the range
+  double below = in_float(lo - 1, w), least = in_float(lo, w);
+  Id low = below != least ? gt(from_type, value, splat(from_type, below))
+           : std::isinf(least) ? gt(from_type, value, splat(from_type, -INFINITY))
+                               : ge(from_type, value, splat(from_type, least));
+  Id high = lt(from_type, value, splat(from_type, in_float(hi, w)));  // ordered: false for NaN
+  Id ok = emit(Op::LogicalAnd, like(from_type, t_bool()), low, high);
+  return select(from_type, ok, value, splat(from_type, 0));
+}
+
 Id Builder::convert(Id to_type, Id from_type, Id value) {
   if (to_type == from_type) return value;
   const TypeInfo to = scalar_info(to_type), from = scalar_info(from_type);
@@ -104,7 +138,7 @@ Id Builder::convert(Id to_type, Id from_type, Id value) {
   if (to.kind == TypeInfo::Bool) return ne(from_type, value, splat(from_type, 0));
   if (from.kind == TypeInfo::Float) {
     if (to.kind == TypeInfo::Float) return emit(Op::FConvert, to_type, value);
-    return emit(to.is_signed ? Op::ConvertFToS : Op::ConvertFToU, to_type, value);
+    return emit(to.is_signed ? Op::ConvertFToS : Op::ConvertFToU, to_type, in_int_range(from_type, value, to));
   }
   if (to.kind == TypeInfo::Float)
     return emit(from.is_signed ? Op::ConvertSToF : Op::ConvertUToF, to_type, value);

@@ -170,6 +170,15 @@ def _claim(state: template()):
 
 
 @helper_func
+def _claim_tile(state: template(), ln):
+    """The next tile id from the counter: lane `ln` 0 claims it, every lane of the subgroup gets it."""
+    t = 0
+    if ln == 0:
+        t = _claim(state)
+    return sg_first(t)
+
+
+@helper_func
 def _publish_and_look_back(state: template(), c, tile, agg, op: template(), dtype: template()):
     """Publishes tile's aggregate, waits for / combines its predecessors' state, publishes its
     inclusive prefix; returns its exclusive prefix (the identity for tile 0)."""
@@ -252,10 +261,7 @@ def scan_gpu(src: template(), src_slot: template(), dst: template(), count, stat
     qd.loop_config(block_dim=GPU_BLOCK_DIM)
     for _ in range(c * group_size()):
         ln = lane()
-        t = 0
-        if ln == 0:
-            t = _claim(state)
-        tile = sg_first(t)
+        tile = _claim_tile(state, ln)
         base = tile * tile_size()
         rounds = qd.min(rounds_per_tile(), (count - base + group_size() - 1) // group_size())
         acc = identity_of(op, dtype)
@@ -322,10 +328,7 @@ def scan_relaxed_gpu(src: template(), src_slot: template(), dst: template(), cou
     qd.loop_config(block_dim=GPU_BLOCK_DIM)
     for _ in range(c * group_size()):
         ln = lane()
-        t = 0
-        if ln == 0:
-            t = _claim(state)
-        tile = sg_first(t)
+        tile = _claim_tile(state, ln)
         k = qd.static(RELAXED_TILE // group_size())
         lo = tile * RELAXED_TILE + ln * k
         v = qd.Vector([0] * k, dt=dtype)

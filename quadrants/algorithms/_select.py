@@ -17,7 +17,7 @@ from quadrants.algorithms._common import (
     SIZING_TILE, check_array, check_depth, count_of, k_add, k_cdiv, k_count, k_max, k_mul, staircase_slots,
     helper_func, store_count, tile_size, top_level_func,
 )
-from quadrants.algorithms._lookback import _claim, _publish_and_look_back, reset_state, use_lookback
+from quadrants.algorithms._lookback import _claim, _claim_tile, _publish_and_look_back, reset_state, use_lookback
 from quadrants.algorithms._phases import (
     GPU_BLOCK_DIM, group_size, lane, num_tiles, rounds_per_tile, scan_staircase, sg_exclusive, sg_first, sg_last,
     sg_reduce, span_compress, span_compress_ok, tile_reduce,
@@ -124,10 +124,7 @@ def _lookback_gpu(arr: template(), flags: template(), out: template(), num_out: 
     qd.loop_config(block_dim=GPU_BLOCK_DIM)
     for _ in range(c * group_size()):
         ln = lane()
-        t = 0
-        if ln == 0:
-            t = _claim(state)
-        tile = sg_first(t)
+        tile = _claim_tile(state, ln)
         base = tile * tile_size()
         rounds = qd.min(rounds_per_tile(), (n - base + group_size() - 1) // group_size())
         cnt = 0

@@ -738,12 +738,11 @@ def test_large_scatter_into_a_2d_field():
     assert np.array_equal(_bits(y.to_numpy().reshape(-1)), _bits(_scatter_want(y0, xs, flat)))
 
 
-def test_large_scatter_without_scratch_gives_the_reference():
+def test_large_scatter_without_scratch_gives_the_reference(monkeypatch):
     """Where the runtime has no scratch memory for the buckets (here a 1-byte limit) the loop's
     accumulators per element take over, zeroed by a task of the kernel's at each launch (the runtime
     skips them): the same bits launch after launch."""
-    old = os.environ.get("QD_CPU_MAX_SCRATCH_BYTES")
-    os.environ["QD_CPU_MAX_SCRATCH_BYTES"] = "1"
+    monkeypatch.setenv("QD_CPU_MAX_SCRATCH_BYTES", "1")
     try:
         qd.init(arch=qd.cpu, deterministic=True, enable_fallback=False, offline_cache=False)
         y = qd.field(qd.f32, shape=BUCKETED)
@@ -762,10 +761,6 @@ def test_large_scatter_without_scratch_gives_the_reference():
                 add(xs, at)
                 assert np.array_equal(_bits(y.to_numpy()), _bits(want)), name
     finally:
-        if old is None:
-            del os.environ["QD_CPU_MAX_SCRATCH_BYTES"]
-        else:
-            os.environ["QD_CPU_MAX_SCRATCH_BYTES"] = old
         qd.reset()
 
 

@@ -66,6 +66,7 @@ def test_all_pairs_bit_for_bit(n, begin, fp):
 
 
 def _inverse_distance_sums():
+    """An interleaved all-pairs sum's bits, and those of the same float32 operations in numpy."""
     n = 203
     xs = np.random.default_rng(1).random((n, 3)).astype(np.float32)
     x = qd.Vector.field(3, qd.f32, shape=n)
@@ -87,17 +88,19 @@ def _inverse_distance_sums():
     for j in range(n):  # the same float32 operations in the same order, vectorized over i
         r = (d[:, j, 0] * d[:, j, 0] + d[:, j, 1] * d[:, j, 1]) + d[:, j, 2] * d[:, j, 2]
         want = want + np.float32(1.0) / np.sqrt(r + np.float32(EPS2))
-    assert a.to_numpy().tobytes() == want.tobytes()
+    return a.to_numpy().tobytes(), want.tobytes()
 
 
 @test(arch=qd.cpu, cpu_max_num_threads=1)
 def test_one_thread():
-    _inverse_distance_sums()
+    got, want = _inverse_distance_sums()
+    assert got == want
 
 
 @test(arch=qd.cpu, cpu_max_num_threads=2)
 def test_two_threads():
-    _inverse_distance_sums()
+    got, want = _inverse_distance_sums()
+    assert got == want
 
 
 @test(arch=qd.cpu)

@@ -282,11 +282,10 @@ def test_bucketed_scatter_launches():
     assert ir.count("with scratch") == 8 and ir.count("without scratch") == 2, ir
 
 
-def test_bucketed_scatter_without_scratch():
+def test_bucketed_scatter_without_scratch(monkeypatch):
     """When the runtime cannot provide the scratch memory (here a 1-byte limit), the original loop
     runs (partitioned as before, or atomics): the same results."""
-    old = os.environ.get("QD_CPU_MAX_SCRATCH_BYTES")
-    os.environ["QD_CPU_MAX_SCRATCH_BYTES"] = "1"
+    monkeypatch.setenv("QD_CPU_MAX_SCRATCH_BYTES", "1")
     try:
         qd.init(arch=qd.cpu)
         m, n = 70001, 150003
@@ -307,10 +306,6 @@ def test_bucketed_scatter_without_scratch():
         np.testing.assert_array_equal(y.to_numpy(), ref)
         assert _bucketed(qd.compile(scatter, idx, vals).ir)
     finally:
-        if old is None:
-            del os.environ["QD_CPU_MAX_SCRATCH_BYTES"]
-        else:
-            os.environ["QD_CPU_MAX_SCRATCH_BYTES"] = old
         qd.reset()
 
 

@@ -14,6 +14,13 @@ inline Stmt *signbit(IrEmitter &e, Stmt *x) {
   return e.either(e.bin(BinaryOp::Lt, x, zero), e.bin(BinaryOp::Lt, e.bin(BinaryOp::Div, e.c(x->dtype, 1), x), zero));
 }
 
+// The sign bit as stored (NaN's too), read by an integer compare on the bits: no division, and
+// nothing a driver's float folding touches.
+inline Stmt *stored_signbit(IrEmitter &e, Stmt *x) {
+  DataType bits = int_of_width(bit_width(x->dtype), true);
+  return e.bin(BinaryOp::Lt, e.bitcast(x, bits), e.ci(bits, 0));
+}
+
 // x, or when x is zero, a zero with the sign bit of `sign`.
 inline Stmt *zero_signed_like(IrEmitter &e, Stmt *x, Stmt *sign) {
   DataType t = x->dtype;

@@ -27,6 +27,7 @@ using exact_float::floor_by_adds;
 using exact_float::product_error;
 using exact_float::round_half_even;
 using exact_float::signbit;
+using exact_float::stored_signbit;
 using exact_float::trunc_by_adds;
 using exact_float::zero_signed_like;
 
@@ -202,18 +203,12 @@ class Legalizer {
     return r;
   }
 
-  // The sign bit of v read from its bits (an integer compare: no division, nothing the driver's
-  // float folding touches); where v may be NaN, signbit()'s float test is used instead.
-  static Stmt *sign_bit(IrEmitter &e, Stmt *v) {
-    return e.bin(B::Lt, e.bitcast(v, int_of_width(bit_width(v->dtype), true)), e.ci(int_of_width(bit_width(v->dtype), true), 0));
-  }
-
   // x op z (left: z op x) for a zero z of either sign, per IEEE.
   Stmt *zero_case(IrEmitter &e, B op, Stmt *x, Stmt *z, bool left) {
     DataType t = x->dtype;
     // x's sign matters to + and - only when x is zero too (no NaN there); z is a zero
-    Stmt *zero = e.c(t, 0.0), *sx = op == B::Add || op == B::Sub ? sign_bit(e, x) : signbit(e, x);
-    Stmt *sz = z->kind == StmtKind::Const ? e.ci(DataType::i32, std::signbit(z->fval)) : sign_bit(e, z);
+    Stmt *zero = e.c(t, 0.0), *sx = op == B::Add || op == B::Sub ? stored_signbit(e, x) : signbit(e, x);
+    Stmt *sz = z->kind == StmtKind::Const ? e.ci(DataType::i32, std::signbit(z->fval)) : stored_signbit(e, z);
     auto signed_zero = [&](Stmt *negative) { return e.sel(negative, e.c(t, -0.0), zero); };
     Stmt *x_zero = e.bin(B::Eq, x, zero), *x_nan = e.bin(B::Ne, x, x);
     switch (op) {

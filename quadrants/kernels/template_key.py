@@ -86,19 +86,42 @@ def _unbound(v, owner):
 
 
 def guards_hold(guards, values):
-    for path, kind, expected in guards:
+    """Whether every guard still holds. It runs before each launch, so the common guards take short
+    ways: an attribute of the argument itself is read directly; an identity key (a field of `self`)
+    is an id compare; an immutable value (a number, a tuple of numbers) that is the very object
+    which last held is not keyed again."""
+    for path, kind, expected, last in guards:
         try:
-            v = _resolve(values, path)
-            if len(path) > 1:
-                v = _unbound(v, _resolve(values, path[:-1]))
+            if len(path) == 2:
+                owner = values[path[0]]
+                v = _unbound(getattr(owner, path[1]), owner)
+            else:
+                v = _resolve(values, path)
+                if len(path) > 1:
+                    v = _unbound(v, _resolve(values, path[:-1]))
         except AttributeError:
             return False
         if kind == "type":
             if type(v) is not expected:
                 return False
-        elif value_key(v, []) != expected:
-            return False
+        elif expected[0] == "id":  # value_key(v) is ("id", id(v)) exactly when v is this object
+            if id(v) != expected[1]:
+                return False
+        elif v is not last[0]:
+            if value_key(v, []) != expected:
+                return False
+            if _immutable(v):
+                last[0] = v
     return True
+
+
+_SCALARS = (bool, int, float, str, bytes, type(None))
+_UNSET = object()  # no value has held yet
+
+
+def _immutable(v):
+    """A value whose key cannot change while it lives: a Python scalar or a tuple of them."""
+    return type(v) in _SCALARS or (type(v) is tuple and all(_immutable(e) for e in v))
 
 
 class Tracker:
@@ -106,7 +129,7 @@ class Tracker:
 
     def __init__(self):
         self.tracked = {}   # id(obj) -> [obj, [paths], escaped?]
-        self.guards = []    # (path, "type" | "key", expected)
+        self.guards = []    # (path, "type" | "key", expected, [the last immutable value that held])
         self.guarded = set()
         self.idents = []    # identity-keyed objects met in guards: the cache entry watches them
 
@@ -131,7 +154,7 @@ class Tracker:
     def _guard(self, path, kind, expected):
         if (path, kind) not in self.guarded:
             self.guarded.add((path, kind))
-            self.guards.append((path, kind, expected))
+            self.guards.append((path, kind, expected, [_UNSET]))
 
     def read_attribute(self, base, attr, value):
         obj, paths, escaped = self.tracked[id(base)]

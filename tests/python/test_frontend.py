@@ -123,6 +123,42 @@ def test_template_object_guards_follow_what_the_kernel_reads():
     assert through_func(a) == 5.0 and through_func.num_compilations == 2
 
 
+class _Knobs:
+    def __init__(self, v, t):
+        self.v = v
+        self.t = t
+
+
+@test(arch=CPU_VULKAN)
+def test_template_object_value_guards_after_repeated_launches():
+    # A guard remembers the last immutable value that held (skipping its key on the next launch):
+    # every replacement, by an equal value, another value, another type or None, is keyed again.
+    @qd.kernel
+    def k(cfg: qd.template()) -> qd.f32:
+        return qd.static(len(str(cfg.v))) + qd.static(cfg.t[0]) * 10.0  # None 4, 0 1, False 5
+
+    c = _Knobs(0, (1.0, 2.0))
+    assert k(c) == 11.0 and k.num_compilations == 1
+    c.v = None  # None is a value too (the memo's "nothing yet" is not None)
+    assert k(c) == 14.0 and k(c) == 14.0 and k.num_compilations == 2
+    c.v = 0
+    for _ in range(3):
+        assert k(c) == 11.0
+    assert k.num_compilations == 2
+    c.v = False  # equal to 0 but a bool: its own compile-time value
+    assert k(c) == 15.0 and k.num_compilations == 3
+    c.v = None
+    assert k(c) == 14.0 and k.num_compilations == 3
+    c.t = (1.0, 2.0)  # an equal tuple, another object
+    assert k(c) == 14.0 and k.num_compilations == 3
+    c.t = (3.0, 2.0)
+    assert k(c) == 34.0 and k.num_compilations == 4
+    c.t = [3.0, 2.0]  # a list is not a tuple
+    assert k(c) == 34.0 and k.num_compilations == 5
+    c.t[0] = 4.0  # mutable: keyed at every launch
+    assert k(c) == 44.0 and k.num_compilations == 6
+
+
 @test(arch=CPU_VULKAN)
 def test_template_field_specialisation_dies_with_the_field():
     @qd.kernel

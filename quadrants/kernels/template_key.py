@@ -89,25 +89,24 @@ def guards_hold(guards, values):
     """Whether every guard still holds. It runs before each launch, so the common guards take short
     ways: an attribute of the argument itself is read directly; an identity key (a field of `self`)
     is an id compare; an immutable value (a number, a tuple of numbers) that is the very object
-    which last held is not keyed again."""
+    which last held is not keyed again. (Only a @qd.func method needs _unbound: its key is the func.)"""
     for path, kind, expected, last in guards:
         try:
-            if len(path) == 2:
-                owner = values[path[0]]
-                v = _unbound(getattr(owner, path[1]), owner)
+            if len(path) == 1:
+                owner, v = None, values[path[0]]
             else:
-                v = _resolve(values, path)
-                if len(path) > 1:
-                    v = _unbound(v, _resolve(values, path[:-1]))
+                owner = values[path[0]] if len(path) == 2 else _resolve(values, path[:-1])
+                v = getattr(owner, path[-1])
         except AttributeError:
             return False
         if kind == "type":
-            if type(v) is not expected:
+            if type(_unbound(v, owner)) is not expected:
                 return False
         elif expected[0] == "id":  # value_key(v) is ("id", id(v)) exactly when v is this object
-            if id(v) != expected[1]:
+            if id(v) != expected[1] and id(_unbound(v, owner)) != expected[1]:
                 return False
         elif v is not last[0]:
+            v = _unbound(v, owner)
             if value_key(v, []) != expected:
                 return False
             if _immutable(v):

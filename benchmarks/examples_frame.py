@@ -4,7 +4,7 @@
 
     python3 benchmarks/examples_frame.py [--archs cpu,vulkan] [--frames 50] [--repeat 7] [--no-install]
                                          [--peers "ours,reference 1.3.3,taichi"] [--init KEY=VALUE,...]
-                                         [--examples mpm2d,pbf2d,nbody,fem2d,particles,rasterizer]
+                                         [--examples mpm2d,pbf2d,nbody,fem2d,particles,rasterizer] [--cpu-time]
 
 A frame is one simulation step of the example (its `step()`), then a sync. Every peer runs the
 example's own source file, unchanged, at the size its main() uses: the reference imports it as
@@ -20,6 +20,9 @@ reference(), for every peer) at that test's tolerances, and every peer's state w
 them; a peer that disagrees is left out, so no broken code is timed. Then the state is reloaded
 and the time is the best of --repeat batches of --frames synchronised frames (after one warm-up
 batch, which also compiles), divided by --frames.
+
+--cpu-time times in process CPU seconds instead (every thread of the worker: the cpu's pool,
+lavapipe's threads), which other work on a shared machine disturbs less.
 
 --init passes the same extra qd.init / ti.init options to every peer, for a diagnosis: e.g.
 `--init fast_math=False,cpu_max_num_threads=1` (the defaults differ: fast_math is True in the
@@ -194,7 +197,8 @@ def worker(peer, arch, frames, repeat, state_dir, init, examples):
                 for _ in range(frames):
                     frame()
 
-            res[name] = {"ms": best_of(batch, repeat) / frames * 1e3}
+            clock = time.process_time if os.environ.get("QD_BENCH_CPU_TIME") == "1" else time.perf_counter
+            res[name] = {"ms": best_of(batch, repeat, clock=clock) / frames * 1e3}
         except Exception as e:  # noqa: BLE001 (left out with its error)
             traceback.print_exc()
             res[name] = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"}
@@ -218,6 +222,7 @@ def main():
     p.add_argument("--timeout", type=int, default=900, help="seconds per peer and arch")
     p.add_argument("--examples", default=",".join(EXAMPLES), help="a subset of: " + ", ".join(EXAMPLES))
     p.add_argument("--init", default="", help="extra init options for every peer: KEY=VALUE,...")
+    p.add_argument("--cpu-time", action="store_true", help="process CPU time instead of wall time")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
     p.add_argument("--log2n", type=int, help=argparse.SUPPRESS)  # (peers.run_worker passes it: unused)
@@ -231,7 +236,8 @@ def main():
     state_dir = tempfile.mkdtemp(prefix="examples_frame-")
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     examples = [e for e in EXAMPLES if e in a.examples.split(",")]
-    base_env.update(QD_FRAMES=str(a.frames), QD_STATE_DIR=state_dir, QD_INIT=a.init, QD_EXAMPLES=",".join(examples))
+    base_env.update(QD_FRAMES=str(a.frames), QD_STATE_DIR=state_dir, QD_INIT=a.init, QD_EXAMPLES=",".join(examples),
+                    QD_BENCH_CPU_TIME="1" if a.cpu_time else "0")
     archs, peers = a.archs.split(","), [p_ for p_ in PEERS if p_ in a.peers.split(",")]
     ms, notes = {}, []  # (arch, example, peer) -> ms per frame
     load_start = os.getloadavg()[0]
@@ -283,7 +289,7 @@ def main():
                         f"{cell(o / r if o and r else None, '.2f')} | {cell(o / t if o and t else None, '.2f')} |")
     print(f"host: {cpu_model()}, {os.cpu_count()} cores; load average {load_start:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end; {time.strftime('%Y-%m-%d', time.gmtime())}")
-    print(f"ms per frame (step + sync), best of {a.repeat} batches of {a.frames} frames after a warm-up batch; "
+    print(f"ms per frame (step + sync) of {'process CPU time' if a.cpu_time else 'wall time'}, best of {a.repeat} batches of {a.frames} frames after a warm-up batch; "
           "the machine is shared, so times are noisy"
           + (f"; every peer with init options {a.init}" if a.init else "") + "\n")
     print("\n".join(rows))

@@ -1,5 +1,6 @@
-// cpu: iterations of a parallel loop side by side, so that LLVM's SLP vectorizer can put them in
-// the lanes of vector instructions (docs/backends.md, "Interleaved iterations on the cpu").
+// cpu: iterations of a parallel loop side by side, each statement's copies in a row (Stmt::lanes),
+// which the LLVM codegen emits as one vector instruction whose lanes are the iterations
+// (docs/backends.md, "Interleaved iterations on the cpu").
 //
 // Made for the all-pairs shape: each iteration runs straight-line code, one inner loop whose trip
 // count is the same for every iteration, and straight-line code again (`for i in x: acc = 0;

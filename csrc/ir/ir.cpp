@@ -98,6 +98,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->exact = s.exact;
   c->block_dim = s.block_dim;
   c->label = s.label;
+  c->lanes = s.lanes;
   return c;
 }
 

@@ -108,6 +108,11 @@ struct Stmt {
   // While: a name for the loop in emitted code ("cas.loop"); RangeFor: what rewrote it, printed
   // in the IR ("batched compaction")
   const char *label = nullptr;
+  // cpu: the first of `lanes` statements in a row that are copies of one statement, one per
+  // iteration run side by side (transforms/interleave.cpp); the LLVM codegen emits them as one
+  // vector instruction where it can (same operation lane by lane, so the same results), one by one
+  // elsewhere. 0 on every other statement.
+  int lanes = 0;
   std::unique_ptr<Block> body, else_body;  // If (then/else), While/RangeFor (body)
 
   Stmt(StmtKind k, DataType t) : kind(k), dtype(t) {}

@@ -1,5 +1,6 @@
-// cpu: iterations of a parallel loop side by side, so that LLVM's SLP vectorizer can put them in
-// the lanes of vector instructions (docs/backends.md, "Interleaved iterations on the cpu").
+// cpu: iterations of a parallel loop side by side, each statement's copies in a row (Stmt::lanes),
+// which the LLVM codegen emits as one vector instruction whose lanes are the iterations
+// (docs/backends.md, "Interleaved iterations on the cpu").
 //
 // Made for the all-pairs shape: each iteration runs straight-line code, one inner loop whose trip
 // count is the same for every iteration, and straight-line code again (`for i in x: acc = 0;
@@ -16,6 +17,7 @@
 // and no buffer that the loop both reads and writes (iterations of a parallel loop may run in any
 // order already; with this rule even a program that races sees what a serial run would give).
 // A loop another pass rewrote (privatized, bucketed, compacted, blocked) is left alone.
+#include <algorithm>
 #include <unordered_set>
 #include <vector>
 
@@ -131,8 +133,22 @@ void interleave(Task &t, Stmt &loop, Stmt *inner) {
   IrEmitter side = top.if_(full);
   std::vector<CloneMap> maps(kInterleave);
   for (int lane = 0; lane < kInterleave; lane++) maps[lane][&index] = side.bin(B::Add, first, side.ci(it, lane));
+  // A statement whose value is the same in every iteration (operands the same, no variable of
+  // its own: x[j] in the inner loop) is made once for all; the others once per iteration in turn,
+  // marked Stmt::lanes for the codegen (one vector instruction where it can).
   auto copies = [&](IrEmitter &e, const Stmt &st) {
+    auto same_in_all = [&](Stmt *o) {
+      return std::all_of(maps.begin(), maps.end(), [&](const CloneMap &m) { return mapped(m, o) == mapped(maps[0], o); });
+    };
+    bool shared = (st.is_pure() || st.kind == StmtKind::LoopIndex || st.kind == StmtKind::GlobalLoad) &&
+                  std::all_of(st.operands.begin(), st.operands.end(), same_in_all);
+    if (shared) {
+      Stmt *one = e.copy(st, maps[0]);
+      for (CloneMap &m : maps) m[&st] = one;
+      return;
+    }
     for (CloneMap &m : maps) m[&st] = e.copy(st, m);
+    maps[0][&st]->lanes = kInterleave;
   };
   for (auto &st : original.stmts) {
     if (st.get() != inner) {

@@ -198,3 +198,44 @@ TEST_CASE("batched compaction rebuilds a pointer of the loop's prefix in the bra
     for (uint64_t h : {xb, ob, cb}) rt->deallocate(h);
   }
 }
+
+// Stmt::lanes is a hint: the LLVM codegen emits a row of copies as one vector instruction only
+// where they are copies of one operation, none reading another, all inside the block; any other
+// marked row runs statement by statement, with the same results.
+TEST_CASE("cpu codegen: rows marked as lanes that are not copies run one by one") {
+  auto rt = create_runtime(Backend::Cpu, RuntimeOptions{});
+  Builder b("rows", TypeConfig{});
+  int x = b.add_field(0, DataType::f32, {4}, "x");
+  int out = b.add_field(1, DataType::f32, {12}, "out");
+  std::vector<Stmt *> v;
+  for (int k = 0; k < 4; k++) v.push_back(b.global_load(b.global_ptr(x, {b.const_int(DataType::i32, k)}), false));
+  std::vector<Stmt *> r;
+  // Row 1: copies of one add, marked: a vector add.
+  for (int k = 0; k < 4; k++) r.push_back(b.binary(BinaryOp::Add, v[k], v[3 - k]));
+  r[0]->lanes = 4;
+  // Row 2: a multiplication among the adds.
+  for (int k = 0; k < 4; k++) r.push_back(b.binary(k == 2 ? BinaryOp::Mul : BinaryOp::Add, v[k], v[k]));
+  r[4]->lanes = 4;
+  // Row 3: each copy reads the one before it.
+  r.push_back(b.binary(BinaryOp::Sub, v[0], v[1]));
+  for (int k = 1; k < 4; k++) r.push_back(b.binary(BinaryOp::Sub, r.back(), v[k]));
+  r[8]->lanes = 4;
+  for (int k = 0; k < 12; k++) b.global_store(b.global_ptr(out, {b.const_int(DataType::i32, k)}), r[k]);
+  // Last in the block, marked for 8 lanes (its value unused).
+  b.binary(BinaryOp::Add, v[0], v[1])->lanes = 8;
+  auto compiled = rt->compile(b.finish());
+  const float xs[4] = {1.5f, -2.25f, 3.0f, 0.125f};
+  uint64_t xb = rt->allocate(16), ob = rt->allocate(48);
+  rt->write(xb, 0, xs, 16);
+  rt->launch(*compiled, {xb, ob}, {});
+  rt->sync();
+  float got[12];
+  rt->read(ob, 0, got, 48);
+  float want[12];
+  for (int k = 0; k < 4; k++) want[k] = xs[k] + xs[3 - k];
+  for (int k = 0; k < 4; k++) want[4 + k] = k == 2 ? xs[k] * xs[k] : xs[k] + xs[k];
+  want[8] = xs[0] - xs[1];
+  for (int k = 1; k < 4; k++) want[8 + k] = want[8 + k - 1] - xs[k];
+  for (int k = 0; k < 12; k++) CHECK(got[k] == want[k]);
+  for (uint64_t h : {xb, ob}) rt->deallocate(h);
+}

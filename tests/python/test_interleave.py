@@ -65,6 +65,77 @@ def test_all_pairs_bit_for_bit(n, begin, fp):
     assert a.to_numpy().tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("fp", [qd.f32, qd.f64])
+@test(arch=qd.cpu)
+def test_all_pairs_in_vector_instructions(fp):
+    """The copies of each statement are one vector instruction of 8 lanes (Stmt::lanes): the three
+    IEEE divisions and the square root per pair 8 pairs at a time, not left to LLVM's SLP
+    vectorizer (which bundled the x and y components of one iteration, two lanes wide)."""
+    n = 64
+    t = "float" if fp == qd.f32 else "double"
+    x = qd.Vector.field(3, fp, shape=n)
+    a = qd.Vector.field(3, fp, shape=n)
+    m = qd.field(fp, shape=n)
+
+    @qd.kernel
+    def pull():
+        for i in x:
+            xi = x[i]
+            acc = qd.Vector.zero(fp, 3)
+            for j in range(n):
+                d = x[j] - xi
+                r2 = d.dot(d) + EPS2
+                acc += m[j] * d / (r2 * qd.sqrt(r2))
+            a[i] = acc
+
+    ir = qd.compile(pull).llvm_ir
+    wide = ir.count(f"fdiv <8 x {t}>")
+    assert wide >= 3 and wide % 3 == 0, wide  # 3 per pair, however often LLVM unrolls the loop
+    assert f"@llvm.sqrt.v8f{32 if fp == qd.f32 else 64}(" in ir
+    assert f"phi <8 x {t}>" in ir  # the accumulators: one vector each
+
+
+@test(arch=qd.cpu)
+def test_lanes_of_selects_casts_and_integers():
+    """Comparisons, selects, floor / min / abs, float -> int casts and integer arithmetic in
+    lanes: bit for bit the operations one iteration at a time (numpy over i, float32 / int32)."""
+    n = 29
+    xs = (np.random.default_rng(3).random(n) * 2 - 1).astype(np.float32)
+    x = qd.field(qd.f32, shape=n)
+    y = qd.field(qd.f32, shape=n)
+    k = qd.field(qd.i32, shape=n)
+    x.from_numpy(xs)
+
+    @qd.kernel
+    def mixed():
+        for i in range(n):
+            s = 0.0
+            c = 0
+            for j in range(n):
+                d = x[j] - x[i]
+                w = qd.select(d > 0, d, -d * 0.5)
+                s += qd.floor(w * 4.0) * 0.125 + qd.min(w, 0.25) + qd.abs(d)
+                c += (qd.cast(w * 10.0, qd.i32) & 3) ^ j
+            y[i] = s
+            k[i] = c
+
+    ir = qd.compile(mixed).llvm_ir
+    assert _interleaved(mixed)
+    for op in ("select <8 x i1>", "fptosi <8 x float>", "xor <8 x i32>", "phi <8 x i32>"):
+        assert op in ir, op
+    mixed()
+    f = np.float32
+    s = np.zeros(n, f)
+    c = np.zeros(n, np.int32)
+    for j in range(n):
+        d = xs[j] - xs
+        w = np.where(d > 0, d, -d * f(0.5))
+        s = s + ((np.floor(w * f(4)) * f(0.125) + np.minimum(w, f(0.25))) + np.abs(d))
+        c = c + ((np.trunc(w * f(10)).astype(np.int32) & 3) ^ j)
+    assert y.to_numpy().tobytes() == s.tobytes()
+    assert k.to_numpy().tolist() == c.tolist()
+
+
 def _inverse_distance_sums():
     """An interleaved all-pairs sum's bits, and those of the same float32 operations in numpy."""
     n = 203

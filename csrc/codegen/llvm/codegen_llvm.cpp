@@ -4,6 +4,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
+
 namespace qd {
 
 using llvm::Value;
@@ -33,6 +35,7 @@ void LlvmCodegen::begin_function(llvm::Function *fn) {
   entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn);
   b_.SetInsertPoint(entry_);
   values_.clear();
+  lanes_.clear();
   bases_.clear();
 }
 
@@ -51,7 +54,132 @@ llvm::Type *LlvmCodegen::type(DataType t) {
 }
 
 void LlvmCodegen::emit_block(const Block &blk) {
-  for (auto &s : blk.stmts) emit(*s);
+  for (size_t i = 0; i < blk.stmts.size(); i++) {
+    if (blk.stmts[i]->lanes > 1 && emit_lanes(blk, i)) i += blk.stmts[i]->lanes - 1;
+    else emit(*blk.stmts[i]);
+  }
+}
+
+namespace {
+
+bool lane_type(DataType t) {
+  return t == DataType::i32 || t == DataType::u32 || t == DataType::i64 || t == DataType::u64 || t == DataType::f32 ||
+         t == DataType::f64;
+}
+
+// What emit_lanes takes: variables, and the operations that are one LLVM instruction or intrinsic
+// acting lane by lane on vectors as on scalars (no libm calls).
+bool lane_op(const Stmt &s) {
+  for (const Stmt *o : s.operands)
+    if (o->kind != StmtKind::Alloca && !lane_type(o->dtype)) return false;
+  switch (s.kind) {
+    case StmtKind::Alloca: case StmtKind::LocalLoad: return lane_type(s.dtype);
+    case StmtKind::LocalStore: case StmtKind::Select: return true;
+    case StmtKind::Unary:
+      switch (static_cast<UnaryOp>(s.op)) {
+        case UnaryOp::Neg: case UnaryOp::Not: case UnaryOp::BitNot: case UnaryOp::Cast: case UnaryOp::Bitcast:
+        case UnaryOp::Abs: case UnaryOp::Sqrt: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
+        case UnaryOp::Trunc:
+          return lane_type(s.dtype);
+        default: return false;
+      }
+    case StmtKind::Binary:
+      switch (static_cast<BinaryOp>(s.op)) {
+        case BinaryOp::Add: case BinaryOp::Sub: case BinaryOp::Mul: case BinaryOp::Div: case BinaryOp::Min:
+        case BinaryOp::Max: case BinaryOp::BitAnd: case BinaryOp::BitOr: case BinaryOp::BitXor: case BinaryOp::Shl:
+        case BinaryOp::Shr: case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le:
+        case BinaryOp::Gt: case BinaryOp::Ge: case BinaryOp::LogicalAnd: case BinaryOp::LogicalOr:
+          return lane_type(s.dtype);
+        default: return false;
+      }
+    default: return false;
+  }
+}
+
+bool same_op(const Stmt &a, const Stmt &b) {
+  if (a.kind != b.kind || a.op != b.op || a.dtype != b.dtype || a.cast_from != b.cast_from || a.exact != b.exact ||
+      a.reassoc != b.reassoc || a.operands.size() != b.operands.size())
+    return false;
+  for (size_t p = 0; p < a.operands.size(); p++)
+    if (a.operands[p]->dtype != b.operands[p]->dtype) return false;
+  return true;
+}
+
+}  // namespace
+
+Value *LlvmCodegen::lanes_vector(const std::vector<const Stmt *> &ops) {
+  const unsigned n = unsigned(ops.size());
+  auto first = lanes_.find(ops[0]);
+  if (first != lanes_.end() && first->second.lane == 0 && !llvm::isa<llvm::AllocaInst>(first->second.vec)) {
+    bool whole = llvm::cast<llvm::FixedVectorType>(first->second.vec->getType())->getNumElements() == n;
+    for (unsigned k = 1; k < n && whole; k++) {
+      auto it = lanes_.find(ops[k]);
+      whole = it != lanes_.end() && it->second.vec == first->second.vec && it->second.lane == k;
+    }
+    if (whole) return first->second.vec;
+  }
+  if (std::all_of(ops.begin(), ops.end(), [&](const Stmt *o) { return o == ops[0]; }))
+    return b_.CreateVectorSplat(n, value(ops[0]));
+  Value *v = llvm::PoisonValue::get(llvm::FixedVectorType::get(value(ops[0])->getType(), n));
+  for (unsigned k = 0; k < n; k++) v = b_.CreateInsertElement(v, value(ops[k]), uint64_t(k));
+  return v;
+}
+
+bool LlvmCodegen::emit_lanes(const Block &blk, size_t first) {
+  const Stmt &s0 = *blk.stmts[first];
+  const unsigned n = unsigned(s0.lanes);
+  if (first + n > blk.stmts.size() || !lane_op(s0)) return false;
+  std::vector<const Stmt *> group(n);
+  for (unsigned k = 0; k < n; k++) {
+    group[k] = blk.stmts[first + k].get();
+    if (!same_op(*group[k], s0) || (k && group[k]->lanes)) return false;
+  }
+  for (const Stmt *s : group)  // independent copies: none reads another
+    for (const Stmt *o : s->operands)
+      if (std::find(group.begin(), group.end(), o) != group.end()) return false;
+  auto operand = [&](size_t p) {
+    std::vector<const Stmt *> ops;
+    for (const Stmt *s : group) ops.push_back(s->operands[p]);
+    return ops;
+  };
+  // A local load or store: the lanes of one vector variable, in order.
+  Value *var = nullptr;
+  if (s0.kind == StmtKind::LocalLoad || s0.kind == StmtKind::LocalStore) {
+    auto it = lanes_.find(s0.operands[0]);
+    if (it == lanes_.end() || !llvm::isa<llvm::AllocaInst>(it->second.vec)) return false;
+    var = it->second.vec;
+    for (unsigned k = 0; k < n; k++) {
+      auto lane = lanes_.find(group[k]->operands[0]);
+      if (lane == lanes_.end() || lane->second.vec != var || lane->second.lane != k) return false;
+    }
+    if (llvm::cast<llvm::AllocaInst>(var)->getAllocatedType() != llvm::FixedVectorType::get(type(s0.operands[0]->dtype), n))
+      return false;
+  }
+  Value *v = nullptr;
+  switch (s0.kind) {
+    case StmtKind::Alloca: {
+      auto *vt = llvm::FixedVectorType::get(type(s0.dtype), n);
+      llvm::IRBuilder<> eb(entry_, entry_->begin());
+      Value *a = eb.CreateAlloca(vt);
+      b_.CreateStore(llvm::Constant::getNullValue(vt), a);  // variables start at zero
+      for (unsigned k = 0; k < n; k++) {
+        values_[group[k]] = b_.CreateConstInBoundsGEP2_32(vt, a, 0, k);
+        lanes_[group[k]] = {a, k};
+      }
+      return true;
+    }
+    case StmtKind::LocalStore: b_.CreateStore(lanes_vector(operand(1)), var); return true;
+    case StmtKind::LocalLoad: v = b_.CreateLoad(llvm::FixedVectorType::get(type(s0.dtype), n), var); break;
+    case StmtKind::Unary: v = unary(s0, lanes_vector(operand(0))); break;
+    case StmtKind::Binary: v = binary(s0, lanes_vector(operand(0)), lanes_vector(operand(1))); break;
+    case StmtKind::Select: v = select(s0, lanes_vector(operand(0)), lanes_vector(operand(1)), lanes_vector(operand(2))); break;
+    default: return false;
+  }
+  for (unsigned k = 0; k < n; k++) {
+    values_[group[k]] = b_.CreateExtractElement(v, uint64_t(k));  // for scalar users; dropped where none
+    lanes_[group[k]] = {v, k};
+  }
+  return true;
 }
 
 void LlvmCodegen::emit_loop_body(const Stmt &loop, Value *index) {
@@ -102,12 +230,9 @@ void LlvmCodegen::emit(const Stmt &s) {
       break;
     }
     case StmtKind::LocalLoad: v = b_.CreateLoad(type(s.dtype), value(s.operands[0])); break;
-    case StmtKind::Unary: v = unary(s); break;
-    case StmtKind::Binary: v = binary(s); break;
-    case StmtKind::Select:
-      v = b_.CreateSelect(to_bool(value(s.operands[0]), s.operands[0]->dtype), value(s.operands[1]),
-                          value(s.operands[2]));
-      break;
+    case StmtKind::Unary: v = unary(s, value(s.operands[0])); break;
+    case StmtKind::Binary: v = binary(s, value(s.operands[0]), value(s.operands[1])); break;
+    case StmtKind::Select: v = select(s, value(s.operands[0]), value(s.operands[1]), value(s.operands[2])); break;
     case StmtKind::Atomic: v = atomic(s); break;
     case StmtKind::Fns: v = target_.emit_fns(*this, value(s.operands[0]), value(s.operands[1]), value(s.operands[2])); break;
     case StmtKind::If: emit_if(s); break;
@@ -232,14 +357,20 @@ Value *LlvmTarget::emit_simt(LlvmCodegen &cg, const Stmt &s) {
                      s.loc);
 }
 
+// The type of `scalar` values in the shape of v: itself, or a vector of v's lane count (lanes()).
+static llvm::Type *shaped(llvm::Type *scalar, const Value *v) {
+  if (auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType())) return llvm::FixedVectorType::get(scalar, vt->getNumElements());
+  return scalar;
+}
+
 Value *LlvmCodegen::to_bool(Value *v, DataType t) {
-  if (v->getType()->isIntegerTy(1)) return v;
+  if (v->getType()->isIntOrIntVectorTy(1)) return v;
   if (is_real(t)) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
   return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
 }
 
 Value *LlvmCodegen::cast(Value *v, DataType from, DataType to) {
-  llvm::Type *t = type(to);
+  llvm::Type *t = shaped(type(to), v);
   if (from == to) return v;
   if (to == DataType::u1) return to_bool(v, from);
   if (is_real(from) && is_real(to)) return b_.CreateFPCast(v, t);
@@ -273,18 +404,17 @@ void LlvmCodegen::set_fast_math(const Stmt &s) {
   b_.setFastMathFlags(f);
 }
 
-Value *LlvmCodegen::unary(const Stmt &s) {
-  Value *x = value(s.operands[0]);
+Value *LlvmCodegen::unary(const Stmt &s, Value *x) {
   DataType t = s.dtype;
   llvm::IRBuilder<>::FastMathFlagGuard keep(b_);
   set_fast_math(s);
   using I = llvm::Intrinsic::ID;
   switch (static_cast<UnaryOp>(s.op)) {
     case UnaryOp::Neg: return is_real(t) ? b_.CreateFNeg(x) : b_.CreateNeg(x);
-    case UnaryOp::Not: return b_.CreateZExt(b_.CreateNot(to_bool(x, s.operands[0]->dtype)), b_.getInt32Ty());
+    case UnaryOp::Not: return b_.CreateZExt(b_.CreateNot(to_bool(x, s.operands[0]->dtype)), shaped(b_.getInt32Ty(), x));
     case UnaryOp::BitNot: return b_.CreateNot(x);
     case UnaryOp::Cast: return cast(x, s.cast_from, t);
-    case UnaryOp::Bitcast: return b_.CreateBitCast(x, type(t));
+    case UnaryOp::Bitcast: return b_.CreateBitCast(x, shaped(type(t), x));
     case UnaryOp::Abs:
       if (is_real(t)) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
       if (!is_signed(t)) return x;
@@ -317,7 +447,7 @@ Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
   bool fp = is_real(ot), sg = is_signed(ot);
   auto cmp = [&](llvm::CmpInst::Predicate f, llvm::CmpInst::Predicate si, llvm::CmpInst::Predicate ui) {
     Value *r = fp ? b_.CreateFCmp(f, a, c) : b_.CreateICmp(sg ? si : ui, a, c);
-    return b_.CreateZExt(r, b_.getInt32Ty());
+    return b_.CreateZExt(r, shaped(b_.getInt32Ty(), r));
   };
   using P = llvm::CmpInst::Predicate;
   switch (op) {
@@ -358,9 +488,8 @@ Value *LlvmCodegen::arith(BinaryOp op, DataType ot, Value *a, Value *c) {
   throw std::logic_error(std::string("internal: ") + binary_op_name(op) + " reached the LLVM codegen unlegalized");
 }
 
-Value *LlvmCodegen::binary(const Stmt &s) {
+Value *LlvmCodegen::binary(const Stmt &s, Value *a, Value *c) {
   DataType ot = s.operands[0]->dtype;
-  Value *a = value(s.operands[0]), *c = value(s.operands[1]);
   llvm::IRBuilder<>::FastMathFlagGuard keep(b_);
   set_fast_math(s);
   if (s.reassoc && is_real(ot)) {  // a privatized reduction: may use several accumulators / SIMD
@@ -374,11 +503,15 @@ Value *LlvmCodegen::binary(const Stmt &s) {
   }
   switch (static_cast<BinaryOp>(s.op)) {
     case BinaryOp::LogicalAnd:
-      return b_.CreateZExt(b_.CreateAnd(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());
+      return b_.CreateZExt(b_.CreateAnd(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), shaped(b_.getInt32Ty(), a));
     case BinaryOp::LogicalOr:
-      return b_.CreateZExt(b_.CreateOr(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), b_.getInt32Ty());
+      return b_.CreateZExt(b_.CreateOr(to_bool(a, ot), to_bool(c, s.operands[1]->dtype)), shaped(b_.getInt32Ty(), a));
     default: return arith(static_cast<BinaryOp>(s.op), ot, a, c);
   }
+}
+
+Value *LlvmCodegen::select(const Stmt &s, Value *cond, Value *a, Value *c) {
+  return b_.CreateSelect(to_bool(cond, s.operands[0]->dtype), a, c);
 }
 
 void LlvmCodegen::emit_if(const Stmt &s) {

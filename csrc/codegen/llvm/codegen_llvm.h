@@ -79,10 +79,17 @@ class LlvmCodegen {
   llvm::Value *arg_value(const Stmt &s);
   llvm::Value *buffer_base(int buffer);
   llvm::Value *global_ptr(const Stmt &s);
-  llvm::Value *unary(const Stmt &s);
+  // unary / binary / select: of the operands' values given, scalars or vectors (lanes) alike.
+  llvm::Value *unary(const Stmt &s, llvm::Value *x);
   void set_fast_math(const Stmt &s);
   llvm::Value *cast(llvm::Value *v, DataType from, DataType to);
-  llvm::Value *binary(const Stmt &s);
+  llvm::Value *binary(const Stmt &s, llvm::Value *a, llvm::Value *c);
+  llvm::Value *select(const Stmt &s, llvm::Value *cond, llvm::Value *a, llvm::Value *c);
+  // Stmt::lanes: the copies of one statement that start at blk.stmts[first] as one vector
+  // instruction; false (nothing emitted) where they are not copies it can take.
+  bool emit_lanes(const Block &blk, size_t first);
+  // The vector of these statements' values, lane k the value of ops[k].
+  llvm::Value *lanes_vector(const std::vector<const Stmt *> &ops);
   llvm::Value *to_bool(llvm::Value *v, DataType t);
   llvm::Value *atomic(const Stmt &s);
   llvm::Value *atomic_rmw(const Stmt &s, llvm::Value *ptr, llvm::Value *val);
@@ -116,6 +123,12 @@ class LlvmCodegen {
   std::vector<llvm::Function *> functions_;
   llvm::BasicBlock *entry_ = nullptr;
   std::unordered_map<const Stmt *, llvm::Value *> values_;
+  // A statement emitted as lane `lane` of the vector `vec` (emit_lanes; an alloca: of the vector variable).
+  struct Lane {
+    llvm::Value *vec;
+    unsigned lane;
+  };
+  std::unordered_map<const Stmt *, Lane> lanes_;
   std::unordered_map<int, llvm::Value *> bases_;
   std::unordered_map<int, llvm::GlobalVariable *> shared_;  // block-shared arrays, addrspace(3)
   struct LoopTargets {

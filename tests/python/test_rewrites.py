@@ -531,3 +531,24 @@ def test_invariant_loads_are_read_once_per_thread():
     assert "global load" not in pre and len(_loaded(loop, s.name)) == 1 and len(_loaded(loop, c.name)) == 2, ir
     kept(a, 1)
     np.testing.assert_array_equal(y.to_numpy(), np.tile([1, 2, 4, 8], n // 4) + 0.5 + 2 + 0.25)
+
+
+@test(arch=qd.vulkan)
+def test_cpu_vulkan_device_runs_a_few_workgroups_per_core():
+    """A CPU Vulkan device (lavapipe) pays per workgroup: a parallel loop gets at most 16 workgroups
+    per host core (1024 at most), each invocation running the grid-stride loop's many steps
+    (read off the invocation that ran each iteration); other devices one iteration per invocation."""
+    import os
+    n = 1 << 18
+    out = qd.field(qd.i32, shape=n)
+
+    @qd.kernel
+    def who():
+        qd.loop_config(block_dim=128)
+        for i in range(n):
+            out[i] = qd.simt.block.global_thread_idx()
+
+    who()
+    cpu = qd.vulkan_caps()["device_type"] == "cpu"
+    invocations = 128 * min(1024, 16 * os.cpu_count()) if cpu else n
+    np.testing.assert_array_equal(out.to_numpy(), np.arange(n) % invocations)

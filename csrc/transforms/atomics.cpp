@@ -278,6 +278,7 @@ void run_passes(KernelIR &k, const Target &target) {
   batch_compactions(k, target);
   aggregate_subgroup_atomics(k, target);
   if (backend == Backend::Cpu && target.features.interleave_iterations) interleave_iterations(k);
+  if (backend == Backend::Vulkan || backend == Backend::Metal) hoist_invariant_loads(k);
   kernel_and_functions(true, [&](KernelIR &code) { legalize(code, target); });
   // the constant operands of its expansions (safe divisors, shift ranges)
   if (fold) kernel_and_functions(true, fold_constants);

@@ -55,6 +55,11 @@ bool synchronizes(Task &t);
 // (Target::has_subgroup_reduce) or with qd.init(subgroup_aggregation=False).
 void aggregate_subgroup_atomics(KernelIR &k, const Target &target);
 
+// SPIR-V targets: in a parallel loop, plain loads of a field element at constant indices or of a
+// kernel-scope variable, from a buffer nothing in the task writes, are read once per thread before
+// its share of the loop (Task::pre_loop) into a variable the loop reads (transforms/hoist.cpp).
+void hoist_invariant_loads(KernelIR &k);
+
 // Vulkan and the cpu: a parallel loop `if cond: out[qd.atomic_add(c[None], 1)] = ...` (a compaction:
 // loads and arithmetic, then one `if` with a counter atomic, loads and stores) handles a batch of
 // elements per thread with one atomic per batch (and subgroup), on Vulkan the passing elements'

@@ -4,6 +4,7 @@ control flow (if, inner loops with carried state), the Python-scope API (Tape, F
 grad_replaced / grad_for, no_grad, stop_grad, clear_all_gradients), the errors, and which atomic
 rewrite the adjoint accumulation gets."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -309,6 +310,46 @@ def test_adjoint_accumulation_takes_the_atomic_rewrites():
     np.testing.assert_array_equal(x.grad.to_numpy(), 2)  # p is a permutation
     np.testing.assert_array_equal(w.grad.to_numpy(), x.to_numpy()[p.to_numpy()])
 
+
+
+@test(arch=qd.vulkan)
+def test_reverse_kernels_read_seeds_and_broadcast_values_once_per_thread():
+    """On Vulkan the reverse kernel's reads of `loss.grad[None]` (the seed of `loss[None] += ...`)
+    and of a broadcast scalar's value (`s[None]` replayed) are read once per thread, before its share
+    of the loop (transforms/hoist.cpp); the gradients are exact (small integers)."""
+    n = 1000
+    w = qd.field(qd.f32, shape=n, needs_grad=True)
+    y = qd.field(qd.f32, shape=n, needs_grad=True)
+    s = qd.field(qd.f32, shape=(), needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def loss_sq():
+        for i in w:
+            loss[None] += w[i] * w[i]
+
+    @qd.kernel
+    def broadcast():
+        for i in y:
+            y[i] = s[None] * w[i]
+
+    wv = (np.arange(n) % 7 - 3).astype(np.float32)
+    w.from_numpy(wv)
+    s[None] = 3.0
+    loss.grad[None] = 2.0
+    loss_sq.grad()
+    np.testing.assert_array_equal(w.grad.to_numpy(), 4 * wv)
+    w.grad.fill(0)
+    y.grad.fill(1)
+    broadcast.grad()
+    np.testing.assert_array_equal(w.grad.to_numpy(), 3)
+    assert s.grad[None] == wv.sum()
+    np.testing.assert_array_equal(y.grad.to_numpy(), 0)  # the overwritten value's adjoint, consumed
+    for kernel, field in ((loss_sq, loss.grad.name), (broadcast, s.name)):
+        ir = _ir(kernel.grad)
+        pre, loop = ir.split("each thread, before its share of the loop:")[1].split(" = for range(")
+        load = r"(\$\d+) : f32 = global ptr field " + re.escape(field) + r"\[\]\n\s+\$\d+ : f32 = global load \1"
+        assert re.search(load, pre) and not re.search(load, loop), ir
 
 def _gather_with_scatter_adjoint(n):
     x = qd.field(qd.f32, shape=n, needs_grad=True)

@@ -465,3 +465,90 @@ def test_vulkan_launches_are_asynchronous_and_ordered():
     bump(1)
     del y
     assert x[0] == (ref[0] * 3 + 1) % 2**32 - (2**32 if (ref[0] * 3 + 1) % 2**32 >= 2**31 else 0)
+
+
+def _before_and_in_loop(ir, task):
+    """A parallel task's code before each thread's share of the loop, and the loop's body."""
+    code = ir.split(f"task {task} (parallel range-for):")[1].split("\n  task ")[0]
+    pre = code.split("each thread, before its share of the loop:")[1].split(" = for range(")[0] \
+        if "each thread, before" in code else ""
+    return pre, code.split(" = for range(")[1].split("each thread, after")[0]
+
+
+def _loaded(code, field):
+    """The fields the code loads from: pointer statements into `field` whose value a global load reads."""
+    ptrs = set(re.findall(r"(\$\d+) : \S+ = global ptr (?:field )?" + re.escape(field) + r"\[", code))
+    return [p for p in re.findall(r"= global load (\$\d+)", code) if p in ptrs]
+
+
+@test(arch=qd.vulkan)
+def test_invariant_loads_are_read_once_per_thread():
+    """On Vulkan a parallel loop's loads of a field element at constant indices, or of a kernel-scope
+    variable, from buffers the task does not write, are read before each thread's share of the loop
+    (lavapipe runs a load inside control flow lane by lane); results unchanged, a load under an `if`
+    and an empty loop included. Loads of elements the task writes, at loop-dependent or argument
+    indices, or from ndarrays stay in the loop."""
+    n = 1000
+    s, c, w, y = (qd.field(qd.f32, shape=sh) for sh in ((), 4, n, n))
+    a = qd.ndarray(qd.f32, shape=2)
+
+    @qd.kernel
+    def hoisted(m: qd.i32):
+        t = 0.0
+        for j in range(3):
+            t += c[j]
+        for i in range(m):
+            y[i] = t * w[i] + s[None]
+            if w[i] > 2:
+                y[i] += c[3]
+
+    @qd.kernel
+    def kept(arr: qd.types.ndarray(), k: qd.i32):
+        for i in y:
+            y[i] = s[None] + c[i % 4] + c[k] + arr[0]
+            if i == 0:
+                s[None] = 0.5  # written by the task (the value it had)
+
+    s[None], a[0] = 0.5, 0.25
+    c.from_numpy(np.array([1, 2, 4, 8], np.float32))
+    wv = np.arange(n, dtype=np.float32) % 5
+    w.from_numpy(wv)
+    ir = qd.compile(hoisted, n).ir
+    pre, loop = _before_and_in_loop(ir, 3)
+    for field in (s.name, c.name):
+        assert len(_loaded(pre, field)) == 1 and not _loaded(loop, field), ir
+    assert re.search(r"(\$\d+) : f32 = global ptr temps\[\]\n\s+\$\d+ : f32 = global load \1", pre), ir
+    assert "global load" in loop  # w[i]
+    y.fill(-1)
+    hoisted(n)
+    np.testing.assert_array_equal(y.to_numpy(), 7 * wv + 0.5 + np.where(wv > 2, 8, 0))
+    y.fill(-1)
+    hoisted(0)  # each thread reads them, no iteration runs
+    np.testing.assert_array_equal(y.to_numpy(), -1)
+
+    ir = qd.compile(kept, a, 1).ir
+    pre, loop = _before_and_in_loop(ir, 1)
+    assert "global load" not in pre and len(_loaded(loop, s.name)) == 1 and len(_loaded(loop, c.name)) == 2, ir
+    kept(a, 1)
+    np.testing.assert_array_equal(y.to_numpy(), np.tile([1, 2, 4, 8], n // 4) + 0.5 + 2 + 0.25)
+
+
+@test(arch=qd.vulkan)
+def test_cpu_vulkan_device_runs_a_few_workgroups_per_core():
+    """A CPU Vulkan device (lavapipe) pays per workgroup: a parallel loop gets at most 16 workgroups
+    per host core (1024 at most), each invocation running the grid-stride loop's many steps
+    (read off the invocation that ran each iteration); other devices one iteration per invocation."""
+    import os
+    n = 1 << 18
+    out = qd.field(qd.i32, shape=n)
+
+    @qd.kernel
+    def who():
+        qd.loop_config(block_dim=128)
+        for i in range(n):
+            out[i] = qd.simt.block.global_thread_idx()
+
+    who()
+    cpu = qd.vulkan_caps()["device_type"] == "cpu"
+    invocations = 128 * min(1024, 16 * os.cpu_count()) if cpu else n
+    np.testing.assert_array_equal(out.to_numpy(), np.arange(n) % invocations)

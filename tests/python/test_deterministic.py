@@ -631,13 +631,14 @@ def _one_slot_cases():
     """(old value, addends) per element: sums held in one slot (Vulkan's single-slot rounding: ties,
     subnormals, an overflow to inf, cancellation to +0.0, -0.0 alone, an old value in the addends'
     limb), and sums that are not (addends in two limbs, an old value in another limb, a slot past
-    2^62, a carry, inf / NaN, none at all)."""
+    2^62, a carry, inf / NaN, also after the slot they add 0 to holds a value, none at all)."""
     f = np.float32
     return [(f(1.0), [2.0 ** -24]), (f(1.0), [3 * 2.0 ** -24]), (f(0.0), [2.0 ** -149, 2.0 ** -149]),
             (f(-0.0), [3e38, 3e38]), (f(-0.0), [1.5, -1.5]), (f(-0.0), [-0.0, -0.0]), (f(0.0), [-0.0]),
             (f(-1.5), [0.25, 0.125]), (f(2.0 ** -130), [2.0 ** -140]), (f(0.0), [-(2.0 ** 100)]),
             (f(0.0), [1.0, 2.0 ** -60]), (f(2.0 ** 40), [1.0]), (f(0.0), [3.9] * 150), (f(0.0), [3.9] * 1200),
-            (f(1.0), [np.inf]), (f(0.0), [np.nan, 1.0]), (f(-0.0), []), (f(np.nan), []), (f(7.0), [])]
+            (f(1.0), [np.inf]), (f(0.0), [np.nan, 1.0]), (f(0.0), [1e38] * 5 + [np.nan] + [1e38] * 5),
+            (f(1.0), [3e38] * 4 + [-np.inf]), (f(-0.0), []), (f(np.nan), []), (f(7.0), [])]
 
 
 @pytest.mark.parametrize("size", [3000, 70000])

@@ -22,7 +22,9 @@
 //   window of exponents allows it: Window; else decoded, vectorised, then applied); a larger
 //   one's limb slots hold unsplit sums wrapped to 64 bits, one atomic per update with its carries
 //   (unsplit_add; so on Vulkan too), those in the loop body staged a chunk at a time, their rows
-//   loaded before the atomics (apply_touched). On the cpu a scatter into a field of more than 2^16
+//   loaded before the atomics (apply_touched). On Vulkan the flags record the slots updated, and
+//   the final pass rounds an element held in one slot from it alone, listing the others for a
+//   second task that rounds all their limbs. On the cpu a scatter into a field of more than 2^16
 //   elements whose loop suits scatter.cpp's bucketing runs as its buckets instead, each bucket's
 //   sums made by one thread, in f64 where its values allow it, else in limbs (apply_buckets); the
 //   slots are then the fallback for a launch without scratch memory.
@@ -148,6 +150,37 @@ std::vector<Stmt *> normalise(IrEmitter &e, const std::vector<Stmt *> &limbs) {
   return d;
 }
 
+// The f32 nearest (ties to even) to (-1)^neg (w + a fraction, non-zero if `sticky`) 2^base in units
+// of 2^-149 (w: u64, base: i64 >= 0; a non-zero fraction only where w >= 2^24), the flags' zero sign
+// and inf / NaN applied.
+Stmt *round_bits(IrEmitter &e, Stmt *w, Stmt *base, Stmt *sticky, Stmt *neg, Stmt *flags) {
+  auto u = [&](Stmt *x) { return e.cast(x, T::u64); };
+  Stmt *top = e.bin(B::Sub, i64(e, 63), e.cast(e.un(UnaryOp::Clz, w), T::i64));  // w's highest bit
+  Stmt *p = e.bin(B::Add, base, top);
+  // q in [2^23, 2^24]: w shifted right by `shift` (rounded) or left by `left` (exact)
+  Stmt *shift = u(e.bin(B::Max, e.bin(B::Sub, top, i64(e, 23)), i64(e, 0)));
+  Stmt *left = u(e.bin(B::Max, e.bin(B::Sub, i64(e, 23), top), i64(e, 0)));
+  Stmt *q = e.bin(B::Shl, e.bin(B::Shr, w, shift), left);
+  Stmt *rem = e.bin(B::BitAnd, w, e.bin(B::Sub, e.bin(B::Shl, u64(e, 1), shift), u64(e, 1)));
+  Stmt *half = e.bin(B::Shr, e.bin(B::Shl, u64(e, 1), shift), u64(e, 1));
+  Stmt *odd = e.bin(B::Ne, e.bin(B::BitAnd, q, u64(e, 1)), u64(e, 0));
+  Stmt *up = e.both(e.bin(B::Ne, shift, u64(e, 0)),
+                    e.either(e.bin(B::Gt, rem, half), e.both(e.bin(B::Eq, rem, half), e.either(sticky, odd))));
+  // the exponent field (p - 22) plus the significand's bits, a carry included
+  Stmt *bits = e.bin(B::Add, e.bin(B::Shl, u(e.bin(B::Sub, p, i64(e, 23))), u64(e, 23)), q);
+  bits = e.bin(B::Add, bits, e.cast(up, T::u64));
+  bits = e.bin(B::Min, bits, u64(e, 0x7F800000));           // overflow: infinity
+  bits = e.sel(e.bin(B::Lt, p, i64(e, 24)), w, bits);         // below 2^-125: exact, bits = value
+  bits = e.bin(B::BitOr, bits, e.bin(B::Shl, e.cast(neg, T::u64), u64(e, 31)));
+  auto has = [&](int64_t f) { return e.bin(B::Ne, e.bin(B::BitAnd, flags, i64(e, f)), i64(e, 0)); };
+  Stmt *zero = e.sel(has(kNotNegZero), u64(e, 0), u64(e, 0x80000000LL));  // -0.0 only if every addend is
+  bits = e.sel(e.bin(B::Eq, w, u64(e, 0)), zero, bits);
+  bits = e.sel(has(kNegInf), u64(e, 0xFF800000LL), bits);
+  bits = e.sel(has(kPosInf), u64(e, 0x7F800000), bits);
+  bits = e.sel(e.either(has(kNaN), e.both(has(kPosInf), has(kNegInf))), u64(e, 0x7FC00000), bits);
+  return e.bitcast(e.cast(bits, T::u32), T::f32);
+}
+
 // The f32 nearest (ties to even) to the exact sum the limbs and flags hold.
 Stmt *round_f32(IrEmitter &e, const std::vector<Stmt *> &limbs, Stmt *flags) {
   Stmt *neg = e.bin(B::Lt, normalise(e, limbs).back(), i64(e, 0));
@@ -166,27 +199,14 @@ Stmt *round_f32(IrEmitter &e, const std::vector<Stmt *> &limbs, Stmt *flags) {
     sticky = e.sel(nz, e.bin(B::Ne, below, i64(e, 0)), sticky);
     base = e.sel(nz, i64(e, 32 * (k - 1)), base);
   }
-  Stmt *top = e.bin(B::Sub, i64(e, 63), e.cast(e.un(UnaryOp::Clz, w), T::i64));  // W's highest bit
-  Stmt *p = e.bin(B::Add, base, top);
-  Stmt *shift = u(e.bin(B::Max, e.bin(B::Sub, top, i64(e, 23)), i64(e, 1)));
-  Stmt *q = e.bin(B::Shr, w, shift);
-  Stmt *rem = e.bin(B::BitAnd, w, e.bin(B::Sub, e.bin(B::Shl, u64(e, 1), shift), u64(e, 1)));
-  Stmt *half = e.bin(B::Shl, u64(e, 1), e.bin(B::Sub, shift, u64(e, 1)));
-  Stmt *odd = e.bin(B::Ne, e.bin(B::BitAnd, q, u64(e, 1)), u64(e, 0));
-  Stmt *up = e.either(e.bin(B::Gt, rem, half), e.both(e.bin(B::Eq, rem, half), e.either(sticky, odd)));
-  // q in [2^23, 2^24]: the exponent field (p - 22) plus the significand's bits, a carry included
-  Stmt *bits = e.bin(B::Add, e.bin(B::Shl, u(e.bin(B::Sub, p, i64(e, 23))), u64(e, 23)), q);
-  bits = e.bin(B::Add, bits, e.cast(up, T::u64));
-  bits = e.bin(B::Min, bits, u64(e, 0x7F800000));           // overflow: infinity
-  bits = e.sel(e.bin(B::Lt, p, i64(e, 24)), w, bits);         // below 2^-125: exact, bits = value
-  bits = e.bin(B::BitOr, bits, e.bin(B::Shl, e.cast(neg, T::u64), u64(e, 31)));
-  auto has = [&](int64_t f) { return e.bin(B::Ne, e.bin(B::BitAnd, flags, i64(e, f)), i64(e, 0)); };
-  Stmt *zero = e.sel(has(kNotNegZero), u64(e, 0), u64(e, 0x80000000LL));  // -0.0 only if every addend is
-  bits = e.sel(e.bin(B::Eq, w, u64(e, 0)), zero, bits);
-  bits = e.sel(has(kNegInf), u64(e, 0xFF800000LL), bits);
-  bits = e.sel(has(kPosInf), u64(e, 0x7F800000), bits);
-  bits = e.sel(e.either(has(kNaN), e.both(has(kPosInf), has(kNegInf))), u64(e, 0x7FC00000), bits);
-  return e.bitcast(e.cast(bits, T::u32), T::f32);
+  return round_bits(e, w, base, sticky, neg, flags);
+}
+
+// round_f32 of a value held in one digit position: the signed v (|v| < 2^63) times 2^(32 k).
+Stmt *round_single(IrEmitter &e, Stmt *v, Stmt *k, Stmt *flags) {
+  Stmt *neg = e.bin(B::Lt, v, i64(e, 0));
+  Stmt *w = e.cast(e.sel(neg, e.un(UnaryOp::Neg, v), v), T::u64);
+  return round_bits(e, w, e.bin(B::Mul, k, i64(e, 32)), e.ci(T::i32, 0), neg, flags);
 }
 
 Stmt *atomic(IrEmitter &e, AtomicOp op, Stmt *ptr, Stmt *v) {
@@ -271,7 +291,7 @@ class Determinizer {
     int64_t first = (k_.temps_bytes / 8 + align - 1) / align * align;
     if (first + count > kMaxTempsSlots)
       reject("the f32 sums' exact accumulators would take more than 1 GiB (10 x 8 bytes per element of the "
-             "target fields)", loc);
+             "target fields, 11 x 8 on Vulkan)", loc);
     k_.temps_bytes = 8 * (first + count);
     return first;
   }
@@ -822,16 +842,15 @@ class Determinizer {
       } else {
         Stmt *flags = lay.flags(e, el);
         if (unsplit) {
-          unsplit_add(e, first, lay, el, k, q.sw, slot_bits);
-          if (slot_bits) q.flags = e.bin(B::BitOr, q.flags, e.bin(B::Shl, i64(e, int64_t(1) << kSlotBits), e.cast(k, T::i64)));
+          unsplit_add(e, first, lay, el, k, q.sw, slot_bits ? q.flags : nullptr);
         } else {
           Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
           atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
           atomic(e, AtomicOp::Add, slot(e, first, next), q.hi);
         }
-        if (lay.rows()) {
+        if (!slot_bits && lay.rows()) {  // (slot bits: unsplit_add ors the flags)
           atomic(e, AtomicOp::Or, slot(e, first, flags), q.flags);
-        } else {  // a field the caches hold (a histogram): most updates find their flags set already
+        } else if (!slot_bits) {  // a field the caches hold (a histogram): most updates find their flags set already
           or_flags(e, slot(e, first, flags), load(e, slot(e, first, flags), true), q.flags);
         }
       }
@@ -840,51 +859,105 @@ class Determinizer {
     if (!touched.empty()) apply_touched(touched, first, lay, loc);
     if (!w.staged.empty()) apply_window(t, w, n, priv, first, lay, loc);
     if (priv >= 0) flush_private(t, priv, first, lay, loc);
+    // The final pass: element el's target pointer, old value (decoded) and stored flags.
+    struct Element {
+      Stmt *tp;
+      Parts init;
+      Stmt *stored;
+    };
+    auto element = [&](IrEmitter &f, Stmt *el) {
+      std::vector<Stmt *> idx(d.shape.size());
+      Stmt *rest = el;
+      for (size_t i = d.shape.size(); i-- > 0;) {
+        if (i == 0) {
+          idx[i] = rest;
+          break;
+        }
+        Stmt *dim = f.ci(T::i32, d.shape[i]);
+        Stmt *q = f.bin(B::Div, rest, dim);  // (non-negative: truncation is floor)
+        idx[i] = f.bin(B::Sub, rest, f.bin(B::Mul, q, dim));
+        rest = q;
+      }
+      Stmt *tp = f.add(StmtKind::GlobalPtr, T::f32, idx);
+      tp->ival = buffer;
+      return Element{tp, decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp})), load(f, slot(f, first, lay.flags(f, el)), gpu)};
+    };
+    // Every slot's limbs (those whose slot bit is set, with slot bits), normalised and rounded.
+    auto general = [&](IrEmitter &f, Stmt *el, const Element &x) {
+      std::vector<Stmt *> limbs;
+      Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
+      for (int k = 0; k < kLimbs; k++) {
+        Stmt *v;
+        if (slot_bits) {  // (zero where not updated)
+          Stmt *var = f.var(T::i64, i64(f, 0));
+          Stmt *bit = f.bin(B::BitAnd, x.stored, i64(f, int64_t(1) << (kSlotBits + k)));
+          IrEmitter has = f.if_(f.bin(B::Ne, bit, i64(f, 0)));
+          has.store(var, load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))), gpu));
+          v = f.load(var);
+        } else {
+          v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
+        }
+        if (unsplit) {  // limb k: slot k's low 32 bits (the last slot: all of it) and slot k - 1's high part
+          Stmt *low = k < kLimbs - 1 ? f.bin(B::BitAnd, v, i64(f, 0xFFFFFFFF)) : v;
+          Stmt *sum = f.bin(B::Add, low, high);
+          high = f.bin(B::Shr, v, i64(f, 32));
+          v = sum;
+        }
+        limbs.push_back(f.bin(B::Add, v, contribution(f, x.init, k)));
+      }
+      f.add(StmtKind::GlobalStore, T::none, {x.tp, round_f32(f, limbs, f.bin(B::BitOr, x.stored, x.init.flags))});
+    };
+    auto finish = [&](Task &&task) {
+      if (fallback_) task.when = Task::When::WithoutScratch;
+      after.push_back(std::move(task));
+    };
     Stmt *loop;
     Task fin = parallel_task(n, loc, loop);
     IrEmitter f(*loop->body, loc);
     Stmt *el = f.add(StmtKind::LoopIndex, T::i32, {loop});
-    std::vector<Stmt *> idx(d.shape.size());
-    Stmt *rest = el;
-    for (size_t i = d.shape.size(); i-- > 0;) {
-      if (i == 0) {
-        idx[i] = rest;
-        break;
-      }
-      Stmt *dim = f.ci(T::i32, d.shape[i]);
-      Stmt *q = f.bin(B::Div, rest, dim);  // (non-negative: truncation is floor)
-      idx[i] = f.bin(B::Sub, rest, f.bin(B::Mul, q, dim));
-      rest = q;
+    const Element x = element(f, el);
+    if (!slot_bits) {
+      general(f, el, x);
+    } else {
+      // Most elements of a scatter have one slot updated (its slot bit alone: no carry left it):
+      // with the old value in the same limb (or zero) and no inf / NaN the exact sum is that slot
+      // plus the old value's unsplit value, one i64 to round: one load, no carries over ten
+      // digits. The other elements are listed (a count, then the elements, in `list`) for a
+      // second task, so that this one has none of the general rounding's code (lavapipe runs
+      // both sides of a branch, masked).
+      Stmt *touched = f.bin(B::BitAnd, f.bin(B::Shr, x.stored, i64(f, kSlotBits)), i64(f, (1 << kLimbs) - 1));
+      Stmt *one = f.bin(B::Eq, f.bin(B::BitAnd, touched, f.bin(B::Sub, touched, i64(f, 1))), i64(f, 0));
+      Stmt *k = f.sel(f.bin(B::Eq, touched, i64(f, 0)), x.init.limb, f.cast(f.un(UnaryOp::Ctz, touched), T::i64));
+      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.cast(k, T::i32))), gpu);  // (0 where none was updated)
+      Stmt *flags = f.bin(B::BitOr, x.stored, x.init.flags);
+      Stmt *same = f.either(f.bin(B::Eq, x.init.sw, i64(f, 0)), f.bin(B::Eq, x.init.limb, k));
+      Stmt *small = f.bin(B::Lt, f.bitcast(f.bin(B::Add, v, i64(f, int64_t(1) << 62)), T::u64),
+                          u64(f, std::numeric_limits<int64_t>::min()));  // |v| < 2^62: adding sw cannot overflow
+      Stmt *finite = f.bin(B::Eq, f.bin(B::BitAnd, flags, i64(f, kPosInf | kNegInf | kNaN)), i64(f, 0));
+      Stmt *fast = f.both(f.both(one, same), f.both(small, finite));
+      IrEmitter single = f.if_(fast);
+      Stmt *sum = single.bin(B::Add, v, single.sel(single.bin(B::Eq, x.init.limb, k), x.init.sw, i64(single, 0)));
+      single.add(StmtKind::GlobalStore, T::none, {x.tp, round_single(single, sum, k, flags)});
+      const int64_t list = reserve(n + 1, loc);  // (zeroed at launch: an atomic add stores)
+      IrEmitter rest = f.if_(f.not_(fast));
+      Stmt *j = atomic(rest, AtomicOp::Add, slot(rest, list), i64(rest, 1));
+      atomic(rest, AtomicOp::Add, slot(rest, list + 1, rest.cast(j, T::i32)), rest.cast(el, T::i64));
+      finish(std::move(fin));
+      // The listed elements: `lanes` invocations, each taking every lanes-th entry (at most
+      // 2^27 / 4096 each: lavapipe stops loops after 65535 iterations).
+      const int64_t lanes = std::min<int64_t>(n, 4096);
+      Stmt *gl;
+      fin = parallel_task(lanes, loc, gl);
+      IrEmitter g(*gl->body, loc);
+      Stmt *pos = g.var(T::i64, g.cast(g.add(StmtKind::LoopIndex, T::i32, {gl}), T::i64));
+      Stmt *count = load(g, slot(g, list), gpu);
+      IrEmitter each = g.while_("deterministic listed elements");
+      each.if_(each.bin(B::Ge, each.load(pos), count)).break_();
+      Stmt *listed = each.cast(load(each, slot(each, list + 1, each.cast(each.load(pos), T::i32)), gpu), T::i32);
+      general(each, listed, element(each, listed));
+      each.store(pos, each.bin(B::Add, each.load(pos), i64(each, lanes)));
     }
-    Stmt *tp = f.add(StmtKind::GlobalPtr, T::f32, idx);
-    tp->ival = buffer;
-    Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
-    std::vector<Stmt *> limbs;
-    Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
-    Stmt *stored = load(f, slot(f, first, lay.flags(f, el)), gpu);
-    for (int k = 0; k < kLimbs; k++) {
-      Stmt *v;
-      if (slot_bits) {  // (zero where not updated)
-        Stmt *var = f.var(T::i64, i64(f, 0));
-        Stmt *bit = f.bin(B::BitAnd, stored, i64(f, int64_t(1) << (kSlotBits + k)));
-        IrEmitter has = f.if_(f.bin(B::Ne, bit, i64(f, 0)));
-        has.store(var, load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))), gpu));
-        v = f.load(var);
-      } else {
-        v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
-      }
-      if (unsplit) {  // limb k: slot k's low 32 bits (the last slot: all of it) and slot k - 1's high part
-        Stmt *low = k < kLimbs - 1 ? f.bin(B::BitAnd, v, i64(f, 0xFFFFFFFF)) : v;
-        Stmt *sum = f.bin(B::Add, low, high);
-        high = f.bin(B::Shr, v, i64(f, 32));
-        v = sum;
-      }
-      limbs.push_back(f.bin(B::Add, v, contribution(f, init, k)));
-    }
-    Stmt *flags = f.bin(B::BitOr, stored, init.flags);
-    f.add(StmtKind::GlobalStore, T::none, {tp, round_f32(f, limbs, flags)});
-    if (fallback_) fin.when = Task::When::WithoutScratch;
-    after.push_back(std::move(fin));
+    finish(std::move(fin));
   }
 
   // cpu: a scatter into a large field whose loop suits scatter.cpp's bucketing (bucket_scatter:
@@ -1196,7 +1269,7 @@ class Determinizer {
       IrEmitter in = post.for_(post.ci(T::i32, 0), chunk_trips_, j);
       Stmt *el = get(in, st.el, T::i32, j);
       Parts q = decode(in, in.bitcast(get(in, st.bits, T::i32, j), T::f32));
-      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw, false);
+      unsplit_add(in, first, lay, el, in.cast(q.limb, T::i32), q.sw, nullptr);
       or_flags(in, flags_slot(in, el), get(in, st.seen, T::i64, j), q.flags);
     }
   }
@@ -1207,20 +1280,26 @@ class Determinizer {
   // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
   // |sum| < 2^308 units). Whatever the order of the adds, the slots and their carries hold the
   // exact sum. One atomic per update where the split value takes two.
-  // slot_bits: a carry's slot is recorded in the element's flags (field_sum).
-  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw, bool slot_bits) {
+  // `flags` (SPIR-V's slot bits; else null): the update's flags, or'ed into the element's with the
+  // bit of each slot it adds to when that add finds the slot 0 (or adds 0: a zero, an inf / NaN).
+  // The first add to a slot in the atomics' order finds 0, so every slot added to has its bit; the
+  // lowest slot a non-zero value is added to gets no carries, so its first such add finds 0 and ors
+  // that value's "not -0.0". An element updated many times (a histogram bin) takes a few ors.
+  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw, Stmt *flags) {
     Stmt *pos = e.var(T::i32, k), *value = e.var(T::i64, sw);
     IrEmitter loop = e.while_("deterministic carry");
-    Stmt *v = loop.load(value);
-    Stmt *old = atomic(loop, AtomicOp::Add, slot(loop, first, lay.limb(loop, el, loop.load(pos))), v);
+    Stmt *v = loop.load(value), *at = loop.load(pos);
+    Stmt *old = atomic(loop, AtomicOp::Add, slot(loop, first, lay.limb(loop, el, at)), v);
+    if (flags) {  // slot bits: a slot's first add (in the atomics' order) finds 0; so does a zero's
+      IrEmitter first_add = loop.if_(loop.either(loop.bin(B::Eq, old, i64(loop, 0)), loop.bin(B::Eq, v, i64(loop, 0))));
+      Stmt *bit = first_add.bin(B::Shl, i64(first_add, int64_t(1) << kSlotBits), first_add.cast(at, T::i64));
+      atomic(first_add, AtomicOp::Or, slot(first_add, first, lay.flags(first_add, el)), first_add.bin(B::BitOr, flags, bit));
+    }
     Stmt *now = loop.bin(B::Add, old, v);
     Stmt *wrapped = loop.bin(B::Lt, loop.bin(B::BitAnd, loop.bin(B::BitXor, old, now), loop.bin(B::BitXor, v, now)), i64(loop, 0));
     loop.if_(loop.not_(wrapped)).break_();
     loop.store(value, loop.sel(loop.bin(B::Lt, v, i64(loop, 0)), i64(loop, -(int64_t(1) << 32)), i64(loop, int64_t(1) << 32)));
-    loop.store(pos, loop.bin(B::Add, loop.load(pos), loop.ci(T::i32, 1)));
-    if (slot_bits)
-      atomic(loop, AtomicOp::Or, slot(loop, first, lay.flags(loop, el)),
-             loop.bin(B::Shl, i64(loop, int64_t(1) << kSlotBits), loop.cast(loop.load(pos), T::i64)));
+    loop.store(pos, loop.bin(B::Add, at, loop.ci(T::i32, 1)));
   }
 
   // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit

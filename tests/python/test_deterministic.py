@@ -627,6 +627,56 @@ def test_scatter_slots_that_wrap_carry_exactly(threads, req_arch):
             assert np.all(_bits(np.delete(got, [7, 4000])) == _bits(old))
 
 
+def _one_slot_cases():
+    """(old value, addends) per element: sums held in one slot (Vulkan's single-slot rounding: ties,
+    subnormals, an overflow to inf, cancellation to +0.0, -0.0 alone, an old value in the addends'
+    limb), and sums that are not (addends in two limbs, an old value in another limb, a slot past
+    2^62, a carry, inf / NaN, also after the slot they add 0 to holds a value, none at all)."""
+    f = np.float32
+    return [(f(1.0), [2.0 ** -24]), (f(1.0), [3 * 2.0 ** -24]), (f(0.0), [2.0 ** -149, 2.0 ** -149]),
+            (f(-0.0), [3e38, 3e38]), (f(-0.0), [1.5, -1.5]), (f(-0.0), [-0.0, -0.0]), (f(0.0), [-0.0]),
+            (f(-1.5), [0.25, 0.125]), (f(2.0 ** -130), [2.0 ** -140]), (f(0.0), [-(2.0 ** 100)]),
+            (f(0.0), [1.0, 2.0 ** -60]), (f(2.0 ** 40), [1.0]), (f(0.0), [3.9] * 150), (f(0.0), [3.9] * 1200),
+            (f(1.0), [np.inf]), (f(0.0), [np.nan, 1.0]), (f(0.0), [1e38] * 5 + [np.nan] + [1e38] * 5),
+            (f(1.0), [3e38] * 4 + [-np.inf]), (f(-0.0), []), (f(np.nan), []), (f(7.0), [])]
+
+
+@pytest.mark.parametrize("size", [3000, 70000])
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_one_slot_sums_and_the_listed_rest(size, req_arch):
+    """Vulkan's final pass rounds an element whose updates (and old value) sit in one slot from that
+    slot alone, and lists the other elements for a second task that rounds all their limbs: both
+    kinds in one field, in both layouts (3000: flags beside the limbs; 70000: rows), the reference's
+    bits, untouched elements unchanged. (On the cpu the same sums go its own ways.)"""
+    y = qd.field(qd.f32, shape=size)
+    cases = _one_slot_cases()
+    where = [(j * 997) % size for j in range(len(cases))]
+    y0 = np.full(size, 0.75, np.float32)
+    xs, at = [], []
+    for (old, adds), w in zip(cases, where):
+        y0[w] = old
+        xs += adds
+        at += [w] * len(adds)
+    order = np.random.default_rng(size).permutation(len(xs))
+    xs, at = np.array(xs, np.float32)[order], np.array(at, np.int32)[order]
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), w: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[w[i]] += x[i]
+
+    if req_arch == qd.vulkan:  # the loop, the single-slot pass, the listed elements' pass
+        assert qd.compile(k, xs, at).ir.count("(parallel range-for)") == 3
+    for _ in range(2):
+        y.from_numpy(y0)
+        k(xs, at)
+        got = y.to_numpy()
+        for (old, adds), w in zip(cases, where):
+            want = f32_sum(np.array([old] + adds, np.float32))
+            assert (np.isnan(got[w]) and np.isnan(want)) or _bits(got[w]) == _bits(want), (old, adds[:3], got[w], want)
+        assert np.all(_bits(np.delete(got, where)) == _bits(np.float32(0.75)))
+
+
 BUCKETED = 70001  # > 2^16 elements: the cpu's bucketed scatter; nine buckets of at most 2^13, the last short
 
 

@@ -22,9 +22,10 @@
 //   window of exponents allows it: Window; else decoded, vectorised, then applied); a larger
 //   one's limb slots hold unsplit sums wrapped to 64 bits, one atomic per update with its carries
 //   (unsplit_add; so on Vulkan too), those in the loop body staged a chunk at a time, their rows
-//   loaded before the atomics (apply_touched). On Vulkan the flags record the slots updated, and
-//   the final pass rounds an element held in one slot from it alone, listing the others for a
-//   second task that rounds all their limbs. On the cpu a scatter into a field of more than 2^16
+//   loaded before the atomics (apply_touched). On Vulkan the slots are slot-major, one summary
+//   word per field records which slots any update added to (an or at one address, privatized),
+//   and where that is one slot the final pass rounds each element from that slot alone, listing
+//   the others for a second task that rounds all their limbs (all elements, with several slots). On the cpu a scatter into a field of more than 2^16
 //   elements whose loop suits scatter.cpp's bucketing runs as its buckets instead, each bucket's
 //   sums made by one thread, in f64 where its values allow it, else in limbs (apply_buckets); the
 //   slots are then the fallback for a launch without scratch memory.
@@ -73,7 +74,10 @@ constexpr int kPrivSlots = kLimbs;  // a private copy's slots per element: eight
 // 32 KiB of counts and, for the exact path, 640 KiB of limbs)
 constexpr int kBucketShift = 13;
 enum : int64_t { kPosInf = 1, kNegInf = 2, kNaN = 4, kNotNegZero = 8 };
-constexpr int kSlotBits = 4;  // SPIR-V, a field's flags: bit kSlotBits + k says slot k was added to (field_sum)
+// SPIR-V, a field (field_sum): the kernel's summary word for it has bit kSlotBits + k where any
+// element's slot k was added to, and kElementFlags where any element's flags word was or'ed.
+constexpr int kSlotBits = 4;
+constexpr int64_t kElementFlags = int64_t(1) << (kSlotBits + kLimbs);
 
 [[noreturn]] void reject(const std::string &why, const SourceLoc &loc) {
   type_error("deterministic mode (qd.init(deterministic=True) / @qd.kernel(deterministic=True)): " + why, loc);
@@ -269,9 +273,13 @@ class Determinizer {
   // (the smallest and largest magnitudes) at 8n + 2 el and 8n + 2 el + 1.
   struct Layout {
     int64_t n;
-    bool rows() const { return n > kCachedElements; }
-    Stmt *flags(IrEmitter &e, Stmt *el) const { return e.bin(B::Mul, el, e.ci(T::i32, rows() ? kRow : kSlots)); }
+    bool slot_major = false;  // SPIR-V: the flags of every element, then slot 0 of every element, ...
+    bool rows() const { return n > kCachedElements && !slot_major; }
+    Stmt *flags(IrEmitter &e, Stmt *el) const {
+      return slot_major ? el : e.bin(B::Mul, el, e.ci(T::i32, rows() ? kRow : kSlots));
+    }
     Stmt *limb(IrEmitter &e, Stmt *el, Stmt *k) const {  // k: i32
+      if (slot_major) return e.bin(B::Add, e.bin(B::Mul, e.bin(B::Add, k, e.ci(T::i32, 1)), e.ci(T::i32, n)), el);
       if (!rows()) return e.bin(B::Add, flags(e, el), e.bin(B::Add, k, e.ci(T::i32, 1)));
       Stmt *in_row = e.both(e.bin(B::Ge, k, e.ci(T::i32, 1)), e.bin(B::Lt, k, e.ci(T::i32, kRow)));
       Stmt *side = e.bin(B::Add, e.ci(T::i32, kRow * n), e.bin(B::Add, e.bin(B::Mul, el, e.ci(T::i32, 2)), e.bin(B::Shr, k, e.ci(T::i32, 3))));
@@ -773,7 +781,6 @@ class Determinizer {
       z.add(StmtKind::GlobalStore, T::none, {slot(z, first, z.add(StmtKind::LoopIndex, T::i32, {loop})), i64(z, 0)});
       before.push_back(std::move(zero));
     }
-    const Layout lay{n};
     auto load = [&](IrEmitter &e, Stmt *ptr, bool atomic) {
       Stmt *s = e.add(StmtKind::GlobalLoad, T::i64, {ptr});
       s->is_atomic = atomic;
@@ -795,9 +802,13 @@ class Determinizer {
     // values of limb k (unsplit_add); the final pass splits them. (CUDA / AMDGPU keep the two split
     // adds, which need no returned value.)
     const bool unsplit = (cpu_ || spirv_) && priv < 0;
-    // SPIR-V: the flags also record the slots updated, and the final pass loads only those (each
-    // load of a storage buffer is a per-lane access on lavapipe; an update touches one or two).
+    // SPIR-V: slot-major slots; a summary word `any` records which slots any element's updates
+    // added to (an or at one address: privatized), so that an update is one atomic add and the
+    // final pass loads only those slots, and an element's flags only where some update or'ed them
+    // (each load of a storage buffer is a per-lane access on lavapipe). (spirv_add)
     const bool slot_bits = spirv_ && unsplit;
+    const Layout lay{n, slot_bits};
+    const int64_t any = slot_bits ? reserve(1, loc) : -1;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
       if (priv >= 0 && staged_ && a->parent == loop_body_) staged.push_back(a);
@@ -842,7 +853,7 @@ class Determinizer {
       } else {
         Stmt *flags = lay.flags(e, el);
         if (unsplit) {
-          unsplit_add(e, first, lay, el, k, q.sw, slot_bits ? q.flags : nullptr);
+          unsplit_add(e, first, lay, el, k, q.sw, slot_bits ? q.flags : nullptr, any);
         } else {
           Stmt *limb = lay.limb(e, el, k), *next = lay.limb(e, el, e.bin(B::Add, k, e.ci(T::i32, 1)));
           atomic(e, AtomicOp::Add, slot(e, first, limb), q.lo);
@@ -865,7 +876,9 @@ class Determinizer {
       Parts init;
       Stmt *stored;
     };
-    auto element = [&](IrEmitter &f, Stmt *el) {
+    // `summary` (slot bits): the summary word, loaded; the flags are loaded only where some update
+    // or'ed any element's.
+    auto element = [&](IrEmitter &f, Stmt *el, Stmt *summary) {
       std::vector<Stmt *> idx(d.shape.size());
       Stmt *rest = el;
       for (size_t i = d.shape.size(); i-- > 0;) {
@@ -880,20 +893,29 @@ class Determinizer {
       }
       Stmt *tp = f.add(StmtKind::GlobalPtr, T::f32, idx);
       tp->ival = buffer;
-      return Element{tp, decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp})), load(f, slot(f, first, lay.flags(f, el)), gpu)};
+      Parts init = decode(f, f.add(StmtKind::GlobalLoad, T::f32, {tp}));
+      if (!summary) return Element{tp, init, load(f, slot(f, first, lay.flags(f, el)), gpu)};
+      Stmt *stored = f.var(T::i64, i64(f, 0));
+      IrEmitter has = f.if_(f.bin(B::Ne, f.bin(B::BitAnd, summary, i64(f, kElementFlags)), i64(f, 0)));
+      has.store(stored, load(has, slot(has, first, lay.flags(has, el)), gpu));
+      return Element{tp, init, f.load(stored)};
     };
-    // Every slot's limbs (those whose slot bit is set, with slot bits), normalised and rounded.
-    auto general = [&](IrEmitter &f, Stmt *el, const Element &x) {
+    // Slot bits: "not -0.0" where a slot holds a non-zero value (unsplit_add).
+    auto not_neg_zero = [&](IrEmitter &f, Stmt *v) { return f.sel(f.bin(B::Ne, v, i64(f, 0)), i64(f, kNotNegZero), i64(f, 0)); };
+    // Every slot's limbs (those whose bit the summary has, with slot bits), normalised and rounded.
+    auto general = [&](IrEmitter &f, Stmt *el, const Element &x, Stmt *summary) {
       std::vector<Stmt *> limbs;
       Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
+      Stmt *flags = f.bin(B::BitOr, x.stored, x.init.flags);
       for (int k = 0; k < kLimbs; k++) {
         Stmt *v;
         if (slot_bits) {  // (zero where not updated)
           Stmt *var = f.var(T::i64, i64(f, 0));
-          Stmt *bit = f.bin(B::BitAnd, x.stored, i64(f, int64_t(1) << (kSlotBits + k)));
+          Stmt *bit = f.bin(B::BitAnd, summary, i64(f, int64_t(1) << (kSlotBits + k)));
           IrEmitter has = f.if_(f.bin(B::Ne, bit, i64(f, 0)));
           has.store(var, load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))), gpu));
           v = f.load(var);
+          flags = f.bin(B::BitOr, flags, not_neg_zero(f, v));
         } else {
           v = load(f, slot(f, first, lay.limb(f, el, f.ci(T::i32, k))), gpu);
         }
@@ -905,7 +927,7 @@ class Determinizer {
         }
         limbs.push_back(f.bin(B::Add, v, contribution(f, x.init, k)));
       }
-      f.add(StmtKind::GlobalStore, T::none, {x.tp, round_f32(f, limbs, f.bin(B::BitOr, x.stored, x.init.flags))});
+      f.add(StmtKind::GlobalStore, T::none, {x.tp, round_f32(f, limbs, flags)});
     };
     auto finish = [&](Task &&task) {
       if (fallback_) task.when = Task::When::WithoutScratch;
@@ -915,31 +937,46 @@ class Determinizer {
     Task fin = parallel_task(n, loc, loop);
     IrEmitter f(*loop->body, loc);
     Stmt *el = f.add(StmtKind::LoopIndex, T::i32, {loop});
-    const Element x = element(f, el);
+    // (slot bits) the summary word, its slot bits and whether it has at most one: loaded once per
+    // invocation, before its grid-stride loop
+    struct Summary {
+      Stmt *word = nullptr, *touched = nullptr, *one = nullptr;
+    };
+    auto summary = [&](Task &task) {
+      if (!slot_bits) return Summary{};
+      IrEmitter e(task.pre_loop, loc);
+      Stmt *word = load(e, slot(e, any), gpu);
+      Stmt *touched = e.bin(B::BitAnd, e.bin(B::Shr, word, i64(e, kSlotBits)), i64(e, (1 << kLimbs) - 1));
+      return Summary{word, touched, e.bin(B::Eq, e.bin(B::BitAnd, touched, e.bin(B::Sub, touched, i64(e, 1))), i64(e, 0))};
+    };
+    const Summary sm = summary(fin);
+    const Element x = element(f, el, sm.word);
     if (!slot_bits) {
-      general(f, el, x);
+      general(f, el, x, nullptr);
     } else {
-      // Most elements of a scatter have one slot updated (its slot bit alone: no carry left it):
-      // with the old value in the same limb (or zero) and no inf / NaN the exact sum is that slot
-      // plus the old value's unsplit value, one i64 to round: one load, no carries over ten
-      // digits. The other elements are listed (a count, then the elements, in `list`) for a
-      // second task, so that this one has none of the general rounding's code (lavapipe runs
-      // both sides of a branch, masked).
-      Stmt *touched = f.bin(B::BitAnd, f.bin(B::Shr, x.stored, i64(f, kSlotBits)), i64(f, (1 << kLimbs) - 1));
-      Stmt *one = f.bin(B::Eq, f.bin(B::BitAnd, touched, f.bin(B::Sub, touched, i64(f, 1))), i64(f, 0));
-      Stmt *k = f.sel(f.bin(B::Eq, touched, i64(f, 0)), x.init.limb, f.cast(f.un(UnaryOp::Ctz, touched), T::i64));
-      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.cast(k, T::i32))), gpu);  // (0 where none was updated)
-      Stmt *flags = f.bin(B::BitOr, x.stored, x.init.flags);
+      // Where every update of the kernel went to one slot k (the summary's bit alone: no carry
+      // left it), an element with its old value in the same limb (or zero) and no inf / NaN has
+      // for exact sum slot k plus the old value's unsplit value, one i64 to round: one load, no
+      // carries over ten digits. The other elements are listed (a count, then the elements, in
+      // `list`) for a second task, so that this one has none of the general rounding's code
+      // (lavapipe runs both sides of a branch, masked); where the updates went to several slots,
+      // the second task takes every element instead.
+      Stmt *k = f.sel(f.bin(B::Eq, sm.touched, i64(f, 0)), x.init.limb, f.cast(f.un(UnaryOp::Ctz, sm.touched), T::i64));
+      Stmt *slot_k = f.var(T::i64, i64(f, 0));  // (0 where none was updated)
+      IrEmitter only = f.if_(sm.one);
+      only.store(slot_k, load(only, slot(only, first, lay.limb(only, el, only.cast(k, T::i32))), gpu));
+      Stmt *v = f.load(slot_k);
+      Stmt *flags = f.bin(B::BitOr, f.bin(B::BitOr, x.stored, x.init.flags), not_neg_zero(f, v));
       Stmt *same = f.either(f.bin(B::Eq, x.init.sw, i64(f, 0)), f.bin(B::Eq, x.init.limb, k));
       Stmt *small = f.bin(B::Lt, f.bitcast(f.bin(B::Add, v, i64(f, int64_t(1) << 62)), T::u64),
                           u64(f, std::numeric_limits<int64_t>::min()));  // |v| < 2^62: adding sw cannot overflow
       Stmt *finite = f.bin(B::Eq, f.bin(B::BitAnd, flags, i64(f, kPosInf | kNegInf | kNaN)), i64(f, 0));
-      Stmt *fast = f.both(f.both(one, same), f.both(small, finite));
+      Stmt *fast = f.both(f.both(sm.one, same), f.both(small, finite));
       IrEmitter single = f.if_(fast);
       Stmt *sum = single.bin(B::Add, v, single.sel(single.bin(B::Eq, x.init.limb, k), x.init.sw, i64(single, 0)));
       single.add(StmtKind::GlobalStore, T::none, {x.tp, round_single(single, sum, k, flags)});
       const int64_t list = reserve(n + 1, loc);  // (zeroed at launch: an atomic add stores)
-      IrEmitter rest = f.if_(f.not_(fast));
+      IrEmitter rest = f.if_(f.both(sm.one, f.not_(fast)));
       Stmt *j = atomic(rest, AtomicOp::Add, slot(rest, list), i64(rest, 1));
       atomic(rest, AtomicOp::Add, slot(rest, list + 1, rest.cast(j, T::i32)), rest.cast(el, T::i64));
       finish(std::move(fin));
@@ -950,11 +987,18 @@ class Determinizer {
       fin = parallel_task(lanes, loc, gl);
       IrEmitter g(*gl->body, loc);
       Stmt *pos = g.var(T::i64, g.cast(g.add(StmtKind::LoopIndex, T::i32, {gl}), T::i64));
-      Stmt *count = load(g, slot(g, list), gpu);
+      const Summary sm2 = summary(fin);
+      Stmt *listed_count = g.var(T::i64, i64(g, n));  // (several slots: every element)
+      IrEmitter from_list = g.if_(sm2.one);
+      from_list.store(listed_count, load(from_list, slot(from_list, list), gpu));
+      Stmt *count = g.load(listed_count);
       IrEmitter each = g.while_("deterministic listed elements");
       each.if_(each.bin(B::Ge, each.load(pos), count)).break_();
-      Stmt *listed = each.cast(load(each, slot(each, list + 1, each.cast(each.load(pos), T::i32)), gpu), T::i32);
-      general(each, listed, element(each, listed));
+      Stmt *at = each.var(T::i32, each.cast(each.load(pos), T::i32));
+      IrEmitter lookup = each.if_(sm2.one);
+      lookup.store(at, lookup.cast(load(lookup, slot(lookup, list + 1, lookup.cast(lookup.load(pos), T::i32)), gpu), T::i32));
+      Stmt *listed = each.load(at);
+      general(each, listed, element(each, listed, sm2.word), sm2.word);
       each.store(pos, each.bin(B::Add, each.load(pos), i64(each, lanes)));
     }
     finish(std::move(fin));
@@ -1280,26 +1324,44 @@ class Determinizer {
   // is +-2^32 in slot k + 1's, added the same way; slot 8 gets only carries (they cannot wrap it:
   // |sum| < 2^308 units). Whatever the order of the adds, the slots and their carries hold the
   // exact sum. One atomic per update where the split value takes two.
-  // `flags` (SPIR-V's slot bits; else null): the update's flags, or'ed into the element's with the
-  // bit of each slot it adds to when that add finds the slot 0 (or adds 0: a zero, an inf / NaN).
-  // The first add to a slot in the atomics' order finds 0, so every slot added to has its bit; the
-  // lowest slot a non-zero value is added to gets no carries, so its first such add finds 0 and ors
-  // that value's "not -0.0". An element updated many times (a histogram bin) takes a few ors.
-  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw, Stmt *flags) {
-    Stmt *pos = e.var(T::i32, k), *value = e.var(T::i64, sw);
-    IrEmitter loop = e.while_("deterministic carry");
-    Stmt *v = loop.load(value), *at = loop.load(pos);
-    Stmt *old = atomic(loop, AtomicOp::Add, slot(loop, first, lay.limb(loop, el, at)), v);
-    if (flags) {  // slot bits: a slot's first add (in the atomics' order) finds 0; so does a zero's
-      IrEmitter first_add = loop.if_(loop.either(loop.bin(B::Eq, old, i64(loop, 0)), loop.bin(B::Eq, v, i64(loop, 0))));
-      Stmt *bit = first_add.bin(B::Shl, i64(first_add, int64_t(1) << kSlotBits), first_add.cast(at, T::i64));
-      atomic(first_add, AtomicOp::Or, slot(first_add, first, lay.flags(first_add, el)), first_add.bin(B::BitOr, flags, bit));
+  // `flags` (SPIR-V, with the summary slot `any`; else null): the update's flags. Each add of a
+  // non-zero value (a carry too) ors its slot's bit into the summary word (an or at one address
+  // in every iteration: privatization makes it a register's); an add of 0 (a zero, an inf / NaN)
+  // ors the update's flags into the element's, and so does (as "not -0.0") an add that leaves a
+  // slot 0: each or sets kElementFlags in the summary too. An element whose slots end all 0 after
+  // non-zero adds thus has "not -0.0" (the last add to each slot it changed left it 0); one with a
+  // non-zero slot had a non-zero addend (the final pass adds "not -0.0" then). For -0.0 no or.
+  // SPIR-V: the first add outside the carries' loop (lavapipe tests a loop's lanes per trip).
+  void unsplit_add(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *k, Stmt *sw, Stmt *flags,
+                   int64_t any = -1) {
+    auto carry = [&](IrEmitter &c, Stmt *v) {
+      return c.sel(c.bin(B::Lt, v, i64(c, 0)), i64(c, -(int64_t(1) << 32)), i64(c, int64_t(1) << 32));
+    };
+    auto carries = [&](IrEmitter &c, Stmt *from, Stmt *v) {
+      Stmt *pos = c.var(T::i32, from), *value = c.var(T::i64, v);
+      IrEmitter loop = c.while_("deterministic carry");
+      Stmt *lv = loop.load(value), *at = loop.load(pos);
+      loop.if_(loop.not_(add_slot(loop, first, lay, el, at, lv, flags, any))).break_();
+      loop.store(value, carry(loop, lv));
+      loop.store(pos, loop.bin(B::Add, at, loop.ci(T::i32, 1)));
+    };
+    if (!flags) return carries(e, k, sw);
+    IrEmitter wrapped = e.if_(add_slot(e, first, lay, el, k, sw, flags, any));
+    carries(wrapped, wrapped.bin(B::Add, k, wrapped.ci(T::i32, 1)), carry(wrapped, sw));
+  }
+  // unsplit_add's add of v to element el's slot `at`: whether it wrapped.
+  Stmt *add_slot(IrEmitter &e, int64_t first, const Layout &lay, Stmt *el, Stmt *at, Stmt *v, Stmt *flags, int64_t any) {
+    Stmt *old = atomic(e, AtomicOp::Add, slot(e, first, lay.limb(e, el, at)), v);
+    Stmt *now = e.bin(B::Add, old, v);
+    if (flags) {  // SPIR-V: the summary word, and the element's flags where they change
+      Stmt *nz = e.bin(B::Ne, v, i64(e, 0));
+      Stmt *mark = e.sel(nz, e.bin(B::Eq, now, i64(e, 0)), e.bin(B::Ne, flags, i64(e, 0)));
+      Stmt *bit = e.sel(nz, e.bin(B::Shl, i64(e, int64_t(1) << kSlotBits), e.cast(at, T::i64)), i64(e, 0));
+      atomic(e, AtomicOp::Or, slot(e, any), e.bin(B::BitOr, bit, e.sel(mark, i64(e, kElementFlags), i64(e, 0))));
+      IrEmitter set = e.if_(mark);
+      atomic(set, AtomicOp::Or, slot(set, first, lay.flags(set, el)), set.sel(nz, i64(set, kNotNegZero), flags));
     }
-    Stmt *now = loop.bin(B::Add, old, v);
-    Stmt *wrapped = loop.bin(B::Lt, loop.bin(B::BitAnd, loop.bin(B::BitXor, old, now), loop.bin(B::BitXor, v, now)), i64(loop, 0));
-    loop.if_(loop.not_(wrapped)).break_();
-    loop.store(value, loop.sel(loop.bin(B::Lt, v, i64(loop, 0)), i64(loop, -(int64_t(1) << 32)), i64(loop, int64_t(1) << 32)));
-    loop.store(pos, loop.bin(B::Add, at, loop.ci(T::i32, 1)));
+    return e.bin(B::Lt, e.bin(B::BitAnd, e.bin(B::BitXor, old, now), e.bin(B::BitXor, v, now)), i64(e, 0));
   }
 
   // One update of a thread's private copy (field_sum): element el's sum of limb k's unsplit

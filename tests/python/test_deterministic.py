@@ -677,6 +677,53 @@ def test_one_slot_sums_and_the_listed_rest(size, req_arch):
         assert np.all(_bits(np.delete(got, where)) == _bits(np.float32(0.75)))
 
 
+
+def _single_slot_kernel_cases():
+    """(old value, addends) per element, every addend of magnitude 2^-30 .. 4 (all in one slot, limb
+    3), +-0.0, inf or NaN: one-slot sums (a tie, cancellation to +0.0 from an old -0.0, -0.0 alone,
+    +0.0 and -0.0 added to -0.0 / +0.0), and elements listed for the second task (an old value in
+    another limb, a subnormal one, a slot past 2^62, inf / NaN, none at all)."""
+    f = np.float32
+    return [(f(1.0), [2.0 ** -24]), (f(1.0), [3 * 2.0 ** -24]), (f(-0.0), [1.5, -1.5]), (f(-0.0), [1.5, 0.5, -2.0]),
+            (f(-0.0), [-0.0, -0.0]), (f(-0.0), [0.0]), (f(0.0), [-0.0]), (f(-1.5), [0.25, 0.125]),
+            (f(2.0 ** 40), [1.0]), (f(2.0 ** -130), [2.0 ** -30]), (f(0.0), [3.9] * 150), (f(1.0), [np.inf]),
+            (f(0.0), [np.nan, 1.0]), (f(1.0), [3.0] * 4 + [-np.inf]), (f(-0.0), []), (f(np.nan), []), (f(7.0), [])]
+
+
+@pytest.mark.parametrize("size", [3000, 70000])
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_sums_of_a_kernel_whose_updates_all_go_to_one_slot(size):
+    """Vulkan: where every update of the kernel adds to one slot (its summary word has that slot's
+    bit alone), the final pass loads that slot per element and rounds it with the old value, and
+    lists the others; also a kernel whose addends are only zeros and infinities (no slot at all).
+    The reference's bits, untouched elements (-0.0 and 0.75) unchanged. (The cpu takes its own ways.)"""
+    y = qd.field(qd.f32, shape=size)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1), w: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[w[i]] += x[i]
+
+    every = _single_slot_kernel_cases()
+    for cases in (every, [c for c in every if all(a == 0 or np.isinf(a) for a in c[1])]):
+        where = [(j * 997) % size for j in range(len(cases))]
+        y0 = np.where(np.arange(size) % 2 == 0, np.float32(0.75), np.float32(-0.0)).astype(np.float32)
+        xs, at = [], []
+        for (old, adds), w in zip(cases, where):
+            y0[w] = old
+            xs += adds
+            at += [w] * len(adds)
+        order = np.random.default_rng(size).permutation(len(xs))
+        xs, at = np.array(xs, np.float32)[order], np.array(at, np.int32)[order]
+        for _ in range(2):
+            y.from_numpy(y0)
+            k(xs, at)
+            got = y.to_numpy()
+            for (old, adds), w in zip(cases, where):
+                want = f32_sum(np.array([old] + adds, np.float32))
+                assert (np.isnan(got[w]) and np.isnan(want)) or _bits(got[w]) == _bits(want), (old, adds[:3], got[w], want)
+            assert np.all(_bits(np.delete(got, where)) == _bits(np.delete(y0, where)))
+
 BUCKETED = 70001  # > 2^16 elements: the cpu's bucketed scatter; nine buckets of at most 2^13, the last short
 
 

@@ -206,11 +206,26 @@ Stmt *round_f32(IrEmitter &e, const std::vector<Stmt *> &limbs, Stmt *flags) {
   return round_bits(e, w, base, sticky, neg, flags);
 }
 
-// round_f32 of a value held in one digit position: the signed v (|v| < 2^63) times 2^(32 k).
-Stmt *round_single(IrEmitter &e, Stmt *v, Stmt *k, Stmt *flags) {
-  Stmt *neg = e.bin(B::Lt, v, i64(e, 0));
-  Stmt *w = e.cast(e.sel(neg, e.un(UnaryOp::Neg, v), v), T::u64);
-  return round_bits(e, w, e.bin(B::Mul, k, i64(e, 32)), e.ci(T::i32, 0), neg, flags);
+// round_f32 of a value held in one digit position, the signed v (|v| < 2^63) times 2^(32 k) (k:
+// i64), no inf / NaN in `flags`, where that is not below 2^-126 (`normal`; zero counts): the
+// conversion to f32 rounds v once to the nearest, ties to even (Vulkan: correctly rounded), and
+// scaling by a power of two is exact while the result is normal (an exponent past 254 is the
+// rounded sum's overflow: an infinity). No integer rounding: lavapipe has no vector clz.
+struct Single {
+  Stmt *value, *normal;
+};
+Single round_single(IrEmitter &e, Stmt *v, Stmt *k, Stmt *flags) {
+  auto c = [&](int64_t x) { return e.ci(T::i32, x); };
+  Stmt *rb = e.bitcast(e.cast(v, T::f32), T::i32);
+  Stmt *exp = e.bin(B::Add, e.bin(B::BitAnd, e.bin(B::Shr, rb, c(23)), c(255)),
+                    e.bin(B::Sub, e.bin(B::Mul, e.cast(k, T::i32), c(32)), c(149)));  // the result's exponent field
+  Stmt *sign = e.bin(B::BitAnd, rb, c(std::numeric_limits<int32_t>::min()));
+  Stmt *bits = e.bin(B::BitOr, e.bin(B::BitAnd, rb, c(0x807FFFFF)), e.bin(B::Shl, e.bin(B::Min, exp, c(255)), c(23)));
+  bits = e.sel(e.bin(B::Ge, exp, c(255)), e.bin(B::BitOr, sign, c(0x7F800000)), bits);
+  Stmt *zero = e.bin(B::Eq, v, i64(e, 0));  // -0.0 only if every addend is
+  Stmt *nnz = e.bin(B::Ne, e.bin(B::BitAnd, flags, i64(e, kNotNegZero)), i64(e, 0));
+  bits = e.sel(zero, e.sel(nnz, c(0), c(std::numeric_limits<int32_t>::min())), bits);
+  return {e.bitcast(bits, T::f32), e.either(zero, e.bin(B::Ge, exp, c(1)))};
 }
 
 Stmt *atomic(IrEmitter &e, AtomicOp op, Stmt *ptr, Stmt *v) {
@@ -956,25 +971,24 @@ class Determinizer {
     } else {
       // Where every update of the kernel went to one slot k (the summary's bit alone: no carry
       // left it), an element with its old value in the same limb (or zero) and no inf / NaN has
-      // for exact sum slot k plus the old value's unsplit value, one i64 to round: one load, no
-      // carries over ten digits. The other elements are listed (a count, then the elements, in
+      // for exact sum slot k plus the old value's unsplit value, one i64 to round (round_single,
+      // where the result is normal): one load, no carries over ten digits. The other elements are listed (a count, then the elements, in
       // `list`) for a second task, so that this one has none of the general rounding's code
       // (lavapipe runs both sides of a branch, masked); where the updates went to several slots,
       // the second task takes every element instead.
       Stmt *k = f.sel(f.bin(B::Eq, sm.touched, i64(f, 0)), x.init.limb, f.cast(f.un(UnaryOp::Ctz, sm.touched), T::i64));
-      Stmt *slot_k = f.var(T::i64, i64(f, 0));  // (0 where none was updated)
-      IrEmitter only = f.if_(sm.one);
-      only.store(slot_k, load(only, slot(only, first, lay.limb(only, el, only.cast(k, T::i32))), gpu));
-      Stmt *v = f.load(slot_k);
+      // (0 where none was updated; a load outside control flow: lavapipe makes the others per lane)
+      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.cast(k, T::i32))), gpu);
       Stmt *flags = f.bin(B::BitOr, f.bin(B::BitOr, x.stored, x.init.flags), not_neg_zero(f, v));
       Stmt *same = f.either(f.bin(B::Eq, x.init.sw, i64(f, 0)), f.bin(B::Eq, x.init.limb, k));
       Stmt *small = f.bin(B::Lt, f.bitcast(f.bin(B::Add, v, i64(f, int64_t(1) << 62)), T::u64),
                           u64(f, std::numeric_limits<int64_t>::min()));  // |v| < 2^62: adding sw cannot overflow
       Stmt *finite = f.bin(B::Eq, f.bin(B::BitAnd, flags, i64(f, kPosInf | kNegInf | kNaN)), i64(f, 0));
-      Stmt *fast = f.both(f.both(sm.one, same), f.both(small, finite));
+      Stmt *sum = f.bin(B::Add, v, f.sel(f.bin(B::Eq, x.init.limb, k), x.init.sw, i64(f, 0)));
+      const Single r = round_single(f, sum, k, flags);
+      Stmt *fast = f.both(f.both(f.both(sm.one, same), f.both(small, finite)), r.normal);
       IrEmitter single = f.if_(fast);
-      Stmt *sum = single.bin(B::Add, v, single.sel(single.bin(B::Eq, x.init.limb, k), x.init.sw, i64(single, 0)));
-      single.add(StmtKind::GlobalStore, T::none, {x.tp, round_single(single, sum, k, flags)});
+      single.add(StmtKind::GlobalStore, T::none, {x.tp, r.value});
       const int64_t list = reserve(n + 1, loc);  // (zeroed at launch: an atomic add stores)
       IrEmitter rest = f.if_(f.both(sm.one, f.not_(fast)));
       Stmt *j = atomic(rest, AtomicOp::Add, slot(rest, list), i64(rest, 1));

@@ -690,12 +690,22 @@ def _single_slot_kernel_cases():
             (f(0.0), [np.nan, 1.0]), (f(1.0), [3.0] * 4 + [-np.inf]), (f(-0.0), []), (f(np.nan), []), (f(7.0), [])]
 
 
+def _lowest_slot_kernel_cases():
+    """The same with every addend below 2^-117 (slot 0): normal results (the smallest normal f32 among
+    them) rounded from the slot, subnormal ones listed."""
+    f = np.float32
+    return [(f(0.0), [2.0 ** -120, 2.0 ** -120]), (f(2.0 ** -125), [-(2.0 ** -126)]), (f(0.0), [2.0 ** -149, 2.0 ** -149]),
+            (f(0.0), [2.0 ** -126, -(2.0 ** -127)]), (f(-0.0), [2.0 ** -140, -(2.0 ** -140)]), (f(2.0 ** -118), [-(2.0 ** -118)]),
+            (f(1.0), [2.0 ** -118])]
+
+
 @pytest.mark.parametrize("size", [3000, 70000])
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_sums_of_a_kernel_whose_updates_all_go_to_one_slot(size):
     """Vulkan: where every update of the kernel adds to one slot (its summary word has that slot's
     bit alone), the final pass loads that slot per element and rounds it with the old value, and
-    lists the others; also a kernel whose addends are only zeros and infinities (no slot at all).
+    lists the others; also with slot 0 (subnormal results listed) and a kernel whose addends are
+    only zeros and infinities (no slot at all).
     The reference's bits, untouched elements (-0.0 and 0.75) unchanged. (The cpu takes its own ways.)"""
     y = qd.field(qd.f32, shape=size)
 
@@ -705,7 +715,7 @@ def test_sums_of_a_kernel_whose_updates_all_go_to_one_slot(size):
             y[w[i]] += x[i]
 
     every = _single_slot_kernel_cases()
-    for cases in (every, [c for c in every if all(a == 0 or np.isinf(a) for a in c[1])]):
+    for cases in (every, _lowest_slot_kernel_cases(), [c for c in every if all(a == 0 or np.isinf(a) for a in c[1])]):
         where = [(j * 997) % size for j in range(len(cases))]
         y0 = np.where(np.arange(size) % 2 == 0, np.float32(0.75), np.float32(-0.0)).astype(np.float32)
         xs, at = [], []

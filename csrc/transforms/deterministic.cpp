@@ -24,8 +24,8 @@
 //   (unsplit_add; so on Vulkan too), those in the loop body staged a chunk at a time, their rows
 //   loaded before the atomics (apply_touched). On Vulkan the slots are slot-major, one summary
 //   word per field records which slots any update added to (an or at one address, privatized),
-//   and where that is one slot the final pass rounds each element from that slot alone, listing
-//   the others for a second task that rounds all their limbs (all elements, with several slots). On the cpu a scatter into a field of more than 2^16
+//   and the final pass loads only those slots, rounds an element with one non-zero slot from it
+//   alone and lists the others for a second task that rounds all their limbs. On the cpu a scatter into a field of more than 2^16
 //   elements whose loop suits scatter.cpp's bucketing runs as its buckets instead, each bucket's
 //   sums made by one thread, in f64 where its values allow it, else in limbs (apply_buckets); the
 //   slots are then the fallback for a launch without scratch memory.
@@ -952,33 +952,34 @@ class Determinizer {
     Task fin = parallel_task(n, loc, loop);
     IrEmitter f(*loop->body, loc);
     Stmt *el = f.add(StmtKind::LoopIndex, T::i32, {loop});
-    // (slot bits) the summary word, its slot bits and whether it has at most one: loaded once per
-    // invocation, before its grid-stride loop
-    struct Summary {
-      Stmt *word = nullptr, *touched = nullptr, *one = nullptr;
-    };
-    auto summary = [&](Task &task) {
-      if (!slot_bits) return Summary{};
+    // (slot bits) the summary word, loaded once per invocation, before its grid-stride loop
+    auto summary = [&](Task &task) -> Stmt * {
+      if (!slot_bits) return nullptr;
       IrEmitter e(task.pre_loop, loc);
-      Stmt *word = load(e, slot(e, any), gpu);
-      Stmt *touched = e.bin(B::BitAnd, e.bin(B::Shr, word, i64(e, kSlotBits)), i64(e, (1 << kLimbs) - 1));
-      return Summary{word, touched, e.bin(B::Eq, e.bin(B::BitAnd, touched, e.bin(B::Sub, touched, i64(e, 1))), i64(e, 0))};
+      return load(e, slot(e, any), gpu);
     };
-    const Summary sm = summary(fin);
-    const Element x = element(f, el, sm.word);
+    Stmt *word = summary(fin);
+    const Element x = element(f, el, word);
     if (!slot_bits) {
       general(f, el, x, nullptr);
     } else {
-      // Where every update of the kernel went to one slot k (the summary's bit alone: no carry
-      // left it), an element with its old value in the same limb (or zero) and no inf / NaN has
-      // for exact sum slot k plus the old value's unsplit value, one i64 to round (round_single,
-      // where the result is normal): one load, no carries over ten digits. The other elements are listed (a count, then the elements, in
-      // `list`) for a second task, so that this one has none of the general rounding's code
-      // (lavapipe runs both sides of a branch, masked); where the updates went to several slots,
-      // the second task takes every element instead.
-      Stmt *k = f.sel(f.bin(B::Eq, sm.touched, i64(f, 0)), x.init.limb, f.cast(f.un(UnaryOp::Ctz, sm.touched), T::i64));
-      // (0 where none was updated; a load outside control flow: lavapipe makes the others per lane)
-      Stmt *v = load(f, slot(f, first, lay.limb(f, el, f.cast(k, T::i32))), gpu);
+      // The slots the summary names are loaded (one where every update of the kernel went to one
+      // slot). An element with at most one of them non-zero (slot k, value v), its old value in
+      // the same limb (or zero) and no inf / NaN has for exact sum v plus the old value's unsplit
+      // value, one i64 to round (round_single, where the result is normal): no carries over ten
+      // digits. The other elements are listed (a count, then the elements, in `list`) for a
+      // second task, so that this one has none of the general rounding's code (lavapipe runs both
+      // sides of a branch, masked). k: the old value's limb where no slot is non-zero.
+      Stmt *kv = f.var(T::i64, x.init.limb), *vv = f.var(T::i64, i64(f, 0)), *nonzero = f.var(T::i32, f.ci(T::i32, 0));
+      for (int s = 0; s < kLimbs; s++) {
+        IrEmitter has = f.if_(f.bin(B::Ne, f.bin(B::BitAnd, word, i64(f, int64_t(1) << (kSlotBits + s))), i64(f, 0)));
+        Stmt *ls = load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, s))), gpu);
+        Stmt *nz = has.bin(B::Ne, ls, i64(has, 0));
+        has.store(kv, has.sel(nz, i64(has, s), has.load(kv)));
+        has.store(vv, has.sel(nz, ls, has.load(vv)));
+        has.store(nonzero, has.bin(B::Add, has.load(nonzero), has.cast(nz, T::i32)));
+      }
+      Stmt *k = f.load(kv), *v = f.load(vv);
       Stmt *flags = f.bin(B::BitOr, f.bin(B::BitOr, x.stored, x.init.flags), not_neg_zero(f, v));
       Stmt *same = f.either(f.bin(B::Eq, x.init.sw, i64(f, 0)), f.bin(B::Eq, x.init.limb, k));
       Stmt *small = f.bin(B::Lt, f.bitcast(f.bin(B::Add, v, i64(f, int64_t(1) << 62)), T::u64),
@@ -986,11 +987,12 @@ class Determinizer {
       Stmt *finite = f.bin(B::Eq, f.bin(B::BitAnd, flags, i64(f, kPosInf | kNegInf | kNaN)), i64(f, 0));
       Stmt *sum = f.bin(B::Add, v, f.sel(f.bin(B::Eq, x.init.limb, k), x.init.sw, i64(f, 0)));
       const Single r = round_single(f, sum, k, flags);
-      Stmt *fast = f.both(f.both(f.both(sm.one, same), f.both(small, finite)), r.normal);
+      Stmt *one = f.bin(B::Le, f.load(nonzero), f.ci(T::i32, 1));
+      Stmt *fast = f.both(f.both(f.both(one, same), f.both(small, finite)), r.normal);
       IrEmitter single = f.if_(fast);
       single.add(StmtKind::GlobalStore, T::none, {x.tp, r.value});
       const int64_t list = reserve(n + 1, loc);  // (zeroed at launch: an atomic add stores)
-      IrEmitter rest = f.if_(f.both(sm.one, f.not_(fast)));
+      IrEmitter rest = f.if_(f.not_(fast));
       Stmt *j = atomic(rest, AtomicOp::Add, slot(rest, list), i64(rest, 1));
       atomic(rest, AtomicOp::Add, slot(rest, list + 1, rest.cast(j, T::i32)), rest.cast(el, T::i64));
       finish(std::move(fin));
@@ -1001,18 +1003,12 @@ class Determinizer {
       fin = parallel_task(lanes, loc, gl);
       IrEmitter g(*gl->body, loc);
       Stmt *pos = g.var(T::i64, g.cast(g.add(StmtKind::LoopIndex, T::i32, {gl}), T::i64));
-      const Summary sm2 = summary(fin);
-      Stmt *listed_count = g.var(T::i64, i64(g, n));  // (several slots: every element)
-      IrEmitter from_list = g.if_(sm2.one);
-      from_list.store(listed_count, load(from_list, slot(from_list, list), gpu));
-      Stmt *count = g.load(listed_count);
+      Stmt *word = summary(fin);
+      Stmt *count = load(g, slot(g, list), gpu);
       IrEmitter each = g.while_("deterministic listed elements");
       each.if_(each.bin(B::Ge, each.load(pos), count)).break_();
-      Stmt *at = each.var(T::i32, each.cast(each.load(pos), T::i32));
-      IrEmitter lookup = each.if_(sm2.one);
-      lookup.store(at, lookup.cast(load(lookup, slot(lookup, list + 1, lookup.cast(lookup.load(pos), T::i32)), gpu), T::i32));
-      Stmt *listed = each.load(at);
-      general(each, listed, element(each, listed, sm2.word), sm2.word);
+      Stmt *listed = each.cast(load(each, slot(each, list + 1, each.cast(each.load(pos), T::i32)), gpu), T::i32);
+      general(each, listed, element(each, listed, word), word);
       each.store(pos, each.bin(B::Add, each.load(pos), i64(each, lanes)));
     }
     finish(std::move(fin));

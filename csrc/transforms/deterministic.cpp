@@ -663,10 +663,12 @@ class Determinizer {
   // only effects are these atomics (replay_) stores nothing: a chunk that needs them runs its
   // iterations again.
   // After the chunk: if the range holds (some addend non-zero, so the flags are just kNotNegZero;
-  // smax <= 251: no inf / NaN, all below 2^126), the sum, an integer N < 2^62 times 2^P
-  // (P = min(smin, 223)), goes to accumulators P / 32 and P / 32 + 1; otherwise a second loop
-  // decodes the stored bits (`accumulate`), flushing the accumulators every 256 (or runs the chunk's
-  // iterations again, 256 / k at a time for k atomics, decoding the addends).
+  // smax <= 251: no inf / NaN, all below 2^126; smin <= 223), the sum joins the thread's f64 total
+  // (a window, as Window's: exact while chunks * 1024 * 2^(hi - lo) <= 2^29), which goes to the
+  // slots, an integer N < 2^53 times 2^lo split at limb lo / 32, when a chunk does not fit it and
+  // after the thread's share; otherwise a second loop decodes the stored bits (`accumulate`),
+  // flushing the accumulators every 256 (or runs the chunk's iterations again, 256 / k at a time
+  // for k atomics, decoding the addends).
   void fast_sum(Task &task, const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
                 const std::function<void(IrEmitter &, const std::vector<Stmt *> &, Stmt *)> &to_slots,
                 const std::function<void(IrEmitter &)> &flush) {

@@ -522,7 +522,7 @@ class Determinizer {
     fallback_ = cpu_ && uniform_targets.empty() && field_targets.size() == 1 &&
                 bucketed_sum(t, field_targets[0].first, field_targets[0].second, before);
     if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
-    for (const auto &list : uniform_targets) uniform_sum(list, serial_after);
+    for (const auto &list : uniform_targets) uniform_sum(t, list, serial_after);
     for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, before, after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
   }
@@ -606,7 +606,7 @@ class Determinizer {
   // and each accumulator goes to the slots, split, after the chunk: four operations per limb
   // fewer per addend, the same integers in the slots. On the cpu the chunk first sums its addends
   // in f64 (fast_sum); only a chunk that sum cannot hold exactly decodes them.
-  void uniform_sum(const std::vector<Stmt *> &atomics, Task &finish) {
+  void uniform_sum(Task &t, const std::vector<Stmt *> &atomics, Task &finish) {
     const SourceLoc loc = atomics[0]->loc;
     const Stmt *ptr = atomics[0]->operands[0];  // (the atomics go; their pointer stays in the loop)
     int64_t first = reserve(kSlots, loc);  // (zeroed by the runtime at launch)
@@ -621,24 +621,29 @@ class Determinizer {
           e.store(acc[k], e.bin(B::Add, e.load(acc[k]), e.sel(e.bin(B::Eq, p.limb, i64(e, k)), p.sw, i64(e, 0))));
         e.store(flags, e.bin(B::BitOr, e.load(flags), p.flags));
       };
-      // The accumulators into the slots, split, and zero again.
-      auto flush = [&](IrEmitter &post) {
+      // Eight accumulator values (unsplit, by limb) and flags into the slots, split.
+      auto to_slots = [&](IrEmitter &post, const std::vector<Stmt *> &values, Stmt *fl) {
         Stmt *hi = i64(post, 0);  // the previous accumulator's high part
         for (int k = 0; k < kLimbs; k++) {
           Stmt *v = hi;
           if (k < kLimbs - 1) {
-            Stmt *x = post.load(acc[k]);
-            v = post.bin(B::Add, post.bin(B::BitAnd, x, i64(post, 0xFFFFFFFF)), hi);
-            hi = post.bin(B::Shr, x, i64(post, 32));
-            post.store(acc[k], i64(post, 0));
+            v = post.bin(B::Add, post.bin(B::BitAnd, values[k], i64(post, 0xFFFFFFFF)), hi);
+            hi = post.bin(B::Shr, values[k], i64(post, 32));
           }
           atomic(post, AtomicOp::Add, slot(post, first + k), v);
         }
-        atomic(post, AtomicOp::Or, slot(post, first + kLimbs), post.load(flags));
+        atomic(post, AtomicOp::Or, slot(post, first + kLimbs), fl);
+      };
+      // The accumulators into the slots, and zero again.
+      auto flush = [&](IrEmitter &post) {
+        std::vector<Stmt *> values;
+        for (int k = 0; k < kLimbs - 1; k++) values.push_back(post.load(acc[k]));
+        to_slots(post, values, post.load(flags));
+        for (int k = 0; k < kLimbs - 1; k++) post.store(acc[k], i64(post, 0));
         post.store(flags, i64(post, 0));
       };
       if (cpu_) {
-        fast_sum(atomics, accumulate, acc, flags, flush);
+        fast_sum(t, atomics, accumulate, to_slots, flush);
       } else {
         for (Stmt *a : atomics) {
           IrEmitter e(a);
@@ -681,13 +686,23 @@ class Determinizer {
   // only effects are these atomics (replay_) stores nothing: a chunk that needs them runs its
   // iterations again.
   // After the chunk: if the range holds (some addend non-zero, so the flags are just kNotNegZero;
-  // smax <= 251: no inf / NaN, all below 2^126), the sum, an integer N < 2^62 times 2^P
-  // (P = min(smin, 223)), goes to accumulators P / 32 and P / 32 + 1; otherwise a second loop
-  // decodes the stored bits (`accumulate`), flushing the accumulators every 256 (or runs the chunk's
-  // iterations again, 256 / k at a time for k atomics, decoding the addends).
-  void fast_sum(const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
-                const std::vector<Stmt *> &acc, Stmt *flags, const std::function<void(IrEmitter &)> &flush) {
+  // smax <= 251: no inf / NaN, all below 2^126; smin <= 223), the sum joins the thread's f64 total
+  // (a window, as Window's: exact while chunks * 1024 * 2^(hi - lo) <= 2^29), which goes to the
+  // slots, an integer N < 2^53 times 2^lo split at limb lo / 32, when a chunk does not fit it and
+  // after the thread's share; otherwise a second loop decodes the stored bits (`accumulate`),
+  // flushing the accumulators every 256 (or runs the chunk's iterations again, 256 / k at a time
+  // for k atomics, decoding the addends).
+  void fast_sum(Task &task, const std::vector<Stmt *> &atomics, const std::function<void(IrEmitter &, Stmt *)> &accumulate,
+                const std::function<void(IrEmitter &, const std::vector<Stmt *> &, Stmt *)> &to_slots,
+                const std::function<void(IrEmitter &)> &flush) {
     const SourceLoc loc = atomics[0]->loc;
+    // The thread's window: the f64 total of its chunks since the last flush, all their non-zero
+    // addends with s in [lo, hi], `chunks` chunks of them.
+    IrEmitter pl(task.pre_loop, loc);
+    pl.mark_exact();
+    Stmt *total = pl.var(T::f64, pl.c(T::f64, 0.0));
+    Stmt *wlo = pl.var(T::i64, i64(pl, kNoWindow)), *whi = pl.var(T::i64, i64(pl, -kNoWindow));
+    Stmt *wchunks = pl.var(T::i64, i64(pl, 0));
     IrEmitter pre(chunk_inner_);
     pre.mark_exact();
     Stmt *sum = pre.var(T::f64, pre.c(T::f64, 0.0));
@@ -739,20 +754,51 @@ class Determinizer {
     post.mark_exact();
     Stmt *lo = post.load(low), *hi = post.load(high);
     Stmt *smin = exponent_s(post, post.bin(B::Add, lo, post.ci(T::u32, 1))), *smax = exponent_s(post, hi);
+    // The window holds while chunks * 1024 * 2^(hi - lo) <= 2^29 (so hi - lo <= 19 = kCpuSpan).
+    static_assert((kCpuChunkAdds << kCpuSpan) == int64_t(1) << 29);
+    auto holds = [&](IrEmitter &e, Stmt *l, Stmt *h, Stmt *chunks) {
+      Stmt *shift = e.bin(B::Min, e.bin(B::Max, e.bin(B::Sub, h, l), i64(e, 0)), i64(e, 29));  // (a defined shift)
+      return e.bin(B::Le, e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, kCpuChunkAdds)), shift), i64(e, int64_t(1) << 29));
+    };
+    // The window's total, N 2^lo with |N| < 2^53, into the slots; an empty window again.
+    auto flush_window = [&](IrEmitter &e) {
+      IrEmitter some = e.if_(e.bin(B::Gt, e.load(wchunks), i64(e, 0)));
+      Stmt *p = some.load(wlo);
+      Stmt *n = units(some, some.load(total), p);
+      Stmt *limb = some.bin(B::Shr, p, i64(some, 5)), *r = some.bin(B::BitAnd, p, i64(some, 31));
+      Stmt *at = some.bin(B::BitAnd, some.bin(B::Shl, n, r), i64(some, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb lo / 32
+      Stmt *above = some.bin(B::Shr, n, some.bin(B::Sub, i64(some, 32), r));          // the rest: the next limb
+      std::vector<Stmt *> values;
+      for (int k = 0; k < kLimbs - 1; k++)
+        values.push_back(some.sel(some.bin(B::Eq, limb, i64(some, k)), at,
+                                  some.sel(some.bin(B::Eq, limb, i64(some, k - 1)), above, i64(some, 0))));
+      to_slots(some, values, i64(some, kNotNegZero));
+      e.store(total, e.c(T::f64, 0.0));
+      e.store(wlo, i64(e, kNoWindow));
+      e.store(whi, i64(e, -kNoWindow));
+      e.store(wchunks, i64(e, 0));
+    };
+    // A chunk the window can take: some addend non-zero, none an inf / NaN or from 2^126 (smax <= 251),
+    // smin <= 223 (the window's total in units of 2^lo is then below 2^53), a span the bound allows.
     Stmt *fits = post.both(post.both(post.bin(B::Ne, lo, post.ci(T::u32, 0xFFFFFFFF)), post.bin(B::Le, smax, i64(post, 251))),
-                           post.bin(B::Le, post.bin(B::Sub, smax, smin), i64(post, kCpuSpan)));
-    IrEmitter fast = post.if_(fits);
-    Stmt *p = fast.bin(B::Min, smin, i64(fast, 223));
-    Stmt *n = units(fast, fast.load(sum), p);
-    Stmt *limb = fast.bin(B::Shr, p, i64(fast, 5)), *r = fast.bin(B::BitAnd, p, i64(fast, 31));
-    Stmt *at = fast.bin(B::BitAnd, fast.bin(B::Shl, n, r), i64(fast, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb P / 32
-    Stmt *above = fast.bin(B::Shr, n, fast.bin(B::Sub, i64(fast, 32), r));          // the rest, |.| < 2^62: the next limb
-    for (int k = 0; k < kLimbs - 1; k++) {
-      Stmt *here = fast.sel(fast.bin(B::Eq, limb, i64(fast, k)), at, fast.sel(fast.bin(B::Eq, limb, i64(fast, k - 1)), above, i64(fast, 0)));
-      fast.store(acc[k], fast.bin(B::Add, fast.load(acc[k]), here));
+                           post.both(post.bin(B::Le, smin, i64(post, 223)), holds(post, smin, smax, i64(post, 1))));
+    auto widened = [&](IrEmitter &e) {
+      return std::pair{e.bin(B::Min, e.load(wlo), smin), e.bin(B::Max, e.load(whi), smax)};
+    };
+    {
+      auto [l, h] = widened(post);
+      IrEmitter full = post.if_(post.both(fits, post.not_(holds(post, l, h, post.bin(B::Add, post.load(wchunks), i64(post, 1))))));
+      flush_window(full);
     }
-    fast.store(flags, i64(fast, kNotNegZero));
-    flush(fast);
+    IrEmitter fast = post.if_(fits);
+    auto [l, h] = widened(fast);
+    fast.store(wlo, l);
+    fast.store(whi, h);
+    fast.store(wchunks, fast.bin(B::Add, fast.load(wchunks), i64(fast, 1)));
+    fast.store(total, fast.bin(B::Add, fast.load(total), fast.load(sum)));
+    IrEmitter share_end(task.post_loop, loc);  // (the thread's share done)
+    share_end.mark_exact();
+    flush_window(share_end);
     IrEmitter slow = post.if_(post.not_(fits));
     if (again) {  // kChunkAdds / k iterations at a time
       Stmt *begin = chunk_inner_->operands[0], *end = chunk_inner_->operands[1];

@@ -458,6 +458,42 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
         assert _bits(total[None]) == _bits(f32_sum(np.concatenate([[np.float32(0.25)], xs[:len(xs) // 2 * 2]]))), name
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@test(arch=[qd.cpu, qd.vulkan])
+def test_a_window_of_chunks_flushes_before_its_f64_total_could_round(threads, req_arch):
+    """The cpu adds a thread's chunk sums into one f64 total while all their addends, c chunks of
+    1024, have s in [lo, hi] with c 1024 2^(hi - lo) <= 2^29 (every partial sum is then below
+    2^(lo + 53) units: exact). Chunk 0 here has s = 119 only, chunk 1 s = 100 and 119 (a span of
+    19, as much as one chunk takes): together they exceed the bound, and their total, about 2^54
+    units, would round away the one unit that breaks a tie of the f32 rounding (the big addends
+    sum to a tie whose even neighbour is below). The result must round up, as the reference does."""
+    if req_arch == qd.vulkan and threads == 2:
+        pytest.skip("cpu_max_num_threads is the cpu's")
+    qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
+    total = qd.field(qd.f32, shape=())
+
+    @qd.kernel
+    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+        for i in range(x.shape[0]):
+            total[None] += x[i]
+
+    big = np.float32((2 ** 24 - 1) * 2.0 ** -30)  # s = 119 (units of 2^-149), the largest significand
+    # v: the big addends, 2045 of them and v 2^-30, sum to X 2^-30 with X a tie between two f32 whose
+    # lower neighbour is even (the exact sum then rounds up only by the unit below)
+    v = next(v for v in range(2 ** 23, 2 ** 24) if (lambda X, e: X % 2 ** e == 2 ** (e - 1) and (X >> e) % 2 == 0)(
+        2045 * (2 ** 24 - 1) + v, (2045 * (2 ** 24 - 1) + v).bit_length() - 24))
+    xs = np.zeros(64 * 1024, np.float32)  # 64 chunks: both first ones in one thread's share (the rest zeros)
+    xs[:2048] = big
+    xs[0] = np.float32(v * 2.0 ** -30)
+    xs[1024], xs[1025] = np.float32((2 ** 23 + 1) * 2.0 ** -49), np.float32(-(2.0 ** -26))  # s = 100: +1 unit of 2^-49
+    want = f32_sum(np.concatenate([[np.float32(0.0)], xs[:2048]]))
+    tie = f32_sum(np.concatenate([[np.float32(0.0)], xs[:1024], xs[1026:2048]]))  # without the unit: to even
+    assert _bits(want) == _bits(tie) + 1  # (the unit decides)
+    total[None] = 0.0
+    plain(xs)
+    assert _bits(total[None]) == _bits(want)
+
+
 @test(arch=[qd.cpu, qd.vulkan], deterministic=True)
 def test_histogram_updates_staged_per_chunk_on_the_cpu():
     """On the cpu a small field's updates in the loop body itself are decoded a chunk at a time into

@@ -2470,17 +2470,9 @@ class Contended:
                 continue
             pairs = [(old[i], self.vals[i]) for i in mine]
             if self.op in ("add", "sub"):
-                by_old = collections.defaultdict(list)
-                for o, v in pairs:
-                    by_old[key(o)].append(v)
-                cur = start
-                for _ in pairs:
-                    vs = by_old.get(key(cur))
-                    if not vs:
-                        problems.append(f"cell {c}: no serial order explains the old values (stuck at {fmt(cur)})")
-                        break
-                    vs.sort(key=lambda v: v != 0)
-                    cur = atomic_result(self.op, cur, vs.pop(0), None)[0]
+                why = self.no_serial_order(start, acc, pairs)
+                if why:
+                    problems.append(f"cell {c}: no serial order explains the old values ({why})")
             elif self.op in ("min", "max"):
                 held = {key(start)} | {key(atomic_result(self.op, start, v, None)[0]) for v in vals} | \
                     {key(v) for v in vals}
@@ -2488,6 +2480,35 @@ class Contended:
                 if bad:
                     problems.append(f"cell {c}: old value {fmt(bad[0])} was never in the cell")
         return problems
+
+
+    def no_serial_order(self, start, final, pairs):
+        """Why no order of the updates (old, value) makes a chain from `start`, each update's old the
+        cell's value before it; None when one exists. Each update is an edge from its old to the
+        cell after it (values keyed by their bits: -0.0 is not 0.0); a serial order is a path over
+        every edge from `start` (an Eulerian path: the cell may come back to a value, so following
+        the edges greedily can wrongly get stuck): every value enters as often as it leaves except
+        `start` (one more leaving) and `final` (one more entering), and every edge is reached from
+        `start`."""
+        edges = collections.defaultdict(list)
+        balance = collections.Counter()
+        for o, v in pairs:
+            after = atomic_result(self.op, o, v, None)[0]
+            edges[key(o)].append(key(after))
+            balance[key(o)] += 1
+            balance[key(after)] -= 1
+        for node, d in balance.items():
+            want = (node == key(start)) - (node == key(final))
+            if d != want:
+                return f"value {node} is left {d} times more than entered, not {want}"
+        seen, todo = {key(start)}, [key(start)]
+        while todo:
+            for nxt in edges[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        unreached = [node for node in edges if node not in seen]
+        return f"no update leads to the value {unreached[0]}" if unreached else None
 
 
 def run_contended(arch, seed, n, stats):

@@ -309,18 +309,25 @@ def test_many_addends_with_the_widest_limb_values():
         assert _bits(large.to_numpy()[j * 30000]) == _bits(-want), j
 
 
-@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
-def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
-    """A same-address sum's loop runs as chunks of at most 256 additions per accumulator (the IR's
-    `deterministic chunk`); with a block barrier in the loop, or the sum in an inner loop, it keeps
-    the per-addend limb atomics. The bits are the reference's either way."""
-    xs = _data(13, 3001)
+def _same_address_sum():
+    """A 0-d f32 field `total` and the kernel `plain(x)` adding every element of x into it."""
     total = qd.field(qd.f32, shape=())
 
     @qd.kernel
     def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
         for i in range(x.shape[0]):
             total[None] += x[i]
+
+    return total, plain
+
+
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
+    """A same-address sum's loop runs as chunks of at most 256 additions per accumulator (the IR's
+    `deterministic chunk`); with a block barrier in the loop, or the sum in an inner loop, it keeps
+    the per-addend limb atomics. The bits are the reference's either way."""
+    xs = _data(13, 3001)
+    total, plain = _same_address_sum()
 
     @qd.kernel
     def barrier(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
@@ -391,12 +398,7 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
-    total = qd.field(qd.f32, shape=())
-
-    @qd.kernel
-    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
-        for i in range(x.shape[0]):
-            total[None] += x[i]
+    total, plain = _same_address_sum()
 
     @qd.kernel
     def guarded(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
@@ -470,12 +472,7 @@ def test_a_window_of_chunks_flushes_before_its_f64_total_could_round(threads, re
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
-    total = qd.field(qd.f32, shape=())
-
-    @qd.kernel
-    def plain(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
-        for i in range(x.shape[0]):
-            total[None] += x[i]
+    total, plain = _same_address_sum()
 
     big = np.float32((2 ** 24 - 1) * 2.0 ** -30)  # s = 119 (units of 2^-149), the largest significand
     # v: the big addends, 2045 of them and v 2^-30, sum to X 2^-30 with X a tie between two f32 whose

@@ -1056,6 +1056,22 @@ def test_per_kernel_option():
 
 # --- what the mode rejects -------------------------------------------------------------------
 
+@test(arch=[qd.cpu, qd.vulkan], deterministic=True)
+def test_accumulators_past_1_gib_are_refused_naming_the_line():
+    """A scatter into a field whose exact accumulators would pass 1 GiB of temps (10 i64 slots per
+    element, 11 on Vulkan: 14 M elements on both) is a compile error naming the update's line."""
+    y = qd.field(qd.f32, shape=14_000_000)
+
+    @qd.kernel
+    def scatter(x: qd.types.ndarray(dtype=qd.f32, ndim=1), p: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(x.shape[0]):
+            y[p[i]] += x[i]  # the refused update
+
+    with pytest.raises(qd.QuadrantsTypeError, match=r"(?s)the refused update.*more than 1 GiB \(10 x 8 bytes per "
+                                                    r"element of the target fields, 11 x 8 on Vulkan\)"):
+        scatter(np.ones(4, np.float32), np.arange(4, dtype=np.int32))
+
+
 REJECTED = {
     "exchange": ("qd.atomic_exchange(ci[None], i)", "qd.atomic_exchange"),
     "cas spin lock": ("while qd.atomic_cas(ci[None], 0, 1) != 0:\n                pass", "qd.atomic_cas"),

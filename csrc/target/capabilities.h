@@ -87,6 +87,7 @@ struct TargetFeatures {
   std::string amdgpu_gfx;               // "gfx942"; empty: $QD_AMDGPU_ARCH, else the default
   int64_t max_shared_memory_bytes = 0;  // the device's own limit per block; 0: the architecture's
   int subgroup_size = 0;                // Vulkan: the device's subgroupSize; 0: unknown
+  int vector_bits = 0;                  // cpu: the host's widest vector registers (512: AVX-512); 0: unknown
   // Not the device's but the compile's: atomics on a subgroup-uniform address are combined per
   // subgroup (transforms/subgroup_atomics.cpp) and compactions batched (transforms/compaction.cpp);
   // qd.init(subgroup_aggregation=False), named "no_subgroup_aggregation" at the Python boundary,

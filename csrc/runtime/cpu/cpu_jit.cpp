@@ -116,6 +116,15 @@ std::string CpuJit::host_id() {
   return id;
 }
 
+int CpuJit::host_vector_bits() {
+  static const int bits = [] {
+    auto features = llvm::sys::getHostCPUFeatures();
+    auto has = [&](const char *f) { return features.lookup(f); };
+    return has("avx512f") ? 512 : has("avx") ? 256 : 128;
+  }();
+  return bits;
+}
+
 llvm::orc::JITDylib &CpuJit::add_object(const std::string &object) {
   auto created = jit_->createJITDylib("kernel" + std::to_string(num_libs_++));
   if (!created) throw RuntimeError("creating a JIT library: " + llvm::toString(created.takeError()));

@@ -28,6 +28,8 @@ class CpuJit {
   static std::string emit_object(llvm::Module &m);
   // What host object code depends on besides the module: LLVM's version, the host CPU and features.
   static std::string host_id();
+  // The width of the host's widest vector registers in bits: 512 with AVX-512F, 256 with AVX, else 128.
+  static int host_vector_bits();
 
  private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;

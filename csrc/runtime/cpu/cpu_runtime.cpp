@@ -105,7 +105,9 @@ struct Generated {
   std::vector<TaskSymbols> symbols;
 };
 
-Generated generate(KernelIR &k, const TargetFeatures &features) {
+Generated generate(KernelIR &k, const TargetFeatures &given) {
+  TargetFeatures features = given;
+  features.vector_bits = CpuJit::host_vector_bits();  // (in the module text, so in the cache's key)
   CpuTarget target(features);
   run_passes(k, Target{Backend::Cpu, features});
   Generated g;

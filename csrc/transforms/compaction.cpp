@@ -24,9 +24,13 @@
 // lanes. On the cpu a thread's batch (1024 elements) runs in two loops instead, without a branch
 // per element: the indices of the passing elements are listed, then the body runs for each
 // (Batcher::batch_in_loops).
-// Deterministic mode's stable compaction (deterministic.cpp) runs each of its chunks, a serial loop
-// of one thread, the same way (batch_chunk_compaction): the batches in order, each taking its slots
-// from the chunk's running slot instead of an atomic.
+// Deterministic mode's stable compaction (deterministic.cpp) runs each of its chunks the same way
+// (batch_chunk_compaction), the batches in order, each taking its slots from the chunk's running
+// slot instead of an atomic: on the cpu a chunk is a serial loop of one thread; on Vulkan a
+// subgroup's S lanes take a chunk together, in rounds of S * B consecutive elements laid out as
+// above (lane l, element j of the round at j * S + l), so that neighbouring lanes load neighbouring
+// elements; its counting pass runs the same rounds for each lane's count alone (count_only), which
+// the caller adds over the subgroup after the chunk.
 // Off with qd.init(subgroup_aggregation=False).
 #include <algorithm>
 #include <map>
@@ -40,7 +44,7 @@ namespace qd {
 namespace {
 
 using B = BinaryOp;
-constexpr int kGpuBatch = 16;        // GPUs: elements per thread and batch
+constexpr int kGpuBatch = kGpuCompactionBatch;  // GPUs: elements per thread and batch
 constexpr int kCpuBatch = 1024;      // cpu: elements per batch (one atomic each), in loops
 
 // Evaluated for every element of a batch, including the ones that do not pass the condition and,
@@ -127,8 +131,8 @@ class Batcher {
   // On the cpu a thread is its own subgroup of one lane (and the batch runs in loops).
   // `run` (the cpu only): the loop matched is a serial one whose slots come from that variable
   // (batch_chunk_compaction); otherwise it is t's parallel loop.
-  Batcher(KernelIR &k, const Target &target, Task &t, Stmt *run = nullptr)
-      : k_(k), target_(target), t_(t), run_(run), cpu_(target.backend == Backend::Cpu),
+  Batcher(KernelIR &k, const Target &target, Task &t, Stmt *run = nullptr, bool count_only = false)
+      : k_(k), target_(target), t_(t), run_(run), count_only_(count_only), cpu_(target.backend == Backend::Cpu),
         known_(cpu_ || target.features.subgroup_size > 0),
         lanes_(cpu_ ? 1 : known_ ? target.features.subgroup_size : 32), batch_(cpu_ ? kCpuBatch : kGpuBatch) {}
 
@@ -195,8 +199,10 @@ class Batcher {
     Stmt *chunks = p.sel(p.bin(B::Gt, end, begin),
                          p.bin(B::Add, p.bin(B::Div, p.bin(B::Sub, n_u, p.ci(u32, 1)), p.ci(u32, chunk)), p.ci(u32, 1)),
                          p.ci(u32, 0));
-    loop->operands = {p.ci(it, 0), p.bitcast(p.bin(B::Mul, chunks, p.ci(u32, lanes_)), it)};  // below 2^28
-    loop->label = "batched compaction";
+    // (with run_, a serial loop of a subgroup's lanes together: one iteration per round)
+    loop->operands = {p.ci(it, 0), p.bitcast(run_ ? chunks : p.bin(B::Mul, chunks, p.ci(u32, lanes_)), it)};  // below 2^28
+    loop->label = count_only_ ? "deterministic chunk, batched count" : run_ ? "deterministic chunk, batched compaction"
+                                                                             : "batched compaction";
 
     auto old_body = std::move(loop->body);  // the originals stay alive while they are copied
     loop->body = std::make_unique<Block>();
@@ -208,6 +214,7 @@ class Batcher {
       return batch_in_loops(m, e, t, begin, n_u);
     }
     Stmt *lane = e.cast(e.simt(SimtOp::SubgroupInvocationId, DataType::i32, {}), u32);
+    if (run_) t = e.bin(B::Add, e.bin(B::Mul, t, e.ci(u32, lanes_)), lane);  // round t, this lane
     int log2_lanes = 0;
     while ((1 << log2_lanes) < lanes_) log2_lanes++;
     // (t / S) * S * batch_ + t % S, unsigned: below n + S * batch_, so it does not overflow
@@ -226,6 +233,16 @@ class Batcher {
     }
     // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
     // when every lane is there).
+    if (count_only_) {  // this lane's passing elements: run_ gains step * their count, per lane
+      Stmt *mine = e.ci(u32, 0);
+      for (Stmt *p : passes) mine = e.bin(B::Add, mine, e.cast(p, u32));
+      DataType type = atomic->dtype;
+      CloneMap hoisted;
+      Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
+      e.store(run_, e.bin(atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add, e.load(run_),
+                          e.bin(B::Mul, step, e.cast(mine, type))));
+      return;
+    }
     std::vector<Stmt *> masks = lane_masks(e, passes, lane);
     Stmt *active = lane_masks(e, {e.ci(DataType::i32, 1)}, lane)[0];
     DataType mt = active->dtype;
@@ -408,21 +425,26 @@ class Batcher {
   const Target &target_;
   Task &t_;
   Stmt *const run_;
+  const bool count_only_;  // GPUs with run_: no body; each lane's run_ advanced by its own elements' slots
   const bool cpu_, known_;
   const int lanes_, batch_;
 };
 
+// Whether compactions are batched on this target: the cpu, and Vulkan with the subgroup operations
+// the batches use.
+bool batches_compactions(const Target &target) {
+  if (!target.features.subgroup_aggregation) return false;
+  if (target.backend == Backend::Cpu) return true;
+  if (target.backend != Backend::Vulkan || !target.has_subgroup_reduce(DataType::u32)) return false;
+  for (Cap c : {Cap::subgroup_shuffle, Cap::shader_int64})
+    if (!target.features.has(c)) return false;
+  return true;
+}
+
 }  // namespace
 
 void batch_compactions(KernelIR &k, const Target &target) {
-  if (!target.features.subgroup_aggregation) return;
-  if (target.backend == Backend::Vulkan) {
-    if (!target.has_subgroup_reduce(DataType::u32)) return;
-    for (Cap c : {Cap::subgroup_shuffle, Cap::shader_int64})
-      if (!target.features.has(c)) return;
-  } else if (target.backend != Backend::Cpu) {
-    return;
-  }
+  if (!batches_compactions(target)) return;
   for (Task &t : k.tasks) {
     if (!t.parallel || synchronizes(t)) continue;
     Batcher b(k, target, t);
@@ -431,9 +453,17 @@ void batch_compactions(KernelIR &k, const Target &target) {
   }
 }
 
-bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *loop, Stmt *run) {
-  if (target.backend != Backend::Cpu || !target.features.subgroup_aggregation) return false;
-  Batcher b(k, target, t, run);
+int subgroup_chunk_lanes(const Target &target) {
+  if (target.backend != Backend::Vulkan || !batches_compactions(target)) return 0;
+  const int s = target.features.subgroup_size;
+  return s > 0 && s <= 64 && (s & (s - 1)) == 0 ? s : 0;
+}
+
+bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *loop, Stmt *run, bool count_only) {
+  if (target.backend == Backend::Cpu ? count_only || !target.features.subgroup_aggregation
+                                     : subgroup_chunk_lanes(target) == 0)
+    return false;
+  Batcher b(k, target, t, run, count_only);
   Match m;
   if (!b.match(m, loop)) return false;
   b.rewrite(m);

@@ -1531,10 +1531,13 @@ class Determinizer {
     });
   }
 
-  // for c in range(kChunks): chunk c of the loop's iterations, in order, in one thread. The task's
-  // prologue and the loop body are copies; returns the outer loop's body emitter position through
-  // `outer` and the copy map.
-  Task chunked(Task &t, CloneMap &m, Stmt *&outer, Stmt *&inner, std::function<void(IrEmitter &)> before_inner) {
+  // for c in range(kChunks): chunk c of the loop's iterations, in order, in one thread (with lanes > 1,
+  // a power of two: in the `lanes` consecutive threads of a subgroup together, the outer loop then
+  // counting kChunks * lanes threads). The task's prologue and the loop body are copies; returns the
+  // outer loop and the chunk's serial loop through `outer` and `inner`, and the copy map;
+  // before_inner emits before the inner loop, given the chunk index (i32).
+  Task chunked(Task &t, CloneMap &m, Stmt *&outer, Stmt *&inner, std::function<void(IrEmitter &, Stmt *)> before_inner,
+               int lanes = 1) {
     Task p;
     p.parallel = true;
     clone_into(t.prologue, p.prologue, m);
@@ -1543,17 +1546,31 @@ class Determinizer {
     IrEmitter pe(p.prologue, loc);
     Stmt *begin = pe.cast(mapped(m, loop->operands[0]), T::i64);
     Stmt *n = pe.bin(B::Max, pe.bin(B::Sub, pe.cast(mapped(m, loop->operands[1]), T::i64), begin), i64(pe, 0));
-    outer = range_for(pe, pe.ci(T::i32, 0), pe.ci(T::i32, kChunks), false);
+    // The chunks used: all of them; with lanes, no more than one per round of lanes * 16 elements
+    // (a short range in few chunks: a round evaluates that many elements, most of them past the
+    // end otherwise; the loop then runs only the threads of the chunks used, the others' counts
+    // stay 0). Fixed by the range (and the subgroup size) alone.
+    Stmt *used = i64(pe, kChunks);
+    if (lanes > 1) {
+      const int64_t round = int64_t(lanes) * kGpuCompactionBatch;
+      Stmt *rounds = pe.bin(B::Div, pe.bin(B::Add, n, i64(pe, round - 1)), i64(pe, round));
+      used = pe.bin(B::Max, pe.bin(B::Min, rounds, used), i64(pe, 1));
+    }
+    outer = range_for(pe, pe.ci(T::i32, 0), pe.cast(pe.bin(B::Mul, used, i64(pe, lanes)), T::i32), false);
     outer->block_dim = loop->block_dim;
     p.body.push(std::move(p.prologue.stmts.back()));
     p.prologue.stmts.pop_back();
     IrEmitter e(*outer->body, loc);
-    Stmt *c = e.cast(e.add(StmtKind::LoopIndex, T::i32, {outer}), T::i64);
-    auto bound = [&](Stmt *q) {  // begin + q * n / kChunks: fixed by the range alone
-      return e.cast(e.bin(B::Add, begin, e.bin(B::Div, e.bin(B::Mul, q, n), i64(e, kChunks))), T::i32);
+    Stmt *chunk = e.add(StmtKind::LoopIndex, T::i32, {outer});
+    int log2_lanes = 0;
+    while ((1 << log2_lanes) < lanes) log2_lanes++;
+    if (lanes > 1) chunk = e.bin(B::Shr, chunk, e.ci(T::i32, log2_lanes));
+    Stmt *c = e.cast(chunk, T::i64);
+    auto bound = [&](Stmt *q) {  // begin + min(q, used) * n / used
+      return e.cast(e.bin(B::Add, begin, e.bin(B::Div, e.bin(B::Mul, e.bin(B::Min, q, used), n), used)), T::i32);
     };
     Stmt *lo = bound(c), *hi = bound(e.bin(B::Add, c, i64(e, 1)));
-    before_inner(e);
+    before_inner(e, chunk);
     inner = range_for(e, lo, hi, true);
     m[loop] = inner;
     clone_into(*loop->body, *inner->body, m);
@@ -1582,35 +1599,8 @@ class Determinizer {
       return s;
     };
     auto erase = [](Stmt *s) { std::erase_if(s->parent->stmts, [&](auto &x) { return x.get() == s; }); };
-    auto chunk_index = [](Stmt *outer) {
-      return outer->body->stmts[0].get();  // the outer loop's LoopIndex, emitted first
-    };
-
-    // Pass 1: each chunk's total increment.
-    {
-      CloneMap m;
-      Stmt *outer, *inner, *cnt = nullptr;
-      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) { cnt = e.var(ct, e.ci(ct, 0)); });
-      std::unordered_set<const Stmt *> mine;
-      for (Stmt *a : counters) mine.insert(m.at(a));
-      std::vector<Stmt *> drop;  // the loop's effects other than the counters
-      for_each_stmt(*inner->body, [&](Stmt &s) {
-        if (!mine.count(&s) && (s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic)) drop.push_back(&s);
-      });
-      for (Stmt *orig : counters) {
-        Stmt *a = m.at(orig);
-        IrEmitter e(a);
-        e.store(cnt, e.bin(B::Add, e.load(cnt), delta(e, a)));
-        replace_uses(*inner->body, a, e.ci(ct, 0));  // feeds only dropped stores and dead values
-        erase(a);
-      }
-      for (Stmt *s : drop) erase(s);
-      IrEmitter e(*outer->body, loc);
-      atomic_io(e.add(StmtKind::GlobalStore, T::none, {counts(e, chunk_index(outer)), e.cast(e.load(cnt), T::i64)}));
-      before.push_back(std::move(p));
-    }
     // Pass 2 (serial): each chunk's first slot, from the counter's value; the counter's final value.
-    {
+    auto scan_pass = [&] {
       Task s;
       IrEmitter e(s.body, loc);
       auto target = clone_leaf(cptr);
@@ -1628,29 +1618,86 @@ class Determinizer {
       for (Stmt *&idx : again->operands) idx = e.insert(clone_leaf(*idx));
       Stmt *tp2 = e.insert(std::move(again));
       e.add(StmtKind::GlobalStore, T::none, {tp2, e.cast(e.load(run), ct)});
-      before.push_back(std::move(s));
-    }
+      return s;
+    };
     // Pass 3: the loop, each chunk handing out slots from its first one, in iteration order.
-    {
-      CloneMap m;
-      Stmt *outer = nullptr, *inner, *run = nullptr;
-      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e) {
-        run = e.var(ct, e.cast(atomic_io(e.add(StmtKind::GlobalLoad, T::i64, {counts(e, chunk_index(outer))})), ct));
-      });
-      if (cpu_ && batch_chunk_compaction(k_, target_, p, inner, run)) {
-        t = std::move(p);
+    auto slots_pass = [&](int lanes, CloneMap &m, Stmt *&inner, Stmt *&run) {
+      Stmt *outer = nullptr;
+      return chunked(t, m, outer, inner, [&](IrEmitter &e, Stmt *chunk) {
+        run = e.var(ct, e.cast(atomic_io(e.add(StmtKind::GlobalLoad, T::i64, {counts(e, chunk)})), ct));
+      }, lanes);
+    };
+    // Vulkan, a loop of the batched compaction's form: a subgroup runs each chunk in rounds of
+    // consecutive elements (neighbouring lanes, neighbouring elements), the counting pass too.
+    // (a workgroup of whole subgroups: a block_dim that is a multiple of the subgroup size, or the default)
+    if (const int lanes = subgroup_chunk_lanes(target_);
+        lanes > 0 && t.loop()->block_dim % lanes == 0 && target_.has_subgroup_reduce(ct)) {
+      CloneMap m3;
+      Stmt *inner = nullptr, *run = nullptr;
+      Task p3 = slots_pass(lanes, m3, inner, run);
+      if (batch_chunk_compaction(k_, target_, p3, inner, run)) {
+        CloneMap m;
+        Stmt *outer = nullptr, *cnt = nullptr, *chunk = nullptr;
+        Task p1 = chunked(t, m, outer, inner, [&](IrEmitter &e, Stmt *c) {
+          cnt = e.var(ct, e.ci(ct, 0));
+          chunk = c;
+        }, lanes);
+        if (!batch_chunk_compaction(k_, target_, p1, inner, cnt, true))
+          throw CompileError(ErrorKind::Codegen, "deterministic compaction: the counting pass does not batch as its slots pass did (internal)", loc);
+        IrEmitter e(*outer->body, loc);  // the lanes' counts added; every lane stores the sum
+        Stmt *sum = e.add(StmtKind::Simt, ct, {e.load(cnt)}, static_cast<int>(SimtOp::SubgroupReduce));
+        sum->ival = static_cast<int64_t>(B::Add);
+        atomic_io(e.add(StmtKind::GlobalStore, T::none, {counts(e, chunk), e.cast(sum, T::i64)}));
+        before.push_back(std::move(p1));
+        before.push_back(scan_pass());
+        t = std::move(p3);
         return;
       }
+    }
+
+    // Pass 1: each chunk's total increment.
+    {
+      CloneMap m;
+      Stmt *outer, *inner, *cnt = nullptr, *chunk = nullptr;
+      Task p = chunked(t, m, outer, inner, [&](IrEmitter &e, Stmt *c) {
+        cnt = e.var(ct, e.ci(ct, 0));
+        chunk = c;
+      });
+      std::unordered_set<const Stmt *> mine;
+      for (Stmt *a : counters) mine.insert(m.at(a));
+      std::vector<Stmt *> drop;  // the loop's effects other than the counters
+      for_each_stmt(*inner->body, [&](Stmt &s) {
+        if (!mine.count(&s) && (s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic)) drop.push_back(&s);
+      });
       for (Stmt *orig : counters) {
         Stmt *a = m.at(orig);
         IrEmitter e(a);
-        Stmt *old = e.load(run);
-        e.store(run, e.bin(B::Add, old, delta(e, a)));
-        replace_uses(*inner->body, a, old);
+        e.store(cnt, e.bin(B::Add, e.load(cnt), delta(e, a)));
+        replace_uses(*inner->body, a, e.ci(ct, 0));  // feeds only dropped stores and dead values
         erase(a);
       }
-      t = std::move(p);
+      for (Stmt *s : drop) erase(s);
+      IrEmitter e(*outer->body, loc);
+      atomic_io(e.add(StmtKind::GlobalStore, T::none, {counts(e, chunk), e.cast(e.load(cnt), T::i64)}));
+      before.push_back(std::move(p));
     }
+    before.push_back(scan_pass());
+    CloneMap m;
+    Stmt *inner = nullptr, *run = nullptr;
+    Task p = slots_pass(1, m, inner, run);
+    if (cpu_ && batch_chunk_compaction(k_, target_, p, inner, run)) {
+      t = std::move(p);
+      return;
+    }
+    for (Stmt *orig : counters) {
+      Stmt *a = m.at(orig);
+      IrEmitter e(a);
+      Stmt *old = e.load(run);
+      e.store(run, e.bin(B::Add, old, delta(e, a)));
+      replace_uses(*inner->body, a, old);
+      erase(a);
+    }
+    t = std::move(p);
   }
 
   KernelIR &k_;

@@ -67,11 +67,18 @@ void hoist_invariant_loads(KernelIR &k);
 // stores at out[slot] (transforms/compaction.cpp). Runs before aggregate_subgroup_atomics, under
 // the same switch.
 void batch_compactions(KernelIR &k, const Target &target);
-// The cpu, deterministic mode's stable compaction: `loop`, a serial loop of task t over one chunk
-// whose body has that form, handing out the slots from the variable `run` (the chunk's next slot)
-// in iteration order, runs as batches of listed passing elements, each taking its slots from `run`.
-// Returns whether it did; under the same switch.
-bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *loop, Stmt *run);
+// Deterministic mode's stable compaction: `loop`, a serial loop of task t over one chunk whose body
+// has that form, handing out the slots from the variable `run` (the chunk's next slot) in iteration
+// order, runs as batches, each taking its slots from `run`: on the cpu of listed passing elements;
+// on Vulkan, where the chunk is run by the subgroup_chunk_lanes(target) lanes of a subgroup
+// together (the same chunk and loop bounds in each), of subgroup rounds; with count_only (Vulkan)
+// each lane's `run` advances by the slots of its own elements (to be added over the subgroup after
+// the loop). Returns whether it did; under the same switch.
+bool batch_chunk_compaction(KernelIR &k, const Target &target, Task &t, Stmt *loop, Stmt *run, bool count_only = false);
+// Vulkan with compactions batched and a known subgroup size: that size; else 0.
+int subgroup_chunk_lanes(const Target &target);
+// GPUs: the elements per lane in one batch (one round of a deterministic chunk).
+constexpr int kGpuCompactionBatch = 16;
 
 // cpu: a parallel loop whose only effects are reducible atomics with unused results into one
 // large field (scatter-add) runs as a bucketing of its updates by destination range, each bucket

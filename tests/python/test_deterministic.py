@@ -1231,3 +1231,41 @@ def test_several_loops_computed_components_and_inner_loops():
             assert _bits(vv[e, j]) == _bits(f32_sum(np.concatenate([[np.float32(0)], part]))), (e, j)
     assert _bits(r) == _bits(f32_sum(np.concatenate([[np.float32(0)], xs])))
     assert _bits(z.to_numpy()).tolist() == [0x80000000] * 4
+
+
+@test(arch=[qd.vulkan])
+def test_vulkan_stable_compaction_runs_chunks_on_subgroups(req_arch):
+    """On Vulkan a compaction loop of the batched form runs each chunk on a subgroup's lanes together
+    (both passes: `batched count`, `batched compaction` in the IR), its slots in iteration order
+    for short and long ranges, none or every element passing; a block_dim that is not a multiple of
+    the subgroup size keeps the one-thread chunks."""
+    qd.init(arch=req_arch, deterministic=True, enable_fallback=False, offline_cache=False)
+    c = qd.field(qd.i32, shape=())
+
+    def make(bd):
+        @qd.kernel
+        def comp(x: qd.types.ndarray(dtype=qd.f32, ndim=1), out: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+            if qd.static(bd):
+                qd.loop_config(block_dim=bd)
+            for i in range(x.shape[0]):
+                if x[i] > 0.5:
+                    out[qd.atomic_add(c[None], 1)] = i * 3 + 1
+        return comp
+
+    comp, odd = make(0), make(3)
+    rng = np.random.default_rng(5)
+    x0 = rng.random(1000).astype(np.float32)
+    assert "deterministic chunk, batched compaction" in qd.compile(comp, x0, np.zeros(1000, np.int32)).ir
+    assert "deterministic chunk, batched count" in qd.compile(comp, x0, np.zeros(1000, np.int32)).ir
+    assert "batched" not in qd.compile(odd, x0, np.zeros(1000, np.int32)).ir
+    for k in (comp, odd):
+        for n in (0, 1, 7, 129, 1000, 4097, 70001, 1 << 20):
+            for xs in (rng.random(n).astype(np.float32), np.zeros(n, np.float32), np.ones(n, np.float32)):
+                out = np.full(n + 5, -1, np.int32)
+                c[None] = 5  # the first slot
+                k(xs, out)
+                want = np.full(n + 5, -1, np.int32)
+                hits = np.flatnonzero(xs > 0.5)
+                want[5:5 + len(hits)] = hits * 3 + 1
+                assert c[None] == 5 + len(hits)
+                assert np.array_equal(out, want), (n, k)

@@ -441,9 +441,10 @@ def test_long_loops_privatize_larger_fields():
 
 @test(arch=qd.vulkan)
 def test_vulkan_launches_are_asynchronous_and_ordered():
-    """Launches queue up until a host read or qd.sync(); each sees the writes of those before it,
-    scalar arguments included (a kernel's argument buffer is rewritten only once its previous
-    launch is done), and host writes between launches are ordered too."""
+    """Launches queue up (the first submitted at once while the device is idle, the rest gathered
+    until a host read or qd.sync()); each sees the writes of those before it, scalar arguments
+    included (a kernel's argument buffer is rewritten only once the launch that read it is done),
+    and host writes between launches are ordered too."""
     n = 4096
     x = qd.field(qd.i32, shape=n)
 
@@ -465,6 +466,51 @@ def test_vulkan_launches_are_asynchronous_and_ordered():
     bump(1)
     del y
     assert x[0] == (ref[0] * 3 + 1) % 2**32 - (2**32 if (ref[0] * 3 + 1) % 2**32 >= 2**31 else 0)
+
+
+@test(arch=qd.vulkan)
+def test_vulkan_queued_launches_keep_their_own_arguments():
+    """Many launches of kernels with scalar arguments queued at once (more than the argument buffers
+    a kernel keeps, so some reuse one after its launch is done), interleaved with a kernel that has
+    a result (waited for at once) and another kernel's launches: every launch reads its own
+    arguments, in launch order; qd.sync() then leaves nothing running (a host write after it is
+    not overwritten by a queued launch)."""
+    n = 2048
+    x = qd.field(qd.i64, shape=n)
+    y = qd.field(qd.f32, shape=n)
+
+    @qd.kernel
+    def step(k: qd.i32, s: qd.f32):
+        for i in range(n):
+            x[i] = x[i] * 5 + k + i
+            y[i] = y[i] * 0.5 + s
+
+    @qd.kernel
+    def shift(k: qd.i64):
+        for i in range(n):
+            x[i] = x[i] - k
+
+    @qd.kernel
+    def first() -> qd.i64:
+        return x[0]
+
+    ref_x = np.zeros(n, np.int64)
+    ref_y = np.zeros(n, np.float32)
+    i = np.arange(n, dtype=np.int64)  # (numpy's int64 arithmetic wraps as the kernel's does)
+    for k in range(60):
+        step(k, np.float32(k) * 0.25)
+        ref_x = ref_x * 5 + k + i
+        ref_y = ref_y * np.float32(0.5) + np.float32(k * 0.25)
+        if k % 7 == 3:
+            shift(k * k)
+            ref_x = ref_x - k * k
+        if k % 20 == 10:  # a launch whose result is read at once, between queued ones
+            assert first() == ref_x[0]
+    qd.sync()
+    y[3] = 7.0
+    np.testing.assert_array_equal(x.to_numpy(), ref_x)
+    ref_y[3] = 7.0
+    np.testing.assert_array_equal(y.to_numpy(), ref_y)
 
 
 def _before_and_in_loop(ir, task):

@@ -173,6 +173,24 @@ void VulkanDevice::submit_open() {
   check(r, "vkQueueSubmit");
 }
 
+size_t VulkanDevice::busy_submissions() {
+  while (!pending_.empty()) {
+    VkResult r = dfn_.vkGetFenceStatus(device_, pending_.front().fence);
+    if (r == VK_NOT_READY) break;
+    if (r != VK_SUCCESS) return pending_.size();  // (an error: the next wait reports it)
+    idle_.push_back(pending_.front());
+    pending_.pop_front();
+  }
+  return pending_.size();
+}
+
+bool VulkanDevice::finished(uint64_t serial) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_ && open_sub_.serial <= serial) return false;
+  busy_submissions();
+  return pending_.empty() || pending_.front().serial > serial;
+}
+
 void VulkanDevice::wait_locked(uint64_t serial) {
   if (open_ && open_sub_.serial <= serial) submit_open();
   while (!pending_.empty() && pending_.front().serial <= serial) {

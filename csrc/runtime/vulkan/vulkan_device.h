@@ -98,8 +98,10 @@ class VulkanDevice {
   // destroyed with the last, so compiling kernel after kernel does not grow the device forever.
   void release_kernel(KernelId id);
   // Records the dispatches, with a compute -> compute barrier before each, into the open command
-  // buffer; it is submitted (without waiting) when it holds kMaxBatch launches or when something
-  // waits (wait_for, sync, host access). Returns the launch's serial number (for wait_for).
+  // buffer; it is submitted (without waiting) at once when no earlier submission is still running,
+  // so the device starts on it while the host prepares the next launches (which then gather in
+  // the next command buffer), when it holds kMaxBatch launches, or when something waits
+  // (wait_for, sync, host access). Returns the launch's serial number (for wait_for).
   // Launches run in order, each seeing the writes of those before it. Descriptor sets are made
   // once per list of buffers and kept until one of the buffers is freed.
   uint64_t launch(const std::vector<Dispatch> &dispatches);
@@ -110,6 +112,8 @@ class VulkanDevice {
   // 300 s); sync() for all of them.
   void wait_for(uint64_t serial);
   void sync() { wait_for(UINT64_MAX); }
+  // Whether the launch `serial` (and every one before it) has finished; never waits.
+  bool finished(uint64_t serial);
 
  private:
   struct Buffer {
@@ -141,6 +145,7 @@ class VulkanDevice {
   // vulkan_device.cpp
   void wait_locked(uint64_t serial);  // wait_for with mu_ held
   void submit_open();                 // submits the open command buffer, if any
+  size_t busy_submissions();          // retires the finished submissions; the number still running
   void wait_fence(VkFence fence);
   void create_instance();
   void create_device(const detail::FeatureChain &chain);

@@ -45,7 +45,7 @@ void check(VkResult r, const char *call);
   X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline)                          \
   X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer)      \
   X(vkCmdFillBuffer) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences)   \
-  X(vkResetFences) X(vkFreeDescriptorSets)
+  X(vkResetFences) X(vkFreeDescriptorSets) X(vkGetFenceStatus)
 
 #define QD_VK_DECLARE_FN(name) PFN_##name name = nullptr;
 

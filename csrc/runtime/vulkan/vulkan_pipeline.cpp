@@ -216,7 +216,7 @@ uint64_t VulkanDevice::launch(const std::vector<Dispatch> &dispatches) {
                      VK_ACCESS_TRANSFER_WRITE_BIT);
   record_dispatches(open_sub_.cmd, dispatches, sets);
   uint64_t serial = open_sub_.serial;
-  if (++open_launches_ >= kMaxBatch) submit_open();
+  if (++open_launches_ >= kMaxBatch || busy_submissions() == 0) submit_open();
   return serial;
 }
 

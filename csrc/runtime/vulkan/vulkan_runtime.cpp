@@ -31,11 +31,22 @@ struct VulkanKernel : CompiledKernel {
   BufferId args = 0, temps = 0, result = 0;  // per kernel: written before a launch...
   uint64_t last_launch = 0;                   // ... once the kernel's previous launch is done
   int num_slots = 0;
+  // The argument buffers (the first is where `args` starts), each with the launch last reading it:
+  // a kernel without temps or results writes its arguments into the next one whose launch is done
+  // (or a new one, up to kArgsRing), so launching it again need not wait for the launch before
+  // (k(dt) in a loop). `args` is the one the current launch binds.
+  struct ArgsBuffer {
+    BufferId id = 0;
+    uint64_t serial = 0;
+  };
+  std::vector<ArgsBuffer> args_ring;
+  size_t ring_next = 0;
 
   ~VulkanKernel() override {
     if (auto d = device.lock()) {
       try {  // (frees wait for queued launches; a failure there is reported by the next wait)
-        for (BufferId id : {args, temps, result})
+        for (const ArgsBuffer &a : args_ring) d->free_buffer(a.id);
+        for (BufferId id : {temps, result})
           if (id) d->free_buffer(id);
         for (const VulkanTask &t : tasks) d->release_kernel(t.pipeline);
       } catch (...) {
@@ -145,6 +156,7 @@ class VulkanRuntime : public Runtime {
                             m.tasks[i].block_dim});
     }
     out->args = device_->alloc_buffer(8 * std::max(out->num_slots, 1));
+    out->args_ring.push_back({out->args, 0});
     if (k->temps_bytes) out->temps = device_->alloc_buffer(k->temps_bytes);
     if (!k->returns.empty()) out->result = device_->alloc_buffer(8 * k->returns.size());
     out->ir = std::move(k);
@@ -157,9 +169,25 @@ class VulkanRuntime : public Runtime {
     if (k.device.lock() != device_) throw RuntimeError("kernel '" + k.name + "' was compiled for an earlier qd.init()");
     std::lock_guard<std::mutex> lock(mu_);  // the kernel's args / temps / result buffers
     // Launches are asynchronous: a host read (or qd.sync()) waits for them. Only this kernel's
-    // own previous launch uses its args / temps / result buffers.
+    // own earlier launches use its args / temps / result buffers: with temps or results the
+    // launch waits for the one before; else only when all kArgsRing argument buffers are in use.
     size_t slots = std::min(args.size(), static_cast<size_t>(k.num_slots));
-    if (slots || k.temps || k.result) device_->wait_for(k.last_launch);
+    VulkanKernel::ArgsBuffer *ab = &k.args_ring[0];
+    if (k.temps || k.result) {
+      device_->wait_for(k.last_launch);
+    } else if (slots) {  // the next argument buffer of the ring that no queued launch reads
+      ab = &k.args_ring[k.ring_next];
+      if (!device_->finished(ab->serial)) {
+        if (k.args_ring.size() < kArgsRing) {
+          k.args_ring.insert(k.args_ring.begin() + k.ring_next, {device_->alloc_buffer(8 * k.num_slots), 0});
+          ab = &k.args_ring[k.ring_next];
+        } else {
+          device_->wait_for(ab->serial);
+        }
+      }
+      k.ring_next = (k.ring_next + 1) % k.args_ring.size();
+    }
+    k.args = ab->id;
     if (slots) device_->write_buffer(k.args, 0, args.data(), 8 * slots, /*wait=*/false);
     if (k.temps) device_->fill_buffer(k.temps, 0, k.temps_bytes, 0, false);
     if (k.result) device_->fill_buffer(k.result, 0, 8 * k.returns.size(), 0, false);  // debug mode's error slots
@@ -169,7 +197,7 @@ class VulkanRuntime : public Runtime {
       uint32_t groups = grid_size(k, t, args);
       if (groups) dispatches.push_back({t.pipeline, table, groups});
     }
-    k.last_launch = device_->launch(dispatches);
+    k.last_launch = ab->serial = device_->launch(dispatches);
     std::vector<uint64_t> result(k.returns.size());
     if (k.result) device_->read_buffer(k.result, 0, result.data(), 8 * result.size());
     return result;
@@ -234,6 +262,7 @@ class VulkanRuntime : public Runtime {
   }
 
   static constexpr size_t kMaxPooledBytes = size_t(256) << 20;
+  static constexpr size_t kArgsRing = 8;  // argument buffers per kernel at most
 
   std::shared_ptr<VulkanDevice> device_;
   TargetFeatures features_;

@@ -129,8 +129,9 @@ class Batcher {
   // The device's subgroup size, when known, lays the elements out and sizes the masks; otherwise
   // the layout assumes 32 lanes and the masks are 64-bit ballots (right for any size).
   // On the cpu a thread is its own subgroup of one lane (and the batch runs in loops).
-  // `run` (the cpu only): the loop matched is a serial one whose slots come from that variable
-  // (batch_chunk_compaction); otherwise it is t's parallel loop.
+  // `run`: the loop matched is a serial one whose slots come from that variable
+  // (batch_chunk_compaction: on the cpu one thread's, on Vulkan a subgroup's lanes together);
+  // otherwise it is t's parallel loop.
   Batcher(KernelIR &k, const Target &target, Task &t, Stmt *run = nullptr, bool count_only = false)
       : k_(k), target_(target), t_(t), run_(run), count_only_(count_only), cpu_(target.backend == Backend::Cpu),
         known_(cpu_ || target.features.subgroup_size > 0),
@@ -231,18 +232,15 @@ class Batcher {
       value[j] = before_if(e, m, index);
       passes[j] = e.both(valid, passes_at(e, m, value[j]));
     }
-    // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
-    // when every lane is there).
-    if (count_only_) {  // this lane's passing elements: run_ gains step * their count, per lane
+    if (count_only_) {  // this lane's passing elements: run_ advances by their slots, per lane
       Stmt *mine = e.ci(u32, 0);
       for (Stmt *p : passes) mine = e.bin(B::Add, mine, e.cast(p, u32));
-      DataType type = atomic->dtype;
-      CloneMap hoisted;
-      Stmt *step = e.cast(copy_tree(e, atomic->operands[1], hoisted), type);
-      e.store(run_, e.bin(atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add, e.load(run_),
-                          e.bin(B::Mul, step, e.cast(mine, type))));
+      Stmt *step = nullptr;
+      take_slots(e, atomic, mine, step);
       return;
     }
+    // The masks of the passing lanes, and this lane's rank among the active ones (its lane number
+    // when every lane is there).
     std::vector<Stmt *> masks = lane_masks(e, passes, lane);
     Stmt *active = lane_masks(e, {e.ci(DataType::i32, 1)}, lane)[0];
     DataType mt = active->dtype;

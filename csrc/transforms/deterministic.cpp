@@ -1533,7 +1533,7 @@ class Determinizer {
 
   // for c in range(kChunks): chunk c of the loop's iterations, in order, in one thread (with lanes > 1,
   // a power of two: in the `lanes` consecutive threads of a subgroup together, the outer loop then
-  // counting kChunks * lanes threads). The task's prologue and the loop body are copies; returns the
+  // counting `lanes` threads per chunk used). The task's prologue and the loop body are copies; returns the
   // outer loop and the chunk's serial loop through `outer` and `inner`, and the copy map;
   // before_inner emits before the inner loop, given the chunk index (i32).
   Task chunked(Task &t, CloneMap &m, Stmt *&outer, Stmt *&inner, std::function<void(IrEmitter &, Stmt *)> before_inner,

@@ -160,8 +160,8 @@ Stmt *Builder::global_load(Stmt *ptr, bool is_volatile) {
   return s;
 }
 
-void Builder::global_store(Stmt *ptr, Stmt *value) {
-  make(StmtKind::GlobalStore, DataType::none, {ptr, cast(value, ptr->dtype)});
+void Builder::global_store(Stmt *ptr, Stmt *value, bool nontemporal) {
+  make(StmtKind::GlobalStore, DataType::none, {ptr, cast(value, ptr->dtype)})->nontemporal = nontemporal;
 }
 
 Stmt *Builder::alloca_(DataType dtype) { return make(StmtKind::Alloca, dtype); }

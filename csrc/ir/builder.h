@@ -52,7 +52,7 @@ class Builder {
   Stmt *ndarray_shape(int buffer, int axis);
   Stmt *global_ptr(int buffer, const std::vector<Stmt *> &indices);
   Stmt *global_load(Stmt *ptr, bool is_volatile);
-  void global_store(Stmt *ptr, Stmt *value);
+  void global_store(Stmt *ptr, Stmt *value, bool nontemporal = false);  // nontemporal: ir.h
   Stmt *alloca_(DataType dtype);
   // A variable declared just before `anchor` (an earlier statement of an open block): a value that
   // must outlive the block where its type becomes known (a @qd.func's early return).

@@ -88,6 +88,7 @@ std::unique_ptr<Stmt> clone_leaf(const Stmt &s) {
   c->cast_from = s.cast_from;
   c->is_volatile = s.is_volatile;
   c->is_atomic = s.is_atomic;
+  c->nontemporal = s.nontemporal;
   c->order = s.order;
   c->scope = s.scope;
   c->lowering = s.lowering;
@@ -226,7 +227,7 @@ class Printer {
         os_ << (s.is_atomic ? "global load atomic" + order() + " " : s.is_volatile ? "global load volatile " : "global load ")
             << ops();
         break;
-      case StmtKind::GlobalStore: os_ << (s.is_atomic ? "global store atomic" + order() + " " : "global store ") << ops(); break;
+      case StmtKind::GlobalStore: os_ << (s.is_atomic ? "global store atomic" + order() + " " : s.nontemporal ? "global store nontemporal " : "global store ") << ops(); break;
       case StmtKind::Fence: os_ << "fence" << order(); break;
       case StmtKind::Alloca: os_ << v(&s) << " = alloca " << dtype_name(s.dtype); break;
       case StmtKind::LocalLoad: os_ << "local load " << ops(); break;

@@ -82,6 +82,11 @@ struct Stmt {
   DataType cast_from = DataType::none;
   bool is_volatile = false;     // GlobalLoad
   bool is_atomic = false;       // GlobalLoad / GlobalStore: qd.atomic_load / qd.atomic_store
+  // GlobalStore: a streaming store, a hint that the line will not be read again soon (LLVM's
+  // !nontemporal: on the cpu a non-temporal store, which writes a whole line without first reading
+  // it and leaves the caches alone, the task function then ending in a fence; SPIR-V: a plain
+  // store). The same result either way.
+  bool nontemporal = false;
   // Atomic, atomic GlobalLoad / GlobalStore, Fence: the memory order and scope (memory-model.md)
   MemoryOrder order = MemoryOrder::Relaxed;
   MemScope scope = MemScope::Device;

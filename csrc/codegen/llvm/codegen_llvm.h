@@ -69,6 +69,9 @@ class LlvmCodegen {
   // around it.
   void emit_index_loop(const Stmt &loop, llvm::Value *begin, llvm::Value *end);
   llvm::Value *value(const Stmt *s) const { return values_.at(s); }
+  // Emits the fence that orders the function's streaming (non-temporal) stores before what other
+  // threads do after it, where it has any: before each of its returns.
+  void end_streaming();
   llvm::Type *llvm_type(DataType t) { return type(t); }
   // A primitive binary operation on values of `operand_type` (float min / max: minnum / maxnum).
   llvm::Value *arith(BinaryOp op, DataType operand_type, llvm::Value *a, llvm::Value *c);
@@ -136,6 +139,7 @@ class LlvmCodegen {
   };
   std::vector<LoopTargets> loops_;
   // Inside an independent RangeFor: the access group its global loads and stores join.
+  bool streamed_ = false;  // the function being emitted has a streaming store (Stmt::nontemporal)
   llvm::MDNode *access_group_ = nullptr;
 };
 

@@ -18,6 +18,7 @@ TaskSymbols CpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
   if (!task.parallel) {
     cg.begin_function(cg.new_function(base, {ptr, ptr}));
     cg.emit_block(task.body);
+    cg.end_streaming();
     b.CreateRetVoid();
     return {base, ""};
   }
@@ -38,6 +39,7 @@ TaskSymbols CpuTarget::emit_task(LlvmCodegen &cg, const Task &task, int task_ind
   cg.begin_function(body);
   cg.emit_block(task.prologue);
   cg.emit_index_loop(loop, b.CreateTrunc(body->getArg(2), b.getInt32Ty()), b.CreateTrunc(body->getArg(3), b.getInt32Ty()));
+  cg.end_streaming();
   b.CreateRetVoid();
   return {base, base + "_bounds"};
 }

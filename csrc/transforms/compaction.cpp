@@ -274,9 +274,11 @@ class Batcher {
 
  private:
   // The statements before the `if`, evaluated at `index` (for the original loop index).
-  static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index) {
-    CloneMap v;
-    for (Stmt *s : m.pre) v[s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, v);
+  // `given`: statements of `pre` whose values are known already (not copied).
+  static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index, CloneMap given = {}) {
+    CloneMap v = std::move(given);
+    for (Stmt *s : m.pre)
+      if (!v.count(s)) v[s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, v);
     return v;
   }
 
@@ -353,14 +355,90 @@ class Batcher {
     Stmt *step = nullptr;
     Stmt *old = take_slots(g, m.atomic, total, step);
     B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
-    Stmt *r = nullptr;
-    IrEmitter b = g.for_(g.ci(it, 0), g.bitcast(total, it), r);
-    r->operands[0]->independent = true;  // each iteration its own element and slot (the loads: gathers)
-    CloneMap map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}));
-    map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(r, type)));
-    for (auto &s : m.branch->body->stmts)
-      if (s.get() != m.atomic) map[s.get()] = b.copy(*s, map);
+    // The body for the r-th listed element; the values of `from`'s loads from their private arrays
+    // (element r), the other loads gathered at the listed index.
+    auto body_loop = [&](IrEmitter &x, const std::vector<std::pair<Stmt *, int>> &from) {
+      Stmt *r = nullptr;
+      IrEmitter b = x.for_(x.ci(it, 0), x.bitcast(total, it), r);
+      r->operands[0]->independent = true;  // each iteration its own element and slot
+      CloneMap given;
+      for (auto [load, buffer] : from) {
+        Stmt *p = b.add(StmtKind::GlobalPtr, load->dtype, {r});
+        p->ival = buffer;
+        given[load] = b.add(StmtKind::GlobalLoad, load->dtype, {p});
+      }
+      CloneMap map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}), given);
+      map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(r, type)));
+      for (auto &s : m.branch->body->stmts)
+        if (s.get() != m.atomic && !map.count(s.get())) map[s.get()] = b.copy(*s, map);
+    };
+    std::vector<Stmt *> streamed = streamed_loads(m);
+    if (streamed.empty() || it != DataType::i32) {
+      body_loop(g, {});
+      return;
+    }
+    // Each x[i] the body reads (streamed_loads) compressed from x[lo:hi) itself, where x holds
+    // those elements (a batch's loads then read x in order, not gather it; the compress reads
+    // every element of the batch, so only where they exist), like the indices.
+    Stmt *fits = g.bin(B::Ge, lo, g.ci(it, 0));
+    for (Stmt *l : streamed) fits = g.both(fits, g.bin(B::Le, hi, length_of(g, l->operands[0]->ival)));
+    IrEmitter fast = g.if_(fits);
+    std::vector<std::pair<Stmt *, int>> from;
+    for (Stmt *l : streamed) {
+      BufferDesc vd{BufferKind::Private, l->dtype, {kCpuBatch}};
+      vd.name = "passing values";
+      const int values = k_.add_buffer(std::move(vd));
+      Stmt *out = fast.add(StmtKind::GlobalPtr, l->dtype, {fast.ci(it, 0)});
+      out->ival = values;
+      Stmt *src = fast.add(StmtKind::GlobalPtr, l->dtype, {lo});
+      src->ival = l->operands[0]->ival;
+      fast.add(StmtKind::Span, DataType::i32, {out, flags, fast.bitcast(len, it), fast.ci(DataType::i32, kCpuBatch), src},
+               static_cast<int>(SpanOp::Compress));
+      from.emplace_back(l, values);
+    }
+    body_loop(fast, from);
+    IrEmitter slow = g.if_(g.not_(fits));
+    body_loop(slow, {});
   }
+
+  // The loads x[i] of the element's own index that the `if` body uses (in it, or before it and
+  // used in it) from a one-dimensional array of 32- or 64-bit elements (what a compress moves)
+  // that the body does not write.
+  std::vector<Stmt *> streamed_loads(const Match &m) const {
+    std::unordered_set<int64_t> written;
+    for_each_stmt(*m.branch->body, [&](Stmt &s) {
+      if ((s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic) && s.operands[0]->kind == StmtKind::GlobalPtr)
+        written.insert(s.operands[0]->ival);
+    });
+    auto own_element = [&](const Stmt &s) {
+      if (s.kind != StmtKind::GlobalLoad || s.is_atomic || s.is_volatile) return false;
+      const Stmt &p = *s.operands[0];
+      if (p.kind != StmtKind::GlobalPtr || p.operands.size() != 1 || p.operands[0]->kind != StmtKind::LoopIndex ||
+          p.operands[0]->operands[0] != m.loop || written.count(p.ival))
+        return false;
+      const int bits = bit_width(s.dtype);
+      if (bits != 32 && bits != 64) return false;
+      const BufferDesc &d = k_.buffers[p.ival];
+      return (d.kind == BufferKind::Ndarray && d.ndim == 1 && d.static_tail.empty()) ||
+             (d.kind == BufferKind::Field && d.shape.size() == 1);
+    };
+    std::vector<Stmt *> out;
+    for (Stmt *s : m.moved)
+      if (own_element(*s)) out.push_back(s);
+    for (auto &s : m.branch->body->stmts)
+      if (own_element(*s)) out.push_back(s.get());
+    return out;
+  }
+
+  // The elements of a one-dimensional field or ndarray (i32).
+  Stmt *length_of(IrEmitter &e, int64_t buffer) const {
+    const BufferDesc &d = k_.buffers[buffer];
+    if (d.kind == BufferKind::Field) return e.ci(DataType::i32, std::min<int64_t>(d.shape[0], INT32_MAX));
+    Stmt *a = e.add(StmtKind::Arg, DataType::i32, {});
+    a->ival = d.shape_arg_slot;
+    return a;
+  }
+
 
   // A relaxed add / sub of a lane-independent operand on a lane-independent address.
   bool counter(const Stmt &a) const {

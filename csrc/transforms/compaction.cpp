@@ -347,55 +347,76 @@ class Batcher {
     }
     Stmt *flags = e.add(StmtKind::GlobalPtr, DataType::i32, {e.ci(it, 0)});
     flags->ival = passes;
-    Stmt *listed = e.add(StmtKind::Span, DataType::i32, {at(e, e.ci(it, 0)), flags, e.bitcast(len, it),
-                                                         e.ci(DataType::i32, kCpuBatch), lo},
-                         static_cast<int>(SpanOp::Compress));
-    Stmt *total = e.bitcast(listed, u32);
+    auto compress = [&](IrEmitter &x, Stmt *out, Stmt *from) {
+      return x.add(StmtKind::Span, DataType::i32, {out, flags, x.bitcast(len, it), x.ci(DataType::i32, kCpuBatch), from},
+                   static_cast<int>(SpanOp::Compress));
+    };
+    // Where the body uses the element only through loads x[i] (streamed_loads) and x holds the
+    // batch's elements, each such x is compressed from x[lo:hi) itself, and the body reads the
+    // r-th passing element's values in order from those arrays instead of gathering them at
+    // listed indices (no list then); elsewhere the indices are listed, from lo on.
+    Streamed streamed_info = it == DataType::i32 ? streamed_loads(m) : Streamed{};
+    const std::vector<Stmt *> &streamed = streamed_info.loads;
+    Stmt *fits = nullptr;
+    std::vector<std::pair<Stmt *, int>> from;
+    Stmt *count = e.var(DataType::i32, e.ci(DataType::i32, 0));
+    if (!streamed.empty()) {
+      fits = e.bin(B::Ge, lo, e.ci(it, 0));
+      for (Stmt *l : streamed) fits = e.both(fits, e.bin(B::Le, hi, length_of(e, l->operands[0]->ival)));
+      IrEmitter fast = e.if_(fits);
+      for (Stmt *l : streamed) {
+        BufferDesc vd{BufferKind::Private, l->dtype, {kCpuBatch}};
+        vd.name = "passing values";
+        const int values = k_.add_buffer(std::move(vd));
+        Stmt *out = fast.add(StmtKind::GlobalPtr, l->dtype, {fast.ci(it, 0)});
+        out->ival = values;
+        Stmt *src = fast.add(StmtKind::GlobalPtr, l->dtype, {lo});
+        src->ival = l->operands[0]->ival;
+        fast.store(count, compress(fast, out, src));
+        from.emplace_back(l, values);
+      }
+    }
+    if (fits) {
+      IrEmitter listing = e.if_(e.not_(fits));
+      listing.store(count, compress(listing, at(listing, listing.ci(it, 0)), lo));
+    } else {
+      e.store(count, compress(e, at(e, e.ci(it, 0)), lo));
+    }
+    Stmt *total = e.bitcast(e.load(count), u32);
     IrEmitter g = e.if_(e.bin(B::Gt, total, e.ci(u32, 0)));
     Stmt *step = nullptr;
     Stmt *old = take_slots(g, m.atomic, total, step);
     B combine = m.atomic->atomic_op() == AtomicOp::Sub ? B::Sub : B::Add;
-    // The body for the r-th listed element; the values of `from`'s loads from their private arrays
-    // (element r), the other loads gathered at the listed index.
-    auto body_loop = [&](IrEmitter &x, const std::vector<std::pair<Stmt *, int>> &from) {
+    // The body for the r-th passing element: the values of `from`'s loads from their arrays
+    // (element r), everything else from its listed index.
+    auto body_loop = [&](IrEmitter &x, const std::vector<std::pair<Stmt *, int>> &given_loads) {
       Stmt *r = nullptr;
       IrEmitter b = x.for_(x.ci(it, 0), x.bitcast(total, it), r);
       r->operands[0]->independent = true;  // each iteration its own element and slot
       CloneMap given;
-      for (auto [load, buffer] : from) {
+      for (auto [load, buffer] : given_loads) {
         Stmt *p = b.add(StmtKind::GlobalPtr, load->dtype, {r});
         p->ival = buffer;
         given[load] = b.add(StmtKind::GlobalLoad, load->dtype, {p});
       }
-      CloneMap map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}), given);
+      CloneMap map;
+      if (given_loads.empty()) {
+        map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}));
+      } else {  // (the body uses no other value of the element: the rest of `pre` is uniform)
+        map = given;
+        for (Stmt *s : m.pre)
+          if (!map.count(s) && thread_uniform(s)) map[s] = b.copy(*s, map);
+      }
       map[m.atomic] = b.bin(combine, old, b.bin(B::Mul, step, b.cast(r, type)));
       for (auto &s : m.branch->body->stmts)
-        if (s.get() != m.atomic && !map.count(s.get())) map[s.get()] = b.copy(*s, map);
+        if (s.get() != m.atomic && !map.count(s.get()) && (given_loads.empty() || !streamed_info.ptrs.count(s.get())))
+          map[s.get()] = b.copy(*s, map);
     };
-    std::vector<Stmt *> streamed = streamed_loads(m);
-    if (streamed.empty() || it != DataType::i32) {
+    if (!fits) {
       body_loop(g, {});
       return;
     }
-    // Each x[i] the body reads (streamed_loads) compressed from x[lo:hi) itself, where x holds
-    // those elements (a batch's loads then read x in order, not gather it; the compress reads
-    // every element of the batch, so only where they exist), like the indices.
-    Stmt *fits = g.bin(B::Ge, lo, g.ci(it, 0));
-    for (Stmt *l : streamed) fits = g.both(fits, g.bin(B::Le, hi, length_of(g, l->operands[0]->ival)));
     IrEmitter fast = g.if_(fits);
-    std::vector<std::pair<Stmt *, int>> from;
-    for (Stmt *l : streamed) {
-      BufferDesc vd{BufferKind::Private, l->dtype, {kCpuBatch}};
-      vd.name = "passing values";
-      const int values = k_.add_buffer(std::move(vd));
-      Stmt *out = fast.add(StmtKind::GlobalPtr, l->dtype, {fast.ci(it, 0)});
-      out->ival = values;
-      Stmt *src = fast.add(StmtKind::GlobalPtr, l->dtype, {lo});
-      src->ival = l->operands[0]->ival;
-      fast.add(StmtKind::Span, DataType::i32, {out, flags, fast.bitcast(len, it), fast.ci(DataType::i32, kCpuBatch), src},
-               static_cast<int>(SpanOp::Compress));
-      from.emplace_back(l, values);
-    }
     body_loop(fast, from);
     IrEmitter slow = g.if_(g.not_(fits));
     body_loop(slow, {});
@@ -403,8 +424,13 @@ class Batcher {
 
   // The loads x[i] of the element's own index that the `if` body uses (in it, or before it and
   // used in it) from a one-dimensional array of 32- or 64-bit elements (what a compress moves)
-  // that the body does not write.
-  std::vector<Stmt *> streamed_loads(const Match &m) const {
+  // that the body does not write, where the body uses nothing else of the element (no other value
+  // of `pre` but uniform ones); else none. `ptrs`: the body's pointers that only those loads use.
+  struct Streamed {
+    std::vector<Stmt *> loads;
+    std::unordered_set<const Stmt *> ptrs;
+  };
+  Streamed streamed_loads(const Match &m) const {
     std::unordered_set<int64_t> written;
     for_each_stmt(*m.branch->body, [&](Stmt &s) {
       if ((s.kind == StmtKind::GlobalStore || s.kind == StmtKind::Atomic) && s.operands[0]->kind == StmtKind::GlobalPtr)
@@ -422,11 +448,26 @@ class Batcher {
       return (d.kind == BufferKind::Ndarray && d.ndim == 1 && d.static_tail.empty()) ||
              (d.kind == BufferKind::Field && d.shape.size() == 1);
     };
-    std::vector<Stmt *> out;
+    Streamed out;
     for (Stmt *s : m.moved)
-      if (own_element(*s)) out.push_back(s);
+      if (own_element(*s)) out.loads.push_back(s);
     for (auto &s : m.branch->body->stmts)
-      if (own_element(*s)) out.push_back(s.get());
+      if (own_element(*s)) out.loads.push_back(s.get());
+    std::unordered_set<const Stmt *> loads(out.loads.begin(), out.loads.end());
+    std::unordered_set<const Stmt *> used;  // operands of the body's statements but those loads
+    for_each_stmt(*m.branch->body, [&](Stmt &s) {
+      if (!loads.count(&s)) used.insert(s.operands.begin(), s.operands.end());
+    });
+    for (const Stmt *l : out.loads)
+      if (l->operands[0]->parent == m.branch->body.get() && !used.count(l->operands[0])) out.ptrs.insert(l->operands[0]);
+    std::unordered_set<const Stmt *> pre(m.pre.begin(), m.pre.end());
+    bool other = false;
+    for_each_stmt(*m.branch->body, [&](Stmt &s) {
+      if (loads.count(&s) || out.ptrs.count(&s)) return;
+      for (const Stmt *o : s.operands)
+        if (pre.count(o) && !loads.count(o) && !thread_uniform(o)) other = true;
+    });
+    if (other) return {};
     return out;
   }
 

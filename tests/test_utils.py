@@ -141,6 +141,16 @@ def _with_xfail(arch, why):
     return pytest.param(arch, marks=pytest.mark.xfail(reason=reason, run=run))
 
 
+def host_has_avx512f():
+    """Whether the host CPU has AVX-512F (Linux: /proc/cpuinfo), as LLVM's host features say (the
+    cpu backend's vector width: TargetFeatures::vector_bits)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
 def current_arch():
     return qd.lang.impl.current_cfg().arch
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import quadrants as qd
-from test_utils import test
+from test_utils import host_has_avx512f, test
 
 
 def _batched(ir):
@@ -315,6 +315,9 @@ def test_cpu_body_reads_its_elements_compressed(dtype):
             _batches_in_order(np.array([index_of[v] for v in got.tolist()], np.int64), keep)
             ir = qd.compile(kernel, x, f, y, c, n).ir
             assert "(batched compaction, in loops)" in ir and ("passing values" in ir) == compressed, kernel
+            # the compress: AVX-512's instruction where the host has it (else a table and a permute)
+            llvm_ir = qd.compile(kernel, x, f, y, c, n).llvm_ir
+            assert ("llvm.x86.avx512.mask.compress" in llvm_ir) == host_has_avx512f()
             if kernel is writes_x:
                 mine = keep[:x_len]
                 assert (x.to_numpy()[mine] == 0).all() and np.array_equal(x.to_numpy()[~mine], xs[~mine])

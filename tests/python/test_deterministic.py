@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import quadrants as qd
-from test_utils import test
+from test_utils import host_has_avx512f, test
 
 N = 20011  # not a multiple of any block, subgroup or chunk size
 BINS, SCATTER = 256, 5003
@@ -350,15 +350,6 @@ def test_same_address_sums_run_in_chunks_unless_a_barrier_or_an_inner_loop():
         assert _bits(total[None]) == want, k
 
 
-def _host_has_avx512f():
-    """Whether the host CPU has AVX-512F (Linux: /proc/cpuinfo), as LLVM's host features say."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx512f" in line for line in f)
-    except OSError:
-        return False
-
-
 def _chunk_cases():
     """1024-addend blocks (one cpu chunk each) whose non-zero magnitudes span few exponents (the cpu
     sums those in f64) or more, around the bounds of that path, plus a short tail."""
@@ -445,7 +436,7 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
             ir = qd.compile(k, *args).ir
             assert ("sum.bits" in ir) == stores, k
             # (the f64 chunk loop at the host's full 32-bit width: sixteen lanes with AVX-512, else eight)
-            assert f"serial vector_width={16 if _host_has_avx512f() else 8} (deterministic chunk)" in ir, k
+            assert f"serial vector_width={16 if host_has_avx512f() else 8} (deterministic chunk)" in ir, k
     for name, xs in cases.items():
         total[None] = 0.5
         skipping(xs)

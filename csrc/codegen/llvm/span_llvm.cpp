@@ -14,8 +14,11 @@
 // output's end, which then moves on by the mask's popcount. A store of the whole vector writes past
 // the selected values (the next vector's store overwrites them); where fewer than a vector's lanes
 // of `room` are left, a masked store writes only the selected lanes. Values move as 32-bit words:
-// a 64-bit element is two of them.
+// a 64-bit element is two of them. On a cpu with AVX-512 (TargetFeatures::vector_bits 512) the
+// compress takes 512-bit vectors and AVX-512's compress instruction (vpcompressd / vpcompressq:
+// the set lanes first, in order) instead of the table and the permute.
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include "codegen/llvm/codegen_llvm.h"
 
@@ -140,7 +143,8 @@ Value *LlvmCodegen::span_compress(const Stmt &s) {
   Value *room = value(s.operands[3]);
   const bool indices = s.operands[4]->kind != StmtKind::GlobalPtr;  // out[k] = base + j
   Value *values = value(s.operands[4]);
-  const int bits = bit_width(s.operands[0]->dtype), per = bits / 32, lanes = kWords / per;
+  const bool avx512 = target_.features().vector_bits >= 512;
+  const int bits = bit_width(s.operands[0]->dtype), per = bits / 32, lanes = (avx512 ? 16 : kWords) / per;
   llvm::Type *et = b_.getIntNTy(bits), *ft = type(s.operands[1]->dtype), *i32 = b_.getInt32Ty();
   auto *wordv = llvm::FixedVectorType::get(i32, kWords);
   auto *ev = llvm::FixedVectorType::get(et, lanes);
@@ -148,8 +152,8 @@ Value *LlvmCodegen::span_compress(const Stmt &s) {
 
   // Table entry m: nibble q is the input word of output word q (the set bits of m in order).
   std::string name = "qd_compress_words_" + std::to_string(lanes);
-  llvm::GlobalVariable *table = module_->getNamedGlobal(name);
-  if (!table) {
+  llvm::GlobalVariable *table = avx512 ? nullptr : module_->getNamedGlobal(name);
+  if (!table && !avx512) {
     std::vector<uint32_t> entries(size_t{1} << lanes, 0);
     for (uint32_t m = 0; m < entries.size(); m++) {
       int r = 0;
@@ -191,19 +195,27 @@ Value *LlvmCodegen::span_compress(const Stmt &s) {
   Value *set = b_.CreateICmpNE(f, llvm::Constant::getNullValue(f->getType()));
   Value *mask = b_.CreateZExt(b_.CreateBitCast(set, b_.getIntNTy(lanes)), i32);
   Value *count = b_.CreateUnaryIntrinsic(llvm::Intrinsic::ctpop, mask);
-  Value *entry = b_.CreateAlignedLoad(i32, b_.CreateGEP(i32, table, mask), llvm::Align(4));
-  Value *words = b_.CreateAnd(b_.CreateLShr(b_.CreateVectorSplat(kWords, entry), shifts), uint64_t{15});
-  Value *packed;
-  if (indices) {  // 32-bit: the word indices are the lanes
-    packed = b_.CreateAdd(b_.CreateVectorSplat(kWords, b_.CreateAdd(values, j)), words);
+  Value *result;
+  if (avx512) {
+    Value *in = indices ? b_.CreateAdd(b_.CreateVectorSplat(lanes, b_.CreateAdd(values, j)), ids)
+                        : b_.CreateAlignedLoad(ev, at(et, values, j), align);
+    result = b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_compress, {ev},
+                                {in, llvm::PoisonValue::get(ev), set});
   } else {
-    // out word q = in word words[q]: a build of variable extracts, which x86 (AVX2) makes one vpermd
-    Value *in = b_.CreateBitCast(b_.CreateAlignedLoad(ev, at(et, values, j), align), wordv);
-    packed = llvm::PoisonValue::get(wordv);
-    for (int q = 0; q < kWords; q++)
-      packed = b_.CreateInsertElement(packed, b_.CreateExtractElement(in, b_.CreateExtractElement(words, q)), q);
+    Value *entry = b_.CreateAlignedLoad(i32, b_.CreateGEP(i32, table, mask), llvm::Align(4));
+    Value *words = b_.CreateAnd(b_.CreateLShr(b_.CreateVectorSplat(kWords, entry), shifts), uint64_t{15});
+    Value *packed;
+    if (indices) {  // 32-bit: the word indices are the lanes
+      packed = b_.CreateAdd(b_.CreateVectorSplat(kWords, b_.CreateAdd(values, j)), words);
+    } else {
+      // out word q = in word words[q]: a build of variable extracts, which x86 (AVX2) makes one vpermd
+      Value *in = b_.CreateBitCast(b_.CreateAlignedLoad(ev, at(et, values, j), align), wordv);
+      packed = llvm::PoisonValue::get(wordv);
+      for (int q = 0; q < kWords; q++)
+        packed = b_.CreateInsertElement(packed, b_.CreateExtractElement(in, b_.CreateExtractElement(words, q)), q);
+    }
+    result = b_.CreateBitCast(packed, ev);
   }
-  Value *result = b_.CreateBitCast(packed, ev);
   Value *dst = at(et, out, k);
   Value *left = b_.CreateSub(room, k);
   b_.CreateCondBr(b_.CreateICmpSGE(left, b_.getInt32(lanes)), full, partial);

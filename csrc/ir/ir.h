@@ -193,6 +193,10 @@ struct KernelIR {
   // Slot ranges {first, count} of the temps that the kernel's own tasks zero before using them (a
   // deterministic sum's fallback, transforms/deterministic.cpp): the cpu runtime skips them at launch.
   std::vector<std::pair<int64_t, int64_t>> temps_zeroed_by_tasks;
+  // Slot ranges {first, count} of the temps that the kernel's tasks leave zero when they end (a
+  // deterministic field sum's slots on Vulkan, zeroed again by its final pass): the Vulkan runtime
+  // fills them at the kernel's first launch only.
+  std::vector<std::pair<int64_t, int64_t>> temps_left_zero;
   int temps_buffer = -1, result_buffer = -1;
   // Debug mode: bounds checks report through two result slots (message index + 1, the bad index).
   bool debug = false;

@@ -523,7 +523,7 @@ class Determinizer {
                 bucketed_sum(t, field_targets[0].first, field_targets[0].second, before);
     if (chunk_sums_ || staged_) chunk_loop(t, chunk_sums_ ? adds / static_cast<int64_t>(most) : adds);
     for (const auto &list : uniform_targets) uniform_sum(t, list, serial_after);
-    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, before, after);
+    for (auto &[buffer, atomics] : field_targets) field_sum(t, buffer, atomics, before, after, serial_after);
     if (!serial_after.body.stmts.empty()) after.push_back(std::move(serial_after));
   }
 
@@ -828,7 +828,7 @@ class Determinizer {
   // Atomics on a field at computed indices: ten slots per element, reached by i64 atomics.
   // (fallback_: the bucketed tasks' fallback, which zeroes its slots itself, in `before`.)
   void field_sum(Task &t, int64_t buffer, const std::vector<Stmt *> &atomics, std::vector<Task> &before,
-                 std::vector<Task> &after) {
+                 std::vector<Task> &after, Task &serial_after) {
     const BufferDesc d = k_.buffers[buffer];
     const SourceLoc loc = atomics[0]->loc;
     int64_t n = numel(d);
@@ -851,6 +851,9 @@ class Determinizer {
     // SPIR-V reaches the temps array atomically only (by element index); the cpu's final pass reads
     // it plainly (after the loop's task).
     const bool gpu = !cpu_;
+    auto zero = [&](IrEmitter &e, Stmt *ptr) {  // (GPUs reach temps arrays with atomics only)
+      e.add(StmtKind::GlobalStore, T::none, {ptr, i64(e, 0)})->is_atomic = gpu;
+    };
     // cpu, a small field (a histogram): the updates go to a private copy per thread (in its stack),
     // applied with atomics when the thread's share of the loop ends (flush_private). Element el's
     // slot el * kPrivSlots + k sums the unsplit values sw of limb k (k < 8), its last one the flags.
@@ -940,7 +943,7 @@ class Determinizer {
     };
     // `summary` (slot bits): the summary word, loaded; the flags are loaded only where some update
     // or'ed any element's.
-    auto element = [&](IrEmitter &f, Stmt *el, Stmt *summary) {
+    auto element = [&](IrEmitter &f, Stmt *el, Stmt *summary, bool clear = false) {
       std::vector<Stmt *> idx(d.shape.size());
       Stmt *rest = el;
       for (size_t i = d.shape.size(); i-- > 0;) {
@@ -960,12 +963,14 @@ class Determinizer {
       Stmt *stored = f.var(T::i64, i64(f, 0));
       IrEmitter has = f.if_(f.bin(B::Ne, f.bin(B::BitAnd, summary, i64(f, kElementFlags)), i64(f, 0)));
       has.store(stored, load(has, slot(has, first, lay.flags(has, el)), gpu));
+      if (clear) zero(has, slot(has, first, lay.flags(has, el)));
       return Element{tp, init, f.load(stored)};
     };
     // Slot bits: "not -0.0" where a slot holds a non-zero value (unsplit_add).
     auto not_neg_zero = [&](IrEmitter &f, Stmt *v) { return f.sel(f.bin(B::Ne, v, i64(f, 0)), i64(f, kNotNegZero), i64(f, 0)); };
     // Every slot's limbs (those whose bit the summary has, with slot bits), normalised and rounded.
-    auto general = [&](IrEmitter &f, Stmt *el, const Element &x, Stmt *summary) {
+    // clear (slot bits): each slot loaded is zeroed again (the kernel leaves its temps zero).
+    auto general = [&](IrEmitter &f, Stmt *el, const Element &x, Stmt *summary, bool clear = false) {
       std::vector<Stmt *> limbs;
       Stmt *high = i64(f, 0);  // (unsplit) the previous slot's high part, signed
       Stmt *flags = f.bin(B::BitOr, x.stored, x.init.flags);
@@ -976,6 +981,7 @@ class Determinizer {
           Stmt *bit = f.bin(B::BitAnd, summary, i64(f, int64_t(1) << (kSlotBits + k)));
           IrEmitter has = f.if_(f.bin(B::Ne, bit, i64(f, 0)));
           has.store(var, load(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))), gpu));
+          if (clear) zero(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, k))));
           v = f.load(var);
           flags = f.bin(B::BitOr, flags, not_neg_zero(f, v));
         } else {
@@ -1038,6 +1044,18 @@ class Determinizer {
       Stmt *fast = f.both(f.both(f.both(one, same), f.both(small, finite)), r.normal);
       IrEmitter single = f.if_(fast);
       single.add(StmtKind::GlobalStore, T::none, {x.tp, r.value});
+      // Its slots zero again (the listed elements': in the second task, after it reads them), so
+      // that the kernel leaves these temps zero: the runtime fills them at the first launch only
+      // (KernelIR::temps_left_zero; a 2^20-element field's 88 MiB took ~13 ms a launch on lavapipe).
+      for (int s = 0; s < kLimbs; s++) {
+        IrEmitter has = single.if_(single.bin(B::Ne, single.bin(B::BitAnd, word, i64(single, int64_t(1) << (kSlotBits + s))),
+                                              i64(single, 0)));
+        zero(has, slot(has, first, lay.limb(has, el, has.ci(T::i32, s))));
+      }
+      {
+        IrEmitter has = single.if_(single.bin(B::Ne, single.bin(B::BitAnd, word, i64(single, kElementFlags)), i64(single, 0)));
+        zero(has, slot(has, first, lay.flags(has, el)));
+      }
       const int64_t list = reserve(n + 1, loc);  // (zeroed at launch: an atomic add stores)
       IrEmitter rest = f.if_(f.not_(fast));
       Stmt *j = atomic(rest, AtomicOp::Add, slot(rest, list), i64(rest, 1));
@@ -1054,9 +1072,18 @@ class Determinizer {
       Stmt *count = load(g, slot(g, list), gpu);
       IrEmitter each = g.while_("deterministic listed elements");
       each.if_(each.bin(B::Ge, each.load(pos), count)).break_();
-      Stmt *listed = each.cast(load(each, slot(each, list + 1, each.cast(each.load(pos), T::i32)), gpu), T::i32);
-      general(each, listed, element(each, listed, word), word);
+      Stmt *entry = each.cast(each.load(pos), T::i32);
+      Stmt *listed = each.cast(load(each, slot(each, list + 1, entry), gpu), T::i32);
+      zero(each, slot(each, list + 1, entry));
+      general(each, listed, element(each, listed, word, true), word, true);
       each.store(pos, each.bin(B::Add, each.load(pos), i64(each, lanes)));
+      // After both tasks (every invocation has read them): the summary and the list's count.
+      IrEmitter after_all(serial_after.body, loc);
+      zero(after_all, slot(after_all, any));
+      zero(after_all, slot(after_all, list));
+      k_.temps_left_zero.emplace_back(first, n * kSlots);
+      k_.temps_left_zero.emplace_back(any, 1);
+      k_.temps_left_zero.emplace_back(list, n + 1);
     }
     finish(std::move(fin));
   }

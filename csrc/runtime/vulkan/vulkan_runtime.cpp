@@ -30,6 +30,7 @@ struct VulkanKernel : CompiledKernel {
   std::vector<VulkanTask> tasks;
   BufferId args = 0, temps = 0, result = 0;  // per kernel: written before a launch...
   uint64_t last_launch = 0;                   // ... once the kernel's previous launch is done
+  bool launched = false;  // since then, the temps' ranges KernelIR::temps_left_zero are zero
   int num_slots = 0;
   // The argument buffers (the first is where `args` starts), each with the launch last reading it:
   // a kernel without temps or results writes its arguments into the next one whose launch is done
@@ -189,7 +190,17 @@ class VulkanRuntime : public Runtime {
     }
     k.args = ab->id;
     if (slots) device_->write_buffer(k.args, 0, args.data(), 8 * slots, /*wait=*/false);
-    if (k.temps) device_->fill_buffer(k.temps, 0, k.temps_bytes, 0, false);
+    if (k.temps) {  // zero, but for the ranges the last launch left zero
+      std::vector<std::pair<int64_t, int64_t>> clean = k.launched ? k.ir->temps_left_zero : decltype(clean){};
+      std::sort(clean.begin(), clean.end());
+      int64_t from = 0;  // (in 8-byte slots)
+      for (auto [first, count] : clean) {
+        if (first > from) device_->fill_buffer(k.temps, 8 * from, 8 * (first - from), 0, false);
+        from = std::max(from, first + count);
+      }
+      if (8 * from < static_cast<int64_t>(k.temps_bytes)) device_->fill_buffer(k.temps, 8 * from, k.temps_bytes - 8 * from, 0, false);
+      k.launched = true;
+    }
     if (k.result) device_->fill_buffer(k.result, 0, 8 * k.returns.size(), 0, false);  // debug mode's error slots
     std::vector<BufferId> table = binding_table(k, buffers);
     std::vector<vulkan::Dispatch> dispatches;

@@ -23,7 +23,8 @@
 // a random mask mispredict a branch per lane, while here the stores' mask is a prefix of the
 // lanes. On the cpu a thread's batch (1024 elements) runs in two loops instead, without a branch
 // per element: the indices of the passing elements are listed, then the body runs for each
-// (Batcher::batch_in_loops).
+// (Batcher::batch_in_loops); where the body reads the element only through loads x[i], x itself is
+// compressed instead, and the body reads the passing elements' values in order.
 // Deterministic mode's stable compaction (deterministic.cpp) runs each of its chunks the same way
 // (batch_chunk_compaction), the batches in order, each taking its slots from the chunk's running
 // slot instead of an atomic: on the cpu a chunk is a serial loop of one thread; on Vulkan a
@@ -479,7 +480,6 @@ class Batcher {
     a->ival = d.shape_arg_slot;
     return a;
   }
-
 
   // A relaxed add / sub of a lane-independent operand on a lane-independent address.
   bool counter(const Stmt &a) const {

@@ -1056,7 +1056,7 @@ class Determinizer {
         IrEmitter has = single.if_(single.bin(B::Ne, single.bin(B::BitAnd, word, i64(single, kElementFlags)), i64(single, 0)));
         zero(has, slot(has, first, lay.flags(has, el)));
       }
-      const int64_t list = reserve(n + 1, loc);  // (zeroed at launch: an atomic add stores)
+      const int64_t list = reserve(n + 1, loc);  // (zero at launch: filled the first time, then left so; an atomic add stores)
       IrEmitter rest = f.if_(f.not_(fast));
       Stmt *j = atomic(rest, AtomicOp::Add, slot(rest, list), i64(rest, 1));
       atomic(rest, AtomicOp::Add, slot(rest, list + 1, rest.cast(j, T::i32)), rest.cast(el, T::i64));

@@ -199,7 +199,6 @@ class VulkanRuntime : public Runtime {
         from = std::max(from, first + count);
       }
       if (8 * from < static_cast<int64_t>(k.temps_bytes)) device_->fill_buffer(k.temps, 8 * from, k.temps_bytes - 8 * from, 0, false);
-      k.launched = true;
     }
     if (k.result) device_->fill_buffer(k.result, 0, 8 * k.returns.size(), 0, false);  // debug mode's error slots
     std::vector<BufferId> table = binding_table(k, buffers);
@@ -209,6 +208,7 @@ class VulkanRuntime : public Runtime {
       if (groups) dispatches.push_back({t.pipeline, table, groups});
     }
     k.last_launch = ab->serial = device_->launch(dispatches);
+    k.launched = true;  // (submitted: its fill, then its tasks)
     std::vector<uint64_t> result(k.returns.size());
     if (k.result) device_->read_buffer(k.result, 0, result.data(), 8 * result.size());
     return result;

@@ -515,7 +515,9 @@ class Determinizer {
     skips_ = skips;
     chunk_sums_ = !barrier && most > 0 && once && static_cast<int64_t>(most) <= kChunkAdds;
     staged_ = !barrier && staged;
-    replay_ = cpu_ && uniform_targets.size() == 1 && field_targets.empty() && effects_only(floats);
+    // (a GPU: where f64 is as fast as f32, Cap::fast_float64; the staged form needs per-thread arrays)
+    replay_ = (cpu_ || (target_.features.has(Cap::shader_float64) && target_.features.has(Cap::fast_float64))) &&
+              uniform_targets.size() == 1 && field_targets.empty() && effects_only(floats);
     const int64_t adds = cpu_ ? kCpuChunkAdds : kChunkAdds;
     // cpu: a scatter into one large field, the loop's only sums, runs bucketed where the runtime
     // has the scratch memory for it (bucketed_sum); the loop's lowering below is its fallback.
@@ -583,6 +585,7 @@ class Determinizer {
       Stmt *count64 = e.cast(count, T::i64);
       Stmt *trips = e.bin(B::Div, e.bin(B::Add, e.bin(B::Sub, n, c), e.bin(B::Sub, count64, i64(e, 1))), count64);
       inner->operands = {e.ci(it, 0), e.cast(trips, it)};
+      chunk_trips_ = e.cast(trips, T::i32);
       std::vector<Stmt *> indices;
       for_each_stmt(*inner->body, [&](Stmt &x) {
         if (x.kind == StmtKind::LoopIndex && x.operands[0] == inner.get()) indices.push_back(&x);
@@ -642,7 +645,7 @@ class Determinizer {
         for (int k = 0; k < kLimbs - 1; k++) post.store(acc[k], i64(post, 0));
         post.store(flags, i64(post, 0));
       };
-      if (cpu_) {
+      if (cpu_ || replay_) {
         fast_sum(t, atomics, accumulate, to_slots, flush);
       } else {
         for (Stmt *a : atomics) {
@@ -711,7 +714,7 @@ class Determinizer {
     // in two registers: eight lanes with AVX2, sixteen with AVX-512; the cost model's choice (the
     // f64 width) runs it at half (benchmarks/deterministic.py; on an AVX-512 Zen 5 eight lanes
     // cost 1.56-1.62x the mode-off sum, sixteen 1.34-1.41x).
-    chunk_inner_->vector_width = target_.features.vector_bits >= 512 ? 16 : 8;
+    if (cpu_) chunk_inner_->vector_width = target_.features.vector_bits >= 512 ? 16 : 8;
     std::unique_ptr<Stmt> again;  // replay_: the chunk's loop once more, decoding
     if (replay_) {
       again = std::make_unique<Stmt>(StmtKind::RangeFor, T::none);
@@ -761,19 +764,22 @@ class Determinizer {
       Stmt *shift = e.bin(B::Min, e.bin(B::Max, e.bin(B::Sub, h, l), i64(e, 0)), i64(e, 29));  // (a defined shift)
       return e.bin(B::Le, e.bin(B::Shl, e.bin(B::Mul, chunks, i64(e, kCpuChunkAdds)), shift), i64(e, int64_t(1) << 29));
     };
-    // The window's total, N 2^lo with |N| < 2^53, into the slots; an empty window again.
-    auto flush_window = [&](IrEmitter &e) {
-      IrEmitter some = e.if_(e.bin(B::Gt, e.load(wchunks), i64(e, 0)));
-      Stmt *p = some.load(wlo);
-      Stmt *n = units(some, some.load(total), p);
+    // An exact sum, N 2^p with |N| < 2^53, into the slots.
+    auto sum_to_slots = [&](IrEmitter &some, Stmt *exact, Stmt *p) {
+      Stmt *n = units(some, exact, p);
       Stmt *limb = some.bin(B::Shr, p, i64(some, 5)), *r = some.bin(B::BitAnd, p, i64(some, 31));
-      Stmt *at = some.bin(B::BitAnd, some.bin(B::Shl, n, r), i64(some, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb lo / 32
+      Stmt *at = some.bin(B::BitAnd, some.bin(B::Shl, n, r), i64(some, 0xFFFFFFFF));  // N 2^r's low 32 bits: limb p / 32
       Stmt *above = some.bin(B::Shr, n, some.bin(B::Sub, i64(some, 32), r));          // the rest: the next limb
       std::vector<Stmt *> values;
       for (int k = 0; k < kLimbs - 1; k++)
         values.push_back(some.sel(some.bin(B::Eq, limb, i64(some, k)), at,
                                   some.sel(some.bin(B::Eq, limb, i64(some, k - 1)), above, i64(some, 0))));
       to_slots(some, values, i64(some, kNotNegZero));
+    };
+    // The window's total, N 2^lo with |N| < 2^53, into the slots; an empty window again.
+    auto flush_window = [&](IrEmitter &e) {
+      IrEmitter some = e.if_(e.bin(B::Gt, e.load(wchunks), i64(e, 0)));
+      sum_to_slots(some, some.load(total), some.load(wlo));
       e.store(total, e.c(T::f64, 0.0));
       e.store(wlo, i64(e, kNoWindow));
       e.store(whi, i64(e, -kNoWindow));
@@ -786,20 +792,27 @@ class Determinizer {
     auto widened = [&](IrEmitter &e) {
       return std::pair{e.bin(B::Min, e.load(wlo), smin), e.bin(B::Max, e.load(whi), smax)};
     };
-    {
-      auto [l, h] = widened(post);
-      IrEmitter full = post.if_(post.both(fits, post.not_(holds(post, l, h, post.bin(B::Add, post.load(wchunks), i64(post, 1))))));
-      flush_window(full);
+    if (cpu_) {
+      {
+        auto [l, h] = widened(post);
+        IrEmitter full = post.if_(post.both(fits, post.not_(holds(post, l, h, post.bin(B::Add, post.load(wchunks), i64(post, 1))))));
+        flush_window(full);
+      }
+      IrEmitter fast = post.if_(fits);
+      auto [l, h] = widened(fast);
+      fast.store(wlo, l);
+      fast.store(whi, h);
+      fast.store(wchunks, fast.bin(B::Add, fast.load(wchunks), i64(fast, 1)));
+      fast.store(total, fast.bin(B::Add, fast.load(total), fast.load(sum)));
+      IrEmitter share_end(task.post_loop, loc);  // (the thread's share done)
+      share_end.mark_exact();
+      flush_window(share_end);
+    } else {  // a GPU invocation's share is about one chunk: each chunk's sum to the slots at once
+      // (in the loop, so its atomics are privatized and combined over the subgroup as the decoding
+      // chunks' are; in post_loop they would be every lane's own)
+      IrEmitter fast = post.if_(fits);
+      sum_to_slots(fast, fast.load(sum), smin);
     }
-    IrEmitter fast = post.if_(fits);
-    auto [l, h] = widened(fast);
-    fast.store(wlo, l);
-    fast.store(whi, h);
-    fast.store(wchunks, fast.bin(B::Add, fast.load(wchunks), i64(fast, 1)));
-    fast.store(total, fast.bin(B::Add, fast.load(total), fast.load(sum)));
-    IrEmitter share_end(task.post_loop, loc);  // (the thread's share done)
-    share_end.mark_exact();
-    flush_window(share_end);
     IrEmitter slow = post.if_(post.not_(fits));
     if (again) {  // kChunkAdds / k iterations at a time
       Stmt *begin = chunk_inner_->operands[0], *end = chunk_inner_->operands[1];

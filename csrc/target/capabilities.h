@@ -45,9 +45,10 @@ namespace qd {
      spec's loose bounds but far from the C library (llvmpipe, max ulp over [-8, 8]: asin / acos   \
      3800, tanh 1855, log 380 near 1, atan / atan2 330): needs_math_library builds those from f64. */ \
   CAP(inexact_float_math)                                                                           \
-  /* f64 arithmetic as fast as f32's (a CPU device: llvmpipe): deterministic mode's same-address    \
-     sums add a chunk's addends in f64 where that is exact, as on the cpu (deterministic.cpp).   */ \
-  CAP(fast_float64)                                                                                 \
+  /* The device runs on the host's CPU cores (llvmpipe): f64 as fast as f32, and an invocation's    \
+     consecutive loads stream from cache lines of their own. Deterministic mode's same-address     \
+     sums then take the cpu's chunks (1024 consecutive iterations, summed in f64 where exact).   */ \
+  CAP(cpu_device)                                                                                   \
   CAP(subgroup_basic) CAP(subgroup_vote) CAP(subgroup_arithmetic) CAP(subgroup_ballot)              \
   CAP(subgroup_shuffle) CAP(subgroup_shuffle_relative) CAP(subgroup_clustered) CAP(subgroup_quad)   \
   CAP(subgroup_extended_types) /* shaderSubgroupExtendedTypes: 8/16/64-bit ints, f16 in subgroup ops */ \

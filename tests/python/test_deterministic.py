@@ -395,8 +395,8 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
     continue and from a variable, and in a loop that also stores, gives the reference's bits, on 1
     and 2 threads and on Vulkan. On the cpu a loop whose only effect is the sum decodes a chunk by
     running its iterations again; one with other effects stores the addends (`sum.bits`). Vulkan
-    (lavapipe: Cap::fast_float64) sums the first kind's chunks in f64 too, each chunk's sum into the
-    slots at once."""
+    on a CPU device (lavapipe: Cap::cpu_device) sums the first kind's chunks, of consecutive
+    iterations, in f64 too, each chunk's sum into the slots at once."""
     if req_arch == qd.vulkan and threads == 2:
         pytest.skip("cpu_max_num_threads is the cpu's")
     qd.init(arch=req_arch, deterministic=True, cpu_max_num_threads=threads, enable_fallback=False, offline_cache=False)
@@ -439,8 +439,8 @@ def test_chunks_of_few_exponents_give_the_reference(threads, req_arch):
             assert ("sum.bits" in ir) == stores, k
             # (the f64 chunk loop at the host's full 32-bit width: sixteen lanes with AVX-512, else eight)
             assert f"serial vector_width={16 if host_has_avx512f() else 8} (deterministic chunk)" in ir, k
-    else:  # Vulkan: the f64 chunk sums where f64 is as fast as f32 (lavapipe), for loops whose only effect is the sum
-        fast = qd.vulkan_caps()["fast_float64"]
+    else:  # Vulkan: the f64 chunk sums on a CPU device (lavapipe), for loops whose only effect is the sum
+        fast = qd.vulkan_caps()["cpu_device"] and qd.vulkan_caps()["shader_float64"]
         for k, f64 in ((plain, fast), (guarded, fast), (twice, fast), (skipping, fast), (storing, False)):
             args = (cases["a short tail"],) + ((np.zeros(100, np.int32),) if k is storing else ())
             assert (": f64 = add" in qd.compile(k, *args).ir) == f64, k

@@ -311,9 +311,9 @@ DeviceCaps probe_caps(const InstanceFns &fns, VkPhysicalDevice device, const Fea
   // crashes on a 64-bit ShuffleUp of a value from another one on some hosts, and it runs an ordered
   // atomic like a workgroup control barrier (a loop around one stops early; docs/backends.md). Its
   // atomics run lane by lane on the host's cores, cheaper than combining them per subgroup; its
-  // f32 asin, acos, atan, tanh, log are thousands of ulp off; its f64 arithmetic is the host CPU's.
+  // f32 asin, acos, atan, tanh, log are thousands of ulp off; it runs on the host's CPU cores.
   if (std::string(p.deviceName).find("llvmpipe") != std::string::npos) {
-    c.flags.set(Cap::fast_float64, f.features2.features.shaderFloat64);
+    c.flags.set(Cap::cpu_device);
     c.max_loop_iterations = 65535;
     c.flags.set(Cap::folds_float_zero_operands);
     c.flags.set(Cap::splits_64bit_shuffles);

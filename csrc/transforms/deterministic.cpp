@@ -588,7 +588,6 @@ class Determinizer {
       Stmt *count64 = e.cast(count, T::i64);
       Stmt *trips = e.bin(B::Div, e.bin(B::Add, e.bin(B::Sub, n, c), e.bin(B::Sub, count64, i64(e, 1))), count64);
       inner->operands = {e.ci(it, 0), e.cast(trips, it)};
-      chunk_trips_ = e.cast(trips, T::i32);
       std::vector<Stmt *> indices;
       for_each_stmt(*inner->body, [&](Stmt &x) {
         if (x.kind == StmtKind::LoopIndex && x.operands[0] == inner.get()) indices.push_back(&x);
@@ -1757,7 +1756,7 @@ class Determinizer {
   bool replay_ = false;      // cpu: one same-address target, the loop's only effect (fast_sum)
   bool skips_ = false;       // the loop has a continue / break / return: an iteration may skip an update
   bool fallback_ = false;    // the loop is a bucketed scatter's fallback (bucketed_sum)
-  Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // cpu: the chunk's first iteration (i32), its trips
+  Stmt *chunk_lo_ = nullptr, *chunk_trips_ = nullptr;  // consecutive chunks: the first iteration (i32), the trips
 };
 
 }  // namespace

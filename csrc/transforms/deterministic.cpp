@@ -62,6 +62,7 @@ using T = DataType;
 constexpr int kLimbs = 9;           // limb k holds bits [32k, 32k + 32) of the value / 2^-149
 constexpr int kSlots = kLimbs + 1;  // and a flags word
 constexpr int kRow = 8;             // a large field element's flags and limbs 1..7 (Layout)
+constexpr int64_t kSpreadElements = 4096;  // SPIR-V: fields up to this size spread their slots (Layout)
 constexpr int64_t kCachedElements = 65536;  // fields up to this size: their slots stay in the caches
 constexpr int64_t kMaxTempsSlots = int64_t(1) << 27;  // 1 GiB of accumulators per kernel
 constexpr int32_t kChunks = 4096;   // stable compaction: the iteration range in this many chunks
@@ -289,12 +290,15 @@ class Determinizer {
   struct Layout {
     int64_t n;
     bool slot_major = false;  // SPIR-V: the flags of every element, then slot 0 of every element, ...
+    int64_t spread = 1;       // slot_major: slots `spread` apart (8: each in a cache line of its own)
     bool rows() const { return n > kCachedElements && !slot_major; }
+    Stmt *spaced(IrEmitter &e, Stmt *i) const { return spread == 1 ? i : e.bin(B::Mul, i, e.ci(T::i32, spread)); }
     Stmt *flags(IrEmitter &e, Stmt *el) const {
-      return slot_major ? el : e.bin(B::Mul, el, e.ci(T::i32, rows() ? kRow : kSlots));
+      return slot_major ? spaced(e, el) : e.bin(B::Mul, el, e.ci(T::i32, rows() ? kRow : kSlots));
     }
     Stmt *limb(IrEmitter &e, Stmt *el, Stmt *k) const {  // k: i32
-      if (slot_major) return e.bin(B::Add, e.bin(B::Mul, e.bin(B::Add, k, e.ci(T::i32, 1)), e.ci(T::i32, n)), el);
+      if (slot_major)
+        return spaced(e, e.bin(B::Add, e.bin(B::Mul, e.bin(B::Add, k, e.ci(T::i32, 1)), e.ci(T::i32, n)), el));
       if (!rows()) return e.bin(B::Add, flags(e, el), e.bin(B::Add, k, e.ci(T::i32, 1)));
       Stmt *in_row = e.both(e.bin(B::Ge, k, e.ci(T::i32, 1)), e.bin(B::Lt, k, e.ci(T::i32, kRow)));
       Stmt *side = e.bin(B::Add, e.ci(T::i32, kRow * n), e.bin(B::Add, e.bin(B::Mul, el, e.ci(T::i32, 2)), e.bin(B::Shr, k, e.ci(T::i32, 3))));
@@ -848,7 +852,11 @@ class Determinizer {
     const SourceLoc loc = atomics[0]->loc;
     int64_t n = numel(d);
     if (n * kSlots >= (int64_t(1) << 31)) reject("the field '" + d.name + "' is too large for deterministic sums", loc);
-    int64_t first = reserve(n * kSlots, loc, /*align=*/kRow);  // (the runtime zeroes the temps at launch)
+    // SPIR-V, a small field (a histogram's bins, updated from every thread): each slot in a cache
+    // line of its own, so that updates of neighbouring elements do not contend for a line (lavapipe,
+    // 256 bins: 16.3-18.5 -> 14.9-15.5 ms at 2^20 updates, most of it the i64 atomic).
+    const int64_t spread = spirv_ && n <= kSpreadElements ? kRow : 1;
+    int64_t first = reserve(n * kSlots * spread, loc, /*align=*/kRow);  // (the runtime zeroes the temps at launch)
     if (fallback_) {
       k_.temps_zeroed_by_tasks.emplace_back(first, n * kSlots);
       Stmt *loop;
@@ -887,7 +895,7 @@ class Determinizer {
     // final pass loads only those slots, and an element's flags only where some update or'ed them
     // (each load of a storage buffer is a per-lane access on lavapipe). (spirv_add)
     const bool slot_bits = spirv_ && unsplit;
-    const Layout lay{n, slot_bits};
+    const Layout lay{n, slot_bits, spread};
     const int64_t any = slot_bits ? reserve(1, loc) : -1;
     std::vector<Stmt *> staged;  // (see Window)
     for (Stmt *a : atomics)
@@ -1096,7 +1104,7 @@ class Determinizer {
       IrEmitter after_all(serial_after.body, loc);
       zero(after_all, slot(after_all, any));
       zero(after_all, slot(after_all, list));
-      k_.temps_left_zero.emplace_back(first, n * kSlots);
+      k_.temps_left_zero.emplace_back(first, n * kSlots * spread);
       k_.temps_left_zero.emplace_back(any, 1);
       k_.temps_left_zero.emplace_back(list, n + 1);
     }

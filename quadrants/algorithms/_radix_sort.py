@@ -9,7 +9,8 @@
      digit's counter, which then moves on by one.
 On the cpu only the most significant digit takes those phases (a tile is one iteration of a loop
 of one-thread blocks, which counts and scatters serially, the bins / counters in the block's shared
-array); the keys are then in RADIX buckets by that digit, and each bucket, one per iteration, is
+array, the scatter's writes through a cache-line buffer per digit, full lines out in streaming
+stores); the keys are then in RADIX buckets by that digit, and each bucket, one per iteration, is
 sorted by the digits below it: their counts in one read, then a stable pass per digit, inside the
 worker's cache for buckets of up to a few ten thousand keys. On GPUs a tile is one subgroup, which
 walks it in rounds of group_size() keys: shared atomics on the subgroup's own bins for the

@@ -707,11 +707,16 @@ class Determinizer {
     const SourceLoc loc = atomics[0]->loc;
     // The thread's window: the f64 total of its chunks since the last flush, all their non-zero
     // addends with s in [lo, hi], `chunks` chunks of them.
-    IrEmitter pl(task.pre_loop, loc);
-    pl.mark_exact();
-    Stmt *total = pl.var(T::f64, pl.c(T::f64, 0.0));
-    Stmt *wlo = pl.var(T::i64, i64(pl, kNoWindow)), *whi = pl.var(T::i64, i64(pl, -kNoWindow));
-    Stmt *wchunks = pl.var(T::i64, i64(pl, 0));
+    // (the cpu only: a GPU invocation's chunks go to the slots one by one, below)
+    Stmt *total = nullptr, *wlo = nullptr, *whi = nullptr, *wchunks = nullptr;
+    if (cpu_) {
+      IrEmitter pl(task.pre_loop, loc);
+      pl.mark_exact();
+      total = pl.var(T::f64, pl.c(T::f64, 0.0));
+      wlo = pl.var(T::i64, i64(pl, kNoWindow));
+      whi = pl.var(T::i64, i64(pl, -kNoWindow));
+      wchunks = pl.var(T::i64, i64(pl, 0));
+    }
     IrEmitter pre(chunk_inner_);
     pre.mark_exact();
     Stmt *sum = pre.var(T::f64, pre.c(T::f64, 0.0));

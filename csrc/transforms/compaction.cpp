@@ -275,11 +275,9 @@ class Batcher {
 
  private:
   // The statements before the `if`, evaluated at `index` (for the original loop index).
-  // `given`: statements of `pre` whose values are known already (not copied).
-  static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index, CloneMap given = {}) {
-    CloneMap v = std::move(given);
-    for (Stmt *s : m.pre)
-      if (!v.count(s)) v[s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, v);
+  static CloneMap before_if(IrEmitter &e, const Match &m, Stmt *index) {
+    CloneMap v;
+    for (Stmt *s : m.pre) v[s] = s->kind == StmtKind::LoopIndex ? index : e.copy(*s, v);
     return v;
   }
 
@@ -394,17 +392,15 @@ class Batcher {
       Stmt *r = nullptr;
       IrEmitter b = x.for_(x.ci(it, 0), x.bitcast(total, it), r);
       r->operands[0]->independent = true;  // each iteration its own element and slot
-      CloneMap given;
-      for (auto [load, buffer] : given_loads) {
-        Stmt *p = b.add(StmtKind::GlobalPtr, load->dtype, {r});
-        p->ival = buffer;
-        given[load] = b.add(StmtKind::GlobalLoad, load->dtype, {p});
-      }
       CloneMap map;
       if (given_loads.empty()) {
         map = before_if(b, m, b.add(StmtKind::GlobalLoad, it, {at(b, r)}));
       } else {  // (the body uses no other value of the element: the rest of `pre` is uniform)
-        map = given;
+        for (auto [load, buffer] : given_loads) {
+          Stmt *p = b.add(StmtKind::GlobalPtr, load->dtype, {r});
+          p->ival = buffer;
+          map[load] = b.add(StmtKind::GlobalLoad, load->dtype, {p});
+        }
         for (Stmt *s : m.pre)
           if (!map.count(s) && thread_uniform(s)) map[s] = b.copy(*s, map);
       }
